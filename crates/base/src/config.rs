@@ -1,0 +1,134 @@
+//! The TOML config file (`--config FILE.toml`). One file may hold the settings of
+//! several commands, each in its own section; every flag has a key of the same name
+//! (with `_` for `-`) in its command's section, and flags override the file.
+//!
+//! ```toml
+//! output = "./mailbench-results"   # common keys at the top
+//! [storage]                         # storage init|run|backup|recover|verify
+//! [storage.profile]                 # profile value overrides
+//! [storage.thresholds]              # verdict thresholds
+//! [plan]                            # mailbench plan
+//! [mail]                            # mail setup|run
+//! ```
+
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+/// The top level of a config file. Unknown sections are refused by name.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Results folder (`--output`).
+    pub output: Option<PathBuf>,
+    pub storage: Option<toml::Table>,
+    pub plan: Option<toml::Table>,
+    pub mail: Option<toml::Table>,
+    pub report: Option<toml::Table>,
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    /// Reads and parses `path`; errors name the file and the line.
+    pub fn load(path: &Path) -> Result<ConfigFile> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::usage(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile> {
+        let mut cfg: ConfigFile = toml::from_str(text).map_err(|e| {
+            Error::usage(format!(
+                "config file {}: {}",
+                path.display(),
+                e.message_with_span(text)
+            ))
+        })?;
+        cfg.path = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// Loads `path` when given, else an empty config.
+    pub fn load_optional(path: Option<&Path>) -> Result<ConfigFile> {
+        match path {
+            Some(p) => Self::load(p),
+            None => Ok(ConfigFile::default()),
+        }
+    }
+
+    /// Deserializes one section (`[storage]`, `[plan]`, ...) into `T`, which should
+    /// use `#[serde(deny_unknown_fields)]` so that unknown keys are refused by name.
+    pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T> {
+        let table = match name {
+            "storage" => &self.storage,
+            "plan" => &self.plan,
+            "mail" => &self.mail,
+            "report" => &self.report,
+            _ => return Err(Error::usage(format!("no config section [{name}]"))),
+        };
+        let Some(table) = table else {
+            return Ok(T::default());
+        };
+        let file = self
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "config".into());
+        T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+            Error::usage(format!(
+                "config file {file}, section [{name}]: {}",
+                e.message()
+            ))
+        })
+    }
+}
+
+trait MessageWithSpan {
+    fn message_with_span(&self, text: &str) -> String;
+}
+
+impl MessageWithSpan for toml::de::Error {
+    fn message_with_span(&self, text: &str) -> String {
+        match self.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: {}", self.message())
+            }
+            None => self.message().to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Demo {
+        threads: Option<u32>,
+    }
+
+    #[test]
+    fn sections_parse_and_unknown_keys_are_named() {
+        let cfg = ConfigFile::parse("[storage]\nthreads = 4\n", Path::new("a.toml")).unwrap();
+        let d: Demo = cfg.section("storage").unwrap();
+        assert_eq!(d.threads, Some(4));
+
+        let cfg = ConfigFile::parse("[storage]\nthredas = 4\n", Path::new("a.toml")).unwrap();
+        let err = cfg.section::<Demo>("storage").unwrap_err().to_string();
+        assert!(err.contains("thredas"), "{err}");
+        assert!(err.contains("a.toml"), "{err}");
+
+        let err = ConfigFile::parse("[strage]\n", Path::new("b.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("strage") && err.contains("b.toml"), "{err}");
+
+        let err = ConfigFile::parse("[storage\n", Path::new("c.toml")).unwrap_err();
+        assert_eq!(err.exit_status().code(), 2);
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}

@@ -1,0 +1,14 @@
+//! Shared foundations of mailbench: the error type and its exit codes, size and
+//! duration units, TOML config files, run folders with their test log, host facts
+//! and the interrupt flag. Every other crate depends on this one; it depends on none
+//! of them.
+
+pub mod config;
+pub mod error;
+pub mod host;
+pub mod interrupt;
+pub mod rundir;
+pub mod units;
+
+pub use error::{Error, ExitStatus, Result};
+pub use units::{ByteSize, parse_duration, parse_percent};

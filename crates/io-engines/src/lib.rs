@@ -1,0 +1,262 @@
+//! I/O engines behind one small trait (PRODUCT.md §2.1 "I/O layer").
+//!
+//! * [`uring::UringEngine`]: io_uring, one ring per caller, O_DIRECT files.
+//! * [`threads::ThreadPoolEngine`]: a pool of threads doing pread/pwrite; the
+//!   portable fallback when io_uring or O_DIRECT is not available.
+//! * [`faulty::FaultyEngine`]: wraps another engine and fails or delays a chosen
+//!   share of operations (test-only switch `MAILBENCH_FAULTS`).
+//!
+//! Requests own their [`AlignedBuf`] and get it back in the completion, so no
+//! buffer can be freed or reused while the kernel writes into it. This crate holds
+//! the project's only `unsafe` code.
+#![allow(unsafe_code)]
+
+pub mod buf;
+pub mod faulty;
+pub mod threads;
+pub mod uring;
+
+pub use buf::AlignedBuf;
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Alignment of every buffer, offset and length under O_DIRECT.
+pub const ALIGN: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Write,
+    /// fdatasync of the file; the buffer is empty.
+    Sync,
+}
+
+/// One I/O. `tag` is the caller's, returned in the completion.
+#[derive(Debug)]
+pub struct IoRequest {
+    pub file: Arc<File>,
+    pub kind: OpKind,
+    pub offset: u64,
+    pub buf: AlignedBuf,
+    pub tag: u64,
+}
+
+/// A finished I/O: bytes transferred or an errno, with its timing.
+#[derive(Debug)]
+pub struct IoCompletion {
+    pub tag: u64,
+    pub kind: OpKind,
+    pub offset: u64,
+    pub buf: AlignedBuf,
+    pub result: Result<usize, i32>,
+    pub submitted: Instant,
+    pub completed: Instant,
+}
+
+impl IoCompletion {
+    pub fn latency(&self) -> Duration {
+        self.completed.saturating_duration_since(self.submitted)
+    }
+
+    /// Ok only if the whole buffer was transferred (short transfers are errors
+    /// for page-sized I/O: EIO).
+    pub fn full(&self) -> Result<(), i32> {
+        match self.result {
+            Ok(n) if self.kind == OpKind::Sync || n == self.buf.len() => Ok(()),
+            Ok(_) => Err(libc::EIO),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An asynchronous I/O engine, driven by one thread (the caller's).
+pub trait IoEngine: Send {
+    /// Short name for reports: `uring`, `threads`, `faulty(uring)`.
+    fn name(&self) -> String;
+    /// Queues one request; it is handed to the kernel or pool by the next `wait`
+    /// (or at once when the queue is full).
+    fn submit(&mut self, req: IoRequest);
+    /// Hands queued requests over and collects completions into `out`: waits for
+    /// at least `min` of them (bounded by `timeout`), then takes all that are ready.
+    fn wait(&mut self, min: usize, timeout: Option<Duration>, out: &mut Vec<IoCompletion>);
+    /// Requests submitted and not yet completed.
+    fn in_flight(&self) -> usize;
+}
+
+/// Which engine to use (`--io-engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    Auto,
+    Uring,
+    Threads,
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(EngineChoice::Auto),
+            "uring" | "io_uring" | "io-uring" => Ok(EngineChoice::Uring),
+            "threads" | "psync" => Ok(EngineChoice::Threads),
+            other => Err(format!(
+                "unknown I/O engine `{other}` (use auto, uring or threads)"
+            )),
+        }
+    }
+}
+
+/// What the probe found for a folder: whether O_DIRECT opens there and whether
+/// io_uring rings can be created in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    pub o_direct: bool,
+    pub uring: bool,
+}
+
+/// Probes `dir` (which must exist) for O_DIRECT and the kernel for io_uring.
+pub fn probe(dir: &Path) -> Capabilities {
+    let probe_file = dir.join(".mailbench-odirect-probe");
+    let o_direct = open_file(&probe_file, true, true, false).is_ok();
+    let _ = std::fs::remove_file(&probe_file);
+    Capabilities {
+        o_direct,
+        uring: uring::available(),
+    }
+}
+
+/// Opens (or creates) a file for engine I/O. `direct` adds O_DIRECT, `dsync`
+/// O_DSYNC (every write durable on completion).
+pub fn open_file(path: &Path, create: bool, direct: bool, dsync: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = 0;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    if dsync {
+        flags |= libc::O_DSYNC;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// Builds an engine for `choice` given the probed capabilities; `depth` bounds the
+/// requests in flight. Returns the engine and whether O_DIRECT should be used.
+/// Auto picks io_uring with O_DIRECT, else the thread pool.
+pub fn build(
+    choice: EngineChoice,
+    caps: Capabilities,
+    depth: usize,
+) -> Result<Box<dyn IoEngine>, String> {
+    let engine: Box<dyn IoEngine> = match choice {
+        EngineChoice::Uring => {
+            if !caps.uring {
+                return Err(
+                    "io_uring is not available here (kernel too old, or disabled by \
+                            /proc/sys/kernel/io_uring_disabled); use --io-engine threads"
+                        .into(),
+                );
+            }
+            Box::new(uring::UringEngine::new(depth).map_err(|e| format!("io_uring setup: {e}"))?)
+        }
+        EngineChoice::Threads => Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64))),
+        EngineChoice::Auto => {
+            if caps.uring && caps.o_direct {
+                match uring::UringEngine::new(depth) {
+                    Ok(u) => Box::new(u),
+                    Err(_) => Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64))),
+                }
+            } else {
+                Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64)))
+            }
+        }
+    };
+    Ok(faulty::wrap_from_env(engine))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes then reads back through an engine, checking bytes and timing.
+    pub(crate) fn round_trip(engine: &mut dyn IoEngine, direct: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = Arc::new(open_file(&path, true, direct, false).unwrap());
+        file.set_len(1 << 20).unwrap();
+        for i in 0..8u64 {
+            let mut buf = AlignedBuf::new(32768);
+            buf.as_mut_slice().fill(i as u8 + 1);
+            engine.submit(IoRequest {
+                file: file.clone(),
+                kind: OpKind::Write,
+                offset: i * 32768,
+                buf,
+                tag: i,
+            });
+        }
+        let mut out = Vec::new();
+        while out.len() < 8 {
+            engine.wait(1, Some(Duration::from_secs(5)), &mut out);
+        }
+        assert!(out.iter().all(|c| c.full().is_ok()));
+        engine.submit(IoRequest {
+            file: file.clone(),
+            kind: OpKind::Sync,
+            offset: 0,
+            buf: AlignedBuf::new(0),
+            tag: 99,
+        });
+        for i in 0..8u64 {
+            engine.submit(IoRequest {
+                file: file.clone(),
+                kind: OpKind::Read,
+                offset: i * 32768,
+                buf: AlignedBuf::new(32768),
+                tag: 100 + i,
+            });
+        }
+        let mut out = Vec::new();
+        while out.len() < 9 {
+            engine.wait(1, Some(Duration::from_secs(5)), &mut out);
+        }
+        assert_eq!(engine.in_flight(), 0);
+        for c in out {
+            c.full().unwrap();
+            if c.kind == OpKind::Read {
+                let want = (c.tag - 100) as u8 + 1;
+                assert!(c.buf.as_slice().iter().all(|b| *b == want), "tag {}", c.tag);
+                assert!(c.completed >= c.submitted);
+            }
+        }
+    }
+
+    #[test]
+    fn thread_pool_round_trip() {
+        round_trip(&mut threads::ThreadPoolEngine::new(4), false);
+    }
+
+    #[test]
+    fn uring_round_trip_when_available() {
+        if !uring::available() {
+            eprintln!("io_uring not available: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let direct = probe(dir.path()).o_direct;
+        round_trip(&mut uring::UringEngine::new(16).unwrap(), direct);
+    }
+
+    #[test]
+    fn engine_choice_parses() {
+        assert_eq!("uring".parse::<EngineChoice>(), Ok(EngineChoice::Uring));
+        assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("spdk"));
+    }
+}

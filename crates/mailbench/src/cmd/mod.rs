@@ -1,0 +1,5 @@
+//! One module per command group: flag definitions and the call into the library.
+pub mod mail;
+pub mod plan;
+pub mod report;
+pub mod storage;

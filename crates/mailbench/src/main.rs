@@ -1,0 +1,93 @@
+//! The `mailbench` command: parses flags, dispatches to the library crates and
+//! turns their outcome into the exit code (0 pass, 1 fail, 2 usage, 3 runtime,
+//! 130 interrupted). No workload logic lives here.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use mailbench_base::{Error, ExitStatus};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mailbench",
+    version,
+    about = "Size a mail system, prove its storage, drive its server."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Global {
+    /// TOML file; every flag has a key in its command's section; flags override the file.
+    #[arg(long, global = true, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Results folder; each run writes DIR/<command>-<UTC timestamp>/ [default: ./mailbench-results]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Print a machine-readable summary on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print nothing but errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Echo the test log on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Sizing: mailboxes + profile -> target IOPS, capacity, disks, copy layout, a storage config.
+    Plan(cmd::plan::PlanArgs),
+    /// Storage validation with the mailbox-database engine.
+    #[command(subcommand)]
+    Storage(cmd::storage::StorageCommand),
+    /// Messaging load against a real mail server.
+    #[command(subcommand)]
+    Mail(cmd::mail::MailCommand),
+    /// Render, merge and compare results.
+    #[command(subcommand)]
+    Report(cmd::report::ReportCommand),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => ExitStatus::Usage.code(),
+            };
+            std::process::exit(code);
+        }
+    };
+    let outcome = match cli.command {
+        Command::Plan(a) => cmd::plan::run(a, &cli.global),
+        Command::Storage(c) => cmd::storage::run(c, &cli.global),
+        Command::Mail(c) => cmd::mail::run(c, &cli.global),
+        Command::Report(c) => cmd::report::run(c, &cli.global),
+    };
+    let status = match outcome {
+        Ok(s) => s,
+        Err(e) => {
+            report_error(&e);
+            e.exit_status()
+        }
+    };
+    std::process::exit(status.code());
+}
+
+fn report_error(e: &Error) {
+    match e {
+        Error::Usage(m) => eprintln!("mailbench: error: {m}"),
+        Error::Runtime(m) => eprintln!("mailbench: runtime error: {m}"),
+        Error::Interrupted => eprintln!("mailbench: interrupted"),
+    }
+}

@@ -1,0 +1,236 @@
+//! Latency histograms: HDR, microseconds, 3 significant digits (0.1 % error bound),
+//! from 1 µs to 1 hour. Merging adds counts, so percentiles of merged histograms are
+//! exact within that bound — never averages of percentiles.
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+/// Highest trackable latency: one hour in microseconds. Larger values are clamped.
+pub const MAX_TRACKABLE_US: u64 = 3_600_000_000;
+const SIGFIG: u8 = 3;
+
+#[derive(Clone, Debug)]
+pub struct LatencyHist {
+    h: Histogram<u64>,
+}
+
+impl Default for LatencyHist {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHist {
+    pub fn new() -> LatencyHist {
+        // 1..=MAX with 3 significant digits is always a valid configuration.
+        let h = match Histogram::new_with_bounds(1, MAX_TRACKABLE_US, SIGFIG) {
+            Ok(h) => h,
+            Err(_) => Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable_hist()),
+        };
+        LatencyHist { h }
+    }
+
+    /// Records one latency in microseconds (0 is counted as 1 µs; values over an
+    /// hour are clamped to an hour).
+    #[inline]
+    pub fn record_us(&mut self, us: u64) {
+        let v = us.clamp(1, MAX_TRACKABLE_US);
+        // In range by construction: saturating_record cannot fail.
+        self.h.saturating_record(v);
+    }
+
+    #[inline]
+    pub fn record(&mut self, d: std::time::Duration) {
+        self.record_us(d.as_micros().min(u64::MAX as u128) as u64);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.h.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.h.is_empty()
+    }
+
+    pub fn add(&mut self, other: &LatencyHist) {
+        // Same bounds on both sides: add cannot fail for range reasons.
+        let _ = self.h.add(&other.h);
+    }
+
+    pub fn reset(&mut self) {
+        self.h.reset();
+    }
+
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        if self.h.is_empty() {
+            0
+        } else {
+            self.h.value_at_quantile(q)
+        }
+    }
+
+    pub fn max_us(&self) -> u64 {
+        if self.h.is_empty() {
+            0
+        } else {
+            self.h.highest_equivalent(self.h.max())
+        }
+    }
+
+    pub fn mean_us(&self) -> f64 {
+        if self.h.is_empty() {
+            0.0
+        } else {
+            self.h.mean()
+        }
+    }
+
+    pub fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            count: self.count(),
+            mean_us: self.mean_us(),
+            p50_us: self.quantile_us(0.50),
+            p95_us: self.quantile_us(0.95),
+            p99_us: self.quantile_us(0.99),
+            p999_us: self.quantile_us(0.999),
+            max_us: self.max_us(),
+        }
+    }
+
+    /// The percentile curve: (percentile, µs) points for charts.
+    pub fn curve(&self) -> Vec<(f64, u64)> {
+        const QS: [f64; 14] = [
+            0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+        ];
+        if self.h.is_empty() {
+            return Vec::new();
+        }
+        QS.iter()
+            .map(|q| (*q, self.quantile_us(q / 100.0)))
+            .collect()
+    }
+
+    /// Encodes as base64 of the HdrHistogram V2+DEFLATE format (readable by the
+    /// Java, Go and Rust HdrHistogram libraries).
+    pub fn to_base64(&self) -> String {
+        let mut buf = Vec::new();
+        if V2DeflateSerializer::new()
+            .serialize(&self.h, &mut buf)
+            .is_err()
+        {
+            return String::new();
+        }
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    }
+
+    pub fn from_base64(text: &str) -> Result<LatencyHist, String> {
+        if text.is_empty() {
+            return Ok(LatencyHist::new());
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| format!("histogram is not valid base64: {e}"))?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| format!("histogram is not a valid HdrHistogram V2 blob: {e:?}"))?;
+        let mut out = LatencyHist::new();
+        out.h
+            .add(&h)
+            .map_err(|e| format!("histogram out of range: {e:?}"))?;
+        Ok(out)
+    }
+
+    pub fn inner(&self) -> &Histogram<u64> {
+        &self.h
+    }
+}
+
+#[cold]
+fn unreachable_hist() -> Histogram<u64> {
+    // Histogram::new(3) only fails for sigfig > 5; kept total to avoid a panic path.
+    std::process::abort()
+}
+
+impl Serialize for LatencyHist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_base64())
+    }
+}
+
+impl<'de> Deserialize<'de> for LatencyHist {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        LatencyHist::from_base64(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Latency figures of one histogram, in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: u64,
+    pub p95_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    pub fn mean_ms(&self) -> f64 {
+        self.mean_us / 1000.0
+    }
+    pub fn max_ms(&self) -> f64 {
+        self.max_us as f64 / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn summary_of_known_values() {
+        let mut h = LatencyHist::new();
+        for v in 1..=1000u64 {
+            h.record_us(v * 10);
+        }
+        let s = h.summary();
+        assert_eq!(s.count, 1000);
+        assert!((s.mean_us - 5005.0).abs() < 10.0, "{s:?}");
+        assert!((s.p50_us as f64 - 5000.0).abs() <= 5.0, "{s:?}");
+        assert!((s.p99_us as f64 - 9900.0).abs() <= 10.0, "{s:?}");
+        assert!((s.max_us as f64 - 10000.0).abs() <= 10.0, "{s:?}");
+    }
+
+    #[test]
+    fn encoding_round_trips_and_rejects_garbage() {
+        let mut h = LatencyHist::new();
+        h.record_us(5);
+        h.record_us(70_000);
+        let back = LatencyHist::from_base64(&h.to_base64()).unwrap();
+        assert_eq!(back.summary(), h.summary());
+        assert!(LatencyHist::from_base64("!!!").is_err());
+        assert!(LatencyHist::from_base64("aGVsbG8=").is_err());
+    }
+
+    proptest! {
+        /// Merging per-part histograms equals one histogram of all samples.
+        #[test]
+        fn merge_equals_union(parts in proptest::collection::vec(
+            proptest::collection::vec(1u64..10_000_000, 0..200), 1..5)) {
+            let mut all = LatencyHist::new();
+            let mut merged = LatencyHist::new();
+            for p in &parts {
+                let mut h = LatencyHist::new();
+                for v in p { h.record_us(*v); all.record_us(*v); }
+                let h = LatencyHist::from_base64(&h.to_base64()).unwrap();
+                merged.add(&h);
+            }
+            prop_assert_eq!(merged.summary(), all.summary());
+        }
+    }
+}

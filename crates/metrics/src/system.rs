@@ -1,0 +1,241 @@
+//! The operating system's view: host CPU and memory (/proc/stat, /proc/meminfo)
+//! and block-device counters (/proc/diskstats) for the device under a path.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Cumulative CPU jiffies from the `cpu` line of /proc/stat.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub idle: u64,
+    pub iowait: u64,
+}
+
+impl CpuTimes {
+    pub fn read() -> Option<CpuTimes> {
+        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    pub fn parse(stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() < 5 {
+            return None;
+        }
+        // user nice system idle iowait irq softirq steal ...
+        let idle = v[3];
+        let iowait = v[4];
+        let busy: u64 = v.iter().take(8).sum::<u64>() - idle - iowait;
+        Some(CpuTimes { busy, idle, iowait })
+    }
+
+    /// Busy and iowait percentages of all CPUs between two readings.
+    pub fn usage_since(&self, earlier: &CpuTimes) -> (f64, f64) {
+        let busy = self.busy.saturating_sub(earlier.busy) as f64;
+        let idle = self.idle.saturating_sub(earlier.idle) as f64;
+        let iow = self.iowait.saturating_sub(earlier.iowait) as f64;
+        let total = busy + idle + iow;
+        if total <= 0.0 {
+            (0.0, 0.0)
+        } else {
+            (100.0 * busy / total, 100.0 * iow / total)
+        }
+    }
+}
+
+/// Memory figures from /proc/meminfo, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub total_bytes: u64,
+    pub available_bytes: u64,
+}
+
+impl Memory {
+    pub fn read() -> Option<Memory> {
+        Self::parse(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    }
+
+    pub fn parse(text: &str) -> Option<Memory> {
+        let field = |name: &str| {
+            text.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        Some(Memory {
+            total_bytes: field("MemTotal:")? * 1024,
+            available_bytes: field("MemAvailable:")? * 1024,
+        })
+    }
+
+    pub fn used_pct(&self) -> f64 {
+        if self.total_bytes == 0 {
+            0.0
+        } else {
+            100.0 * (self.total_bytes - self.available_bytes.min(self.total_bytes)) as f64
+                / self.total_bytes as f64
+        }
+    }
+}
+
+/// The block device holding `path`, as named in /proc/diskstats (`vda`, `loop0`),
+/// or None for file systems without one (tmpfs, overlay).
+pub fn device_of(path: &Path) -> Option<(u32, u32, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut p = path.to_path_buf();
+    let meta = loop {
+        match std::fs::metadata(&p) {
+            Ok(m) => break m,
+            Err(_) => p = p.parent()?.to_path_buf(),
+        }
+    };
+    let dev = meta.dev();
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    if maj == 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    DiskCounters::parse_all(&text)
+        .into_iter()
+        .find(|(ma, mi, _, _)| *ma == maj && *mi == min)
+        .map(|(ma, mi, name, _)| (ma, mi, name))
+}
+
+/// Cumulative counters of one device from /proc/diskstats.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskCounters {
+    pub reads: u64,
+    pub read_sectors: u64,
+    pub read_ms: u64,
+    pub writes: u64,
+    pub write_sectors: u64,
+    pub write_ms: u64,
+    pub in_flight: u64,
+    pub io_ms: u64,
+    pub weighted_ms: u64,
+}
+
+impl DiskCounters {
+    pub fn parse_all(text: &str) -> Vec<(u32, u32, String, DiskCounters)> {
+        text.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if f.len() < 14 {
+                    return None;
+                }
+                let n = |i: usize| f[i].parse::<u64>().ok();
+                Some((
+                    f[0].parse().ok()?,
+                    f[1].parse().ok()?,
+                    f[2].to_string(),
+                    DiskCounters {
+                        reads: n(3)?,
+                        read_sectors: n(5)?,
+                        read_ms: n(6)?,
+                        writes: n(7)?,
+                        write_sectors: n(9)?,
+                        write_ms: n(10)?,
+                        in_flight: n(11)?,
+                        io_ms: n(12)?,
+                        weighted_ms: n(13)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    pub fn read(device: &str) -> Option<DiskCounters> {
+        let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+        Self::parse_all(&text)
+            .into_iter()
+            .find(|(_, _, n, _)| n == device)
+            .map(|(_, _, _, c)| c)
+    }
+
+    /// Rates between two readings `secs` apart.
+    pub fn rates_since(&self, earlier: &DiskCounters, secs: f64) -> DiskRates {
+        let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
+        let reads = d(self.reads, earlier.reads);
+        let writes = d(self.writes, earlier.writes);
+        let secs = secs.max(1e-9);
+        DiskRates {
+            reads_per_s: reads / secs,
+            writes_per_s: writes / secs,
+            read_bytes_per_s: d(self.read_sectors, earlier.read_sectors) * 512.0 / secs,
+            write_bytes_per_s: d(self.write_sectors, earlier.write_sectors) * 512.0 / secs,
+            read_latency_ms: if reads > 0.0 {
+                d(self.read_ms, earlier.read_ms) / reads
+            } else {
+                0.0
+            },
+            write_latency_ms: if writes > 0.0 {
+                d(self.write_ms, earlier.write_ms) / writes
+            } else {
+                0.0
+            },
+            utilisation_pct: (100.0 * d(self.io_ms, earlier.io_ms) / (secs * 1000.0)).min(100.0),
+            queue_depth: d(self.weighted_ms, earlier.weighted_ms) / (secs * 1000.0),
+        }
+    }
+}
+
+/// A block device's activity over an interval, as the kernel counted it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskRates {
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_bytes_per_s: f64,
+    pub read_latency_ms: f64,
+    pub write_latency_ms: f64,
+    pub utilisation_pct: f64,
+    pub queue_depth: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_stat_and_meminfo() {
+        let a = CpuTimes::parse("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n").unwrap();
+        let b = CpuTimes::parse("cpu  150 0 150 900 0 0 0 0 0 0\n").unwrap();
+        let (busy, iow) = b.usage_since(&a);
+        assert!((busy - 50.0).abs() < 1e-9 && iow == 0.0);
+        let m = Memory::parse("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 250 kB\n").unwrap();
+        assert_eq!(m.total_bytes, 1_024_000);
+        assert!((m.used_pct() - 75.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn parses_diskstats_and_rates() {
+        let t0 = " 254 0 vda 100 0 800 50 10 0 80 20 0 60 70 0 0 0 0";
+        let t1 = " 254 0 vda 300 0 2400 250 20 0 160 40 1 1060 1070 0 0 0 0";
+        let a = DiskCounters::parse_all(t0)[0].3;
+        let b = DiskCounters::parse_all(t1)[0].3;
+        let r = b.rates_since(&a, 2.0);
+        assert_eq!(r.reads_per_s, 100.0);
+        assert_eq!(r.writes_per_s, 5.0);
+        assert_eq!(r.read_bytes_per_s, 1600.0 * 512.0 / 2.0);
+        assert_eq!(r.read_latency_ms, 1.0);
+        assert_eq!(r.utilisation_pct, 50.0);
+    }
+
+    #[test]
+    fn finds_the_device_of_a_real_path() {
+        // The root file system of a normal machine sits on a block device; a
+        // container overlay does not. Either answer must be consistent.
+        if let Some((_, _, name)) = device_of(Path::new("/")) {
+            assert!(DiskCounters::read(&name).is_some());
+        }
+    }
+}

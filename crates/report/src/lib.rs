@@ -1,0 +1,1 @@
+//! Renderings of result.json: HTML report with inline SVG charts, merge and compare

@@ -1,0 +1,1 @@
+//! The mailbox-database engine.

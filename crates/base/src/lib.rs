@@ -9,6 +9,8 @@ pub mod host;
 pub mod interrupt;
 pub mod rundir;
 pub mod units;
+pub mod verdict;
 
 pub use error::{Error, ExitStatus, Result};
 pub use units::{ByteSize, parse_duration, parse_percent};
+pub use verdict::{RunHeader, Status, Verdict};

@@ -1,0 +1,95 @@
+//! The verdict and the common head of every result.json, shared by storage and
+//! mail results so reports, merge and compare read both the same way.
+
+use crate::ExitStatus;
+use crate::host::HostInfo;
+use serde::{Deserialize, Serialize};
+
+/// Version of the result.json schema (docs/result-schema.md). Bump on any
+/// incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// The run could not complete (I/O error outside the measured workload, server
+    /// unreachable); partial figures are kept.
+    Error,
+    /// Stopped by Ctrl-C / SIGTERM; partial figures are kept.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub status: Status,
+    /// One plain sentence per failed criterion (empty when passed).
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    pub fn from_reasons(reasons: Vec<String>) -> Verdict {
+        let status = if reasons.is_empty() {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        Verdict { status, reasons }
+    }
+
+    pub fn exit_status(&self) -> ExitStatus {
+        match self.status {
+            Status::Pass => ExitStatus::Pass,
+            Status::Fail => ExitStatus::Fail,
+            Status::Error => ExitStatus::Runtime,
+            Status::Interrupted => ExitStatus::Interrupted,
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self.status {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Error => "ERROR",
+            Status::Interrupted => "INTERRUPTED",
+        }
+    }
+}
+
+/// The identity of a run, first in every result.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    pub schema_version: u32,
+    /// `storage-run`, `storage-init`, `storage-verify`, `mail-run`, ...
+    pub kind: String,
+    pub tool: String,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    pub host: HostInfo,
+    /// RFC 3339 UTC.
+    pub started: String,
+    pub ended: String,
+    pub duration_s: f64,
+}
+
+impl RunHeader {
+    pub fn begin(kind: &str) -> RunHeader {
+        RunHeader {
+            schema_version: SCHEMA_VERSION,
+            kind: kind.to_string(),
+            tool: "mailbench".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command_line: std::env::args().collect(),
+            host: HostInfo::collect(),
+            started: crate::host::now_rfc3339(),
+            ended: String::new(),
+            duration_s: 0.0,
+        }
+    }
+
+    pub fn finish(&mut self, elapsed: std::time::Duration) {
+        self.ended = crate::host::now_rfc3339();
+        self.duration_s = elapsed.as_secs_f64();
+    }
+}

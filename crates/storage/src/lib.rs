@@ -1,1 +1,2 @@
-//! The mailbox-database engine.
+pub mod format;
+pub mod profile;

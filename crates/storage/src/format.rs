@@ -1,0 +1,431 @@
+//! On-disk formats: database pages, the database header page, log blocks and
+//! records, and the checkpoint file. All integers little-endian; all checksums
+//! CRC32C. See docs/storage-format.md.
+//!
+//! LSN: a byte position in the log stream, `generation * log_file_size + offset
+//! in that file`, so the distance between two LSNs is a size of log.
+
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+pub const PAGE_MAGIC: u32 = u32::from_le_bytes(*b"MBPG");
+pub const DBHDR_MAGIC: u32 = u32::from_le_bytes(*b"MBDB");
+pub const LOG_MAGIC: u32 = u32::from_le_bytes(*b"MBLG");
+pub const CHK_MAGIC: u32 = u32::from_le_bytes(*b"MBCK");
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Bytes of page header; the payload follows.
+pub const PAGE_HEADER: usize = 64;
+const CRC_AT: usize = 32;
+
+/// Log block size and its header.
+pub const LOG_BLOCK: usize = 4096;
+pub const LOG_BLOCK_HEADER: usize = 32;
+pub const LOG_BLOCK_DATA: usize = LOG_BLOCK - LOG_BLOCK_HEADER;
+
+fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(a)
+}
+pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn crc_skipping(b: &[u8], at: usize) -> u32 {
+    let c = crc32c::crc32c(&b[..at]);
+    crc32c::crc32c_append(c, &b[at + 4..])
+}
+
+// ---------------------------------------------------------------- pages
+
+/// Page header fields:
+/// `0 magic u32 | 4 version u16 | 6 flags u16 | 8 db_id u64 | 16 page_no u64 |
+///  24 lsn u64 | 32 crc32c u32 | 36..64 reserved | 64.. payload`.
+/// The CRC covers the whole page except its own four bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageHeader {
+    pub db_id: u64,
+    pub page_no: u64,
+    pub lsn: u64,
+}
+
+/// Fills a fresh page: header plus a payload of pseudo-random bytes unique to
+/// (database, page), so every database holds different, incompressible data.
+pub fn format_page(buf: &mut [u8], db_id: u64, page_no: u64) {
+    let mut rng = SmallRng::seed_from_u64(db_id ^ page_no.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    rng.fill_bytes(&mut buf[PAGE_HEADER..]);
+    buf[..PAGE_HEADER].fill(0);
+    seal_page(buf, db_id, page_no, 0);
+}
+
+/// Writes the header and checksum of a page whose payload is in place.
+pub fn seal_page(buf: &mut [u8], db_id: u64, page_no: u64, lsn: u64) {
+    put_u32(buf, 0, PAGE_MAGIC);
+    put_u16(buf, 4, FORMAT_VERSION);
+    put_u16(buf, 6, 0);
+    put_u64(buf, 8, db_id);
+    put_u64(buf, 16, page_no);
+    put_u64(buf, 24, lsn);
+    let crc = crc_skipping(buf, CRC_AT);
+    put_u32(buf, CRC_AT, crc);
+}
+
+/// Why a page is bad.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageError {
+    /// Magic, version or checksum wrong (ESE -1018).
+    BadChecksum,
+    /// Checksum fine but another page's number (ESE -1019).
+    WrongPageNumber(u64),
+    /// Checksum fine but another database's page.
+    WrongDatabase(u64),
+}
+
+/// Checks a page read from disk as page `page_no` of database `db_id`.
+pub fn check_page(buf: &[u8], db_id: u64, page_no: u64) -> Result<PageHeader, PageError> {
+    if buf.len() < PAGE_HEADER || get_u32(buf, 0) != PAGE_MAGIC || get_u16(buf, 4) != FORMAT_VERSION {
+        return Err(PageError::BadChecksum);
+    }
+    if get_u32(buf, CRC_AT) != crc_skipping(buf, CRC_AT) {
+        return Err(PageError::BadChecksum);
+    }
+    let h = PageHeader { db_id: get_u64(buf, 8), page_no: get_u64(buf, 16), lsn: get_u64(buf, 24) };
+    if h.db_id != db_id {
+        return Err(PageError::WrongDatabase(h.db_id));
+    }
+    if h.page_no != page_no {
+        return Err(PageError::WrongPageNumber(h.page_no));
+    }
+    Ok(h)
+}
+
+// ---------------------------------------------------------------- database header (page 0)
+
+/// Page 0 of every database: what it is and how it was left.
+/// `0 magic | 4 version u16 | 8 db_id | 16 page_size u32 | 20 log_file_size u32 |
+///  24 page_count u64 | 32 crc | 36 clean u8 | 40 profile name (32 bytes) |
+///  72 created unix secs u64`, rest of the page random.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbHeader {
+    pub db_id: u64,
+    pub page_size: u32,
+    pub log_file_size: u32,
+    pub page_count: u64,
+    /// Shut down cleanly: every dirty page written, nothing to replay.
+    pub clean: bool,
+    pub profile: String,
+    pub created: u64,
+}
+
+impl DbHeader {
+    pub fn encode(&self, buf: &mut [u8]) {
+        let mut rng = SmallRng::seed_from_u64(self.db_id);
+        rng.fill_bytes(buf);
+        buf[..128].fill(0);
+        put_u32(buf, 0, DBHDR_MAGIC);
+        put_u16(buf, 4, FORMAT_VERSION);
+        put_u64(buf, 8, self.db_id);
+        put_u32(buf, 16, self.page_size);
+        put_u32(buf, 20, self.log_file_size);
+        put_u64(buf, 24, self.page_count);
+        buf[36] = u8::from(self.clean);
+        let name = self.profile.as_bytes();
+        let n = name.len().min(32);
+        buf[40..40 + n].copy_from_slice(&name[..n]);
+        put_u64(buf, 72, self.created);
+        let crc = crc_skipping(buf, CRC_AT);
+        put_u32(buf, CRC_AT, crc);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<DbHeader, String> {
+        if buf.len() < 4096 || get_u32(buf, 0) != DBHDR_MAGIC {
+            return Err("not a mailbench database (no header magic)".into());
+        }
+        if get_u16(buf, 4) != FORMAT_VERSION {
+            return Err(format!("database format version {} is not supported", get_u16(buf, 4)));
+        }
+        if get_u32(buf, CRC_AT) != crc_skipping(buf, CRC_AT) {
+            return Err("database header checksum is wrong".into());
+        }
+        let name = &buf[40..72];
+        let end = name.iter().position(|b| *b == 0).unwrap_or(32);
+        Ok(DbHeader {
+            db_id: get_u64(buf, 8),
+            page_size: get_u32(buf, 16),
+            log_file_size: get_u32(buf, 20),
+            page_count: get_u64(buf, 24),
+            clean: buf[36] != 0,
+            profile: String::from_utf8_lossy(&name[..end]).into_owned(),
+            created: get_u64(buf, 72),
+        })
+    }
+}
+
+// ---------------------------------------------------------------- log
+
+/// Log block header:
+/// `0 magic u32 | 4 version u16 | 6 data_len u16 | 8 db_id u64 | 16 generation u64 |
+///  24 block_no u32 | 28 crc32c u32 | 32.. data`. The CRC covers the block except itself.
+/// The log stream is the concatenation of each block's `data[..data_len]`.
+pub fn seal_log_block(block: &mut [u8], db_id: u64, generation: u64, block_no: u32, data_len: usize) {
+    put_u32(block, 0, LOG_MAGIC);
+    put_u16(block, 4, FORMAT_VERSION);
+    put_u16(block, 6, data_len as u16);
+    put_u64(block, 8, db_id);
+    put_u64(block, 16, generation);
+    put_u32(block, 24, block_no);
+    let crc = crc_skipping(block, 28);
+    put_u32(block, 28, crc);
+}
+
+/// What a log block turned out to be when read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogBlock {
+    /// A valid block of this generation with `data_len` bytes of records.
+    Valid { data_len: usize },
+    /// Never written in this generation (zeros, or left from an older use of the
+    /// file): the end of the log.
+    End,
+    /// Written but damaged: bad checksum or impossible header.
+    Corrupt,
+}
+
+pub fn check_log_block(block: &[u8], db_id: u64, generation: u64, block_no: u32) -> LogBlock {
+    if get_u32(block, 0) != LOG_MAGIC {
+        return if block.iter().all(|b| *b == 0) { LogBlock::End } else { LogBlock::Corrupt };
+    }
+    let crc_ok = get_u32(block, 28) == crc_skipping(block, 28);
+    let same = get_u64(block, 8) == db_id && get_u64(block, 16) == generation && get_u32(block, 24) == block_no;
+    if crc_ok && !same {
+        return LogBlock::End;
+    }
+    let data_len = get_u16(block, 6) as usize;
+    if !crc_ok || data_len > LOG_BLOCK_DATA || get_u16(block, 4) != FORMAT_VERSION {
+        return LogBlock::Corrupt;
+    }
+    LogBlock::Valid { data_len }
+}
+
+/// Log records. Layout: `0 len u32 (whole record) | 4 kind u8 | 5..8 pad | 8 txn u64 | ...`.
+/// * Update: `16 page_no u64 | 24 offset u32 | 28 data_len u32 | 32.. after-image`.
+/// * Commit: nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Update { txn: u64, page_no: u64, offset: u32, data: &'a [u8] },
+    Commit { txn: u64 },
+}
+
+pub const RECORD_UPDATE: u8 = 1;
+pub const RECORD_COMMIT: u8 = 2;
+pub const UPDATE_HEADER: usize = 32;
+pub const COMMIT_LEN: usize = 16;
+
+impl Record<'_> {
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Record::Update { data, .. } => UPDATE_HEADER + data.len(),
+            Record::Commit { .. } => COMMIT_LEN,
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + self.encoded_len(), 0);
+        let b = &mut out[start..];
+        put_u32(b, 0, self.encoded_len() as u32);
+        match self {
+            Record::Update { txn, page_no, offset, data } => {
+                b[4] = RECORD_UPDATE;
+                put_u64(b, 8, *txn);
+                put_u64(b, 16, *page_no);
+                put_u32(b, 24, *offset);
+                put_u32(b, 28, data.len() as u32);
+                b[UPDATE_HEADER..].copy_from_slice(data);
+            }
+            Record::Commit { txn } => {
+                b[4] = RECORD_COMMIT;
+                put_u64(b, 8, *txn);
+            }
+        }
+    }
+
+    /// Decodes the record at the start of `b`: Ok(None) if `b` holds only part
+    /// of it (a torn tail), Err if it cannot be a record.
+    pub fn decode(b: &[u8]) -> Result<Option<(Record<'_>, usize)>, String> {
+        if b.len() < 4 {
+            return Ok(None);
+        }
+        let len = get_u32(b, 0) as usize;
+        if len < COMMIT_LEN || len > (1 << 24) {
+            return Err(format!("record length {len} is impossible"));
+        }
+        if b.len() < len {
+            return Ok(None);
+        }
+        let txn = get_u64(b, 8);
+        let rec = match b[4] {
+            RECORD_UPDATE => {
+                if len < UPDATE_HEADER || get_u32(b, 28) as usize != len - UPDATE_HEADER {
+                    return Err("update record lengths disagree".into());
+                }
+                Record::Update {
+                    txn,
+                    page_no: get_u64(b, 16),
+                    offset: get_u32(b, 24),
+                    data: &b[UPDATE_HEADER..len],
+                }
+            }
+            RECORD_COMMIT => Record::Commit { txn },
+            k => return Err(format!("unknown record kind {k}")),
+        };
+        Ok(Some((rec, len)))
+    }
+}
+
+// ---------------------------------------------------------------- checkpoint
+
+/// The checkpoint file (`checkpoint.chk` in the log folder): replay starts at
+/// `checkpoint_lsn`; `first_generation` is the oldest log file still needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub db_id: u64,
+    pub checkpoint_lsn: u64,
+    pub first_generation: u64,
+    pub log_file_size: u64,
+}
+
+impl Checkpoint {
+    pub const LEN: usize = 48;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; Self::LEN];
+        put_u32(&mut b, 0, CHK_MAGIC);
+        put_u16(&mut b, 4, FORMAT_VERSION);
+        put_u64(&mut b, 8, self.db_id);
+        put_u64(&mut b, 16, self.checkpoint_lsn);
+        put_u64(&mut b, 24, self.first_generation);
+        put_u64(&mut b, 32, self.log_file_size);
+        let crc = crc_skipping(&b, 40);
+        put_u32(&mut b, 40, crc);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Checkpoint, String> {
+        if b.len() < Self::LEN || get_u32(b, 0) != CHK_MAGIC {
+            return Err("not a mailbench checkpoint file".into());
+        }
+        if get_u32(b, 40) != crc_skipping(&b[..Self::LEN], 40) {
+            return Err("checkpoint file checksum is wrong".into());
+        }
+        Ok(Checkpoint {
+            db_id: get_u64(b, 8),
+            checkpoint_lsn: get_u64(b, 16),
+            first_generation: get_u64(b, 24),
+            log_file_size: get_u64(b, 32),
+        })
+    }
+}
+
+/// Name of log generation `g`: `E` + 8 hex digits + `.log`, like the anchor's.
+pub fn log_file_name(generation: u64) -> String {
+    format!("E{generation:08X}.log")
+}
+
+pub fn parse_log_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix('E')?.strip_suffix(".log")?;
+    if hex.len() != 8 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn pages_verify_and_detect_damage() {
+        let mut p = vec![0u8; 32768];
+        format_page(&mut p, 7, 42);
+        assert_eq!(check_page(&p, 7, 42).unwrap().lsn, 0);
+        let mut q = vec![0u8; 32768];
+        format_page(&mut q, 8, 42);
+        assert_ne!(p[PAGE_HEADER..], q[PAGE_HEADER..], "payload unique per database");
+        assert_eq!(check_page(&p, 7, 43), Err(PageError::WrongPageNumber(42)));
+        assert_eq!(check_page(&p, 9, 42), Err(PageError::WrongDatabase(7)));
+        p[20000] ^= 0x40;
+        assert_eq!(check_page(&p, 7, 42), Err(PageError::BadChecksum));
+        assert_eq!(check_page(&vec![0u8; 32768], 7, 42), Err(PageError::BadChecksum));
+    }
+
+    #[test]
+    fn header_and_checkpoint_round_trip() {
+        let h = DbHeader { db_id: 5, page_size: 32768, log_file_size: 1 << 20, page_count: 99, clean: true, profile: "exchange2013".into(), created: 17 };
+        let mut b = vec![0u8; 32768];
+        h.encode(&mut b);
+        assert_eq!(DbHeader::decode(&b).unwrap(), h);
+        b[36] = 0;
+        assert!(DbHeader::decode(&b).unwrap_err().contains("checksum"));
+        let c = Checkpoint { db_id: 5, checkpoint_lsn: 123456, first_generation: 3, log_file_size: 1 << 20 };
+        assert_eq!(Checkpoint::decode(&c.encode()).unwrap(), c);
+        let mut e = c.encode();
+        e[17] ^= 1;
+        assert!(Checkpoint::decode(&e).is_err());
+    }
+
+    #[test]
+    fn log_blocks_tell_valid_end_and_corrupt() {
+        let mut b = vec![0u8; LOG_BLOCK];
+        assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::End);
+        b[LOG_BLOCK_HEADER..LOG_BLOCK_HEADER + 10].fill(9);
+        seal_log_block(&mut b, 1, 2, 3, 10);
+        assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::Valid { data_len: 10 });
+        assert_eq!(check_log_block(&b, 1, 1, 3), LogBlock::End, "older generation's leftover");
+        b[100] ^= 1;
+        assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::Corrupt);
+    }
+
+    #[test]
+    fn log_file_names() {
+        assert_eq!(log_file_name(26), "E0000001A.log");
+        assert_eq!(parse_log_file_name("E0000001A.log"), Some(26));
+        assert_eq!(parse_log_file_name("E1.log"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip_and_torn_tails_are_partial(
+            txn in any::<u64>(), page in any::<u64>(), off in 0u32..65536,
+            data in proptest::collection::vec(any::<u8>(), 0..3000), cut in 0usize..3100) {
+            let mut out = Vec::new();
+            Record::Update { txn, page_no: page, offset: off, data: &data }.encode(&mut out);
+            Record::Commit { txn }.encode(&mut out);
+            let (r, n) = Record::decode(&out).unwrap().unwrap();
+            prop_assert_eq!(r, Record::Update { txn, page_no: page, offset: off, data: &data });
+            let (c, m) = Record::decode(&out[n..]).unwrap().unwrap();
+            prop_assert_eq!(c, Record::Commit { txn });
+            prop_assert_eq!(n + m, out.len());
+            if cut < n {
+                prop_assert!(Record::decode(&out[..cut]).unwrap().is_none());
+            }
+        }
+    }
+}

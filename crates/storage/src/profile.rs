@@ -1,0 +1,209 @@
+//! Storage profiles (PRODUCT.md §2.2) as data: `profiles/storage/*.toml`, embedded
+//! in the binary, every value overridable from `[storage.profile]`.
+
+use mailbench_base::{ByteSize, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+const BUILTIN: [(&str, &str); 3] = [
+    ("exchange2013", include_str!("../../../profiles/storage/exchange2013.toml")),
+    ("exchange2007", include_str!("../../../profiles/storage/exchange2007.toml")),
+    ("exchange2003", include_str!("../../../profiles/storage/exchange2003.toml")),
+];
+
+/// Every value that shapes the engine's workload. See the shipped profiles for
+/// the meaning and source of each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub page_size: ByteSize,
+    pub log_file_size: ByteSize,
+    pub insert_pct: f64,
+    pub delete_pct: f64,
+    pub replace_pct: f64,
+    pub read_pct: f64,
+    pub lazy_commit_pct: f64,
+    pub growth_reserve_pct: f64,
+    pub cache_max_per_db: ByteSize,
+    pub cache_min_per_db: ByteSize,
+    pub flush_start_pct: f64,
+    pub flush_stop_pct: f64,
+    pub checkpoint_depth: ByteSize,
+    pub max_write_pages: u32,
+    pub record_size: ByteSize,
+    pub index_record_size: ByteSize,
+    pub read_pages: u32,
+    pub read_run_pct: f64,
+    pub split_pct: f64,
+    pub hot_mailbox_skew: f64,
+    pub log_buffer_flush: ByteSize,
+    pub log_flush_interval_ms: u64,
+    pub maintenance: bool,
+    pub maintenance_read_size: ByteSize,
+    pub maintenance_mb_per_s: f64,
+    pub replication_read_size: ByteSize,
+    pub copies: u32,
+}
+
+impl Profile {
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Loads a built-in profile by name, or a profile TOML file by path, then
+    /// applies `overrides` (the `[storage.profile]` table) and validates.
+    pub fn load(name_or_path: &str, overrides: Option<&toml::Table>) -> Result<Profile> {
+        let (origin, text) = match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            Some((n, t)) => (format!("built-in profile {n}"), t.to_string()),
+            None if Path::new(name_or_path).is_file() => {
+                let t = std::fs::read_to_string(name_or_path).map_err(|e| {
+                    Error::usage(format!("cannot read profile file {name_or_path}: {e}"))
+                })?;
+                (format!("profile file {name_or_path}"), t)
+            }
+            None => {
+                return Err(Error::usage(format!(
+                    "unknown profile `{name_or_path}`: use one of {} or a profile TOML file",
+                    Self::builtin_names().join(", ")
+                )));
+            }
+        };
+        let mut table: toml::Table = toml::from_str(&text)
+            .map_err(|e| Error::usage(format!("{origin}: {}", e.message())))?;
+        if let Some(o) = overrides {
+            for (k, v) in o {
+                if !table.contains_key(k) {
+                    return Err(Error::usage(format!(
+                        "[storage.profile]: unknown key `{k}` (profile keys: {})",
+                        table.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )));
+                }
+                table.insert(k.clone(), v.clone());
+            }
+        }
+        let p: Profile = Profile::deserialize(toml::Value::Table(table))
+            .map_err(|e| Error::usage(format!("{origin} with [storage.profile]: {}", e.message())))?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Refuses impossible values, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key: &str, why: &str| Err(Error::usage(format!("profile key `{key}`: {why}")));
+        let mix = self.insert_pct + self.delete_pct + self.replace_pct + self.read_pct;
+        for (k, v) in [
+            ("insert_pct", self.insert_pct),
+            ("delete_pct", self.delete_pct),
+            ("replace_pct", self.replace_pct),
+            ("read_pct", self.read_pct),
+            ("lazy_commit_pct", self.lazy_commit_pct),
+            ("read_run_pct", self.read_run_pct),
+            ("split_pct", self.split_pct),
+            ("flush_start_pct", self.flush_start_pct),
+            ("flush_stop_pct", self.flush_stop_pct),
+            ("growth_reserve_pct", self.growth_reserve_pct),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return bad(k, &format!("{v} is outside 0..100"));
+            }
+        }
+        if (mix - 100.0).abs() > 1e-6 {
+            return bad(
+                "insert_pct/delete_pct/replace_pct/read_pct",
+                &format!("the operation mix sums to {mix}, it must sum to 100"),
+            );
+        }
+        let ps = self.page_size.0;
+        if !(4096..=65536).contains(&ps) || !ps.is_power_of_two() {
+            return bad("page_size", "must be a power of two from 4KiB to 64KiB");
+        }
+        let lf = self.log_file_size.0;
+        if lf < 65536 || lf % 4096 != 0 || lf > 1 << 30 {
+            return bad("log_file_size", "must be a multiple of 4KiB from 64KiB to 1GiB");
+        }
+        if self.record_size.0 == 0 || self.record_size.0 > ps / 2 {
+            return bad("record_size", "must be between 1 byte and half a page");
+        }
+        if self.index_record_size.0 == 0 || self.index_record_size.0 > ps / 2 {
+            return bad("index_record_size", "must be between 1 byte and half a page");
+        }
+        if self.cache_min_per_db > self.cache_max_per_db {
+            return bad("cache_min_per_db", "is larger than cache_max_per_db");
+        }
+        if self.cache_max_per_db.0 < 64 * ps {
+            return bad("cache_max_per_db", "must hold at least 64 pages");
+        }
+        if self.flush_stop_pct > self.flush_start_pct {
+            return bad("flush_stop_pct", "must not exceed flush_start_pct");
+        }
+        if self.read_pages == 0 || self.read_pages > 64 {
+            return bad("read_pages", "must be 1..64");
+        }
+        if self.max_write_pages == 0 || self.max_write_pages > 64 {
+            return bad("max_write_pages", "must be 1..64");
+        }
+        if !(0.0..=5.0).contains(&self.hot_mailbox_skew) {
+            return bad("hot_mailbox_skew", "must be 0 (uniform) .. 5");
+        }
+        if self.maintenance_read_size.0 % 4096 != 0 || self.maintenance_read_size.0 < ps {
+            return bad("maintenance_read_size", "must be a multiple of 4KiB and at least a page");
+        }
+        if self.replication_read_size.0 % 4096 != 0 || self.replication_read_size.0 == 0 {
+            return bad("replication_read_size", "must be a multiple of 4KiB");
+        }
+        if self.maintenance_mb_per_s < 0.0 {
+            return bad("maintenance_mb_per_s", "must not be negative");
+        }
+        if self.copies == 0 {
+            return bad("copies", "must be at least 1");
+        }
+        if self.checkpoint_depth.0 < 2 * lf {
+            return bad("checkpoint_depth", "must be at least two log files");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_load_and_differ() {
+        let a = Profile::load("exchange2013", None).unwrap();
+        let b = Profile::load("exchange2007", None).unwrap();
+        let c = Profile::load("exchange2003", None).unwrap();
+        assert_eq!(a.page_size.0, 32768);
+        assert_eq!(b.page_size.0, 8192);
+        assert_eq!(c.page_size.0, 4096);
+        assert_eq!(c.log_file_size.0, 5 << 20);
+        assert_eq!((a.insert_pct, a.delete_pct, a.replace_pct, a.read_pct), (40.0, 20.0, 5.0, 35.0));
+        assert_eq!((b.insert_pct, b.delete_pct, b.replace_pct, b.read_pct), (40.0, 30.0, 5.0, 25.0));
+        assert!(a.maintenance && !b.maintenance);
+    }
+
+    #[test]
+    fn overrides_apply_and_are_checked() {
+        let o: toml::Table = toml::from_str("lazy_commit_pct = 10\npage_size = \"8KiB\"").unwrap();
+        let p = Profile::load("exchange2013", Some(&o)).unwrap();
+        assert_eq!(p.lazy_commit_pct, 10.0);
+        assert_eq!(p.page_size.0, 8192);
+
+        let o: toml::Table = toml::from_str("read_pct = 50").unwrap();
+        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        assert!(e.contains("sums to 115"), "{e}");
+
+        let o: toml::Table = toml::from_str("pagesize = 1").unwrap();
+        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        assert!(e.contains("pagesize"), "{e}");
+
+        let o: toml::Table = toml::from_str("record_size = \"-5KiB\"").unwrap();
+        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        assert!(e.contains("negative"), "{e}");
+
+        let e = Profile::load("exchange2099", None).unwrap_err().to_string();
+        assert!(e.contains("exchange2099") && e.contains("exchange2013"), "{e}");
+    }
+}

@@ -1,2 +1,4 @@
+pub mod cache;
 pub mod format;
+pub mod log;
 pub mod profile;

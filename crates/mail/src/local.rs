@@ -1,0 +1,634 @@
+//! `--target local`: a throwaway Dovecot (IMAP, LMTP, submission, ManageSieve) and
+//! Postfix (SMTP relay, virtual alias expansion, LMTP delivery to Dovecot) started
+//! from Debian's packages with configs generated in a state folder, on 127.0.0.1
+//! ports chosen free at start, with the limits that cap concurrency raised
+//! (ecosystem.md §5). Both are stopped by PID when the `LocalServer` is dropped, so
+//! errors and Ctrl-C tear them down too.
+
+use mailbench_base::rundir::TestLog;
+use mailbench_base::{Error, Result};
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The mail domain of the local target.
+pub const LOCAL_DOMAIN: &str = "example.test";
+
+/// Files that must exist for the local target, with the Debian package that ships each.
+const REQUIRED: &[(&str, &str)] = &[
+    ("/usr/sbin/dovecot", "dovecot-core"),
+    ("/usr/lib/dovecot/imap", "dovecot-imapd"),
+    ("/usr/lib/dovecot/lmtp", "dovecot-lmtpd"),
+    ("/usr/lib/dovecot/submission", "dovecot-submissiond"),
+    ("/usr/lib/dovecot/managesieve", "dovecot-managesieved"),
+    ("/usr/lib/dovecot/modules/lib90_sieve_plugin.so", "dovecot-sieve"),
+    ("/usr/sbin/postfix", "postfix"),
+    ("/usr/sbin/postqueue", "postfix"),
+];
+
+/// Debian packages missing for `--target local` (empty when all are installed).
+pub fn missing_packages() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (file, pkg) in REQUIRED {
+        if !Path::new(file).exists() && !out.contains(pkg) {
+            out.push(pkg);
+        }
+    }
+    out
+}
+
+/// Checks that the local target can run here: packages installed, running as root.
+pub fn check_prerequisites() -> Result<()> {
+    let missing = missing_packages();
+    if !missing.is_empty() {
+        return Err(Error::usage(format!(
+            "--target local needs Debian packages that are not installed: {m}. Install them with: \
+             echo \"postfix postfix/main_mailer_type select No configuration\" | debconf-set-selections; \
+             apt-get install --no-install-recommends {m} (or point --imap/--submission at a running server)",
+            m = missing.join(" ")
+        )));
+    }
+    if !is_root() {
+        return Err(Error::usage(
+            "--target local must run as root (Dovecot and Postfix switch to their own users); \
+             run as root or point --imap/--submission at a running server",
+        ));
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1).map(|s| s == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The ports of a running local target (all on 127.0.0.1).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct LocalPorts {
+    pub imap: u16,
+    pub submission: u16,
+    pub sieve: u16,
+    pub lmtp: u16,
+    pub smtp: u16,
+}
+
+/// A running Dovecot + Postfix pair.
+#[derive(Debug)]
+pub struct LocalServer {
+    pub dir: PathBuf,
+    pub ports: LocalPorts,
+    pub password: String,
+    dovecot: Option<Child>,
+    postfix: Option<Child>,
+    log: TestLog,
+}
+
+/// Picks `n` distinct free ports on 127.0.0.1 (bound together, then released).
+pub fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    for _ in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error::runtime(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+        let p = l
+            .local_addr()
+            .map_err(|e| Error::runtime(format!("cannot find a free port: {e}")))?
+            .port();
+        ports.push(p);
+        held.push(l);
+    }
+    Ok(ports)
+}
+
+/// Reads or creates the local target's password (`DIR/password`, mode 0600).
+pub fn local_password(dir: &Path) -> Result<String> {
+    let path = dir.join("password");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let pw: String = (0..24)
+        .map(|_| {
+            let c = rng.random_range(0..62u8);
+            (match c {
+                0..=9 => b'0' + c,
+                10..=35 => b'a' + c - 10,
+                _ => b'A' + c - 36,
+            }) as char
+        })
+        .collect();
+    write_private(&path, pw.as_bytes())?;
+    Ok(pw)
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("cannot write", path, e))?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io("cannot write", path, e))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io("cannot write", path, e))
+}
+
+fn mkdir(path: &Path) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(|e| Error::io("cannot create", path, e))
+}
+
+fn chown(path: &Path, owner: &str) -> Result<()> {
+    let st = Command::new("chown")
+        .arg(owner)
+        .arg(path)
+        .status()
+        .map_err(|e| Error::runtime(format!("cannot run chown: {e}")))?;
+    if !st.success() {
+        return Err(Error::runtime(format!(
+            "chown {owner} {} failed",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `postfix` commands fail silently without syslog; run them with their output
+/// captured so failures can be reported.
+fn postfix_cmd(etc: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("/usr/sbin/postfix")
+        .arg("-c")
+        .arg(etc)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::runtime(format!("cannot run postfix: {e}")))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(Error::runtime(format!(
+            "postfix -c {} {} failed: {}",
+            etc.display(),
+            args.join(" "),
+            text.trim()
+        )));
+    }
+    Ok(text)
+}
+
+impl LocalServer {
+    /// Mail store folder (Maildirs), for disk counters.
+    pub fn mail_dir(dir: &Path) -> PathBuf {
+        dir.join("dovecot").join("mail")
+    }
+
+    /// The Postfix virtual alias table (distribution lists), `texthash` format.
+    pub fn aliases_path(dir: &Path) -> PathBuf {
+        dir.join("postfix").join("etc").join("virtual")
+    }
+
+    /// Starts Dovecot and Postfix in `dir` (created if needed) and waits until
+    /// every listener answers. The alias table must already be written.
+    pub fn start(dir: &Path, log: &TestLog) -> Result<LocalServer> {
+        check_prerequisites()?;
+        let dir = dir.to_path_buf();
+        let password = local_password(&dir)?;
+        let p = free_ports(5)?;
+        let ports = LocalPorts {
+            imap: p[0],
+            submission: p[1],
+            sieve: p[2],
+            lmtp: p[3],
+            smtp: p[4],
+        };
+        let dv = dir.join("dovecot");
+        for sub in ["run", "state", "mail"] {
+            mkdir(&dv.join(sub))?;
+        }
+        chown(&dv.join("mail"), "65534:65534")?;
+        let dconf = dv.join("dovecot.conf");
+        write_private(
+            &dconf,
+            dovecot_conf(&dir, &ports, &password).as_bytes(),
+        )?;
+        let pf = dir.join("postfix");
+        for sub in ["etc", "queue", "data"] {
+            mkdir(&pf.join(sub))?;
+        }
+        let etc = pf.join("etc");
+        write_file(&etc.join("main.cf"), &postfix_main_cf(&dir, &ports))?;
+        write_file(&etc.join("master.cf"), &postfix_master_cf(&ports))?;
+        let aliases = Self::aliases_path(&dir);
+        if !aliases.exists() {
+            write_file(&aliases, "")?;
+        }
+
+        let mut server = LocalServer {
+            dir: dir.clone(),
+            ports,
+            password,
+            dovecot: None,
+            postfix: None,
+            log: log.clone(),
+        };
+        // A stale master from an earlier crashed run holds the pid files; stop it.
+        server.stop_stale();
+
+        log.line(format!(
+            "local target: starting dovecot (imap {}, submission {}, sieve {}, lmtp {})",
+            ports.imap, ports.submission, ports.sieve, ports.lmtp
+        ));
+        let dlog = std::fs::File::create(dv.join("dovecot.stderr"))
+            .map_err(|e| Error::io("cannot create", &dv.join("dovecot.stderr"), e))?;
+        let child = Command::new("/usr/sbin/dovecot")
+            .arg("-F")
+            .arg("-c")
+            .arg(&dconf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(dlog)
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot start dovecot: {e}")))?;
+        server.dovecot = Some(child);
+
+        postfix_cmd(&etc, &["check"])?;
+        chown(&pf.join("data"), "postfix")?;
+        log.line(format!("local target: starting postfix (smtp {})", ports.smtp));
+        let plog = std::fs::File::create(pf.join("postfix.stderr"))
+            .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
+        let child = Command::new("/usr/sbin/postfix")
+            .arg("-c")
+            .arg(&etc)
+            .arg("start-fg")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(plog)
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot start postfix: {e}")))?;
+        server.postfix = Some(child);
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for (name, port) in [
+            ("dovecot IMAP", ports.imap),
+            ("dovecot submission", ports.submission),
+            ("dovecot ManageSieve", ports.sieve),
+            ("dovecot LMTP", ports.lmtp),
+            ("postfix SMTP", ports.smtp),
+        ] {
+            server.wait_banner(name, port, deadline)?;
+        }
+        log.line("local target: all listeners answer");
+        Ok(server)
+    }
+
+    fn wait_banner(&mut self, name: &str, port: u16, deadline: Instant) -> Result<()> {
+        use std::io::Read;
+        loop {
+            if let Some(msg) = self.exited() {
+                return Err(Error::runtime(format!(
+                    "local target: {msg} before {name} on 127.0.0.1:{port} answered; see {}",
+                    self.dir.display()
+                )));
+            }
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 64];
+                if matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::runtime(format!(
+                    "local target: {name} on 127.0.0.1:{port} did not answer within 30 s; logs in {}",
+                    self.dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A description of a server process that has exited, if one has.
+    fn exited(&mut self) -> Option<String> {
+        if let Some(c) = self.dovecot.as_mut()
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            let err = std::fs::read_to_string(self.dir.join("dovecot/dovecot.stderr"))
+                .unwrap_or_default();
+            return Some(format!("dovecot exited ({st}): {}", err.trim()));
+        }
+        if let Some(c) = self.postfix.as_mut()
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            let err = std::fs::read_to_string(self.dir.join("postfix/postfix.stderr"))
+                .unwrap_or_default();
+            let mlog =
+                std::fs::read_to_string(self.dir.join("postfix/maillog")).unwrap_or_default();
+            let tail: Vec<&str> = mlog.lines().rev().take(3).collect();
+            return Some(format!(
+                "postfix exited ({st}): {} {}",
+                err.trim(),
+                tail.join(" | ")
+            ));
+        }
+        None
+    }
+
+    /// Whether both servers are still running.
+    pub fn alive(&mut self) -> bool {
+        self.exited().is_none()
+    }
+
+    fn stop_stale(&self) {
+        let pid = self.dir.join("dovecot/run/master.pid");
+        if let Ok(t) = std::fs::read_to_string(&pid) {
+            let t = t.trim();
+            if is_process(t, "dovecot") {
+                let _ = Command::new("kill").arg(t).status();
+                wait_gone(t);
+            }
+        }
+        let ppid = self.dir.join("postfix/queue/pid/master.pid");
+        if let Ok(t) = std::fs::read_to_string(&ppid) {
+            let t = t.trim();
+            if is_process(t, "master") {
+                let _ = Command::new("kill").arg(t).status();
+                wait_gone(t);
+            }
+        }
+    }
+
+    /// Postfix queue length (`postqueue -j`), or None when it cannot be read.
+    pub fn queue_len(&self) -> Option<u64> {
+        queue_len(&self.dir.join("postfix").join("etc"))
+    }
+
+    /// Recipients Postfix handed to Dovecot so far (`status=sent` in its log).
+    pub fn deliveries_logged(&self) -> Option<u64> {
+        let t = std::fs::read_to_string(self.dir.join("postfix/maillog")).ok()?;
+        Some(t.lines().filter(|l| l.contains(" status=sent ")).count() as u64)
+    }
+
+    /// Stops both servers by PID and waits (bounded) for them to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.postfix.take() {
+            let _ = postfix_cmd(&self.dir.join("postfix/etc"), &["stop"]);
+            stop_child(&mut c, "postfix");
+            self.log.line("local target: postfix stopped");
+        }
+        if let Some(mut c) = self.dovecot.take() {
+            stop_child(&mut c, "dovecot");
+            self.log.line("local target: dovecot stopped");
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn is_process(pid: &str, name: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim() == name)
+        .unwrap_or(false)
+}
+
+fn wait_gone(pid: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM, then up to 10 s of waiting, then SIGKILL.
+fn stop_child(c: &mut Child, _name: &str) {
+    if let Ok(Some(_)) = c.try_wait() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(c.id().to_string())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Queue length of the Postfix instance configured in `etc` (`postqueue -c etc -j`).
+pub fn queue_len(etc: &Path) -> Option<u64> {
+    let out = Command::new("/usr/sbin/postqueue")
+        .arg("-c")
+        .arg(etc)
+        .arg("-j")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| l.starts_with(b"{"))
+            .count() as u64,
+    )
+}
+
+fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str) -> String {
+    let d = dir.join("dovecot");
+    let d = d.display();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"# Generated by mailbench for --target local. Throwaway; do not edit.
+base_dir = {d}/run
+state_dir = {d}/state
+instance_name = mailbench-dovecot
+log_path = {d}/dovecot.log
+info_log_path = {d}/dovecot.log
+protocols = imap lmtp submission sieve
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+passdb {{
+  driver = static
+  args = password={password}
+}}
+userdb {{
+  driver = static
+  args = uid=65534 gid=65534 home={d}/mail/%u
+}}
+first_valid_uid = 1
+mail_location = maildir:~/Maildir
+mail_privileged_group =
+default_login_user = dovenull
+default_internal_user = dovecot
+hostname = localhost
+submission_relay_host = 127.0.0.1
+submission_relay_port = {smtp}
+submission_relay_trusted = yes
+lmtp_save_to_detail_mailbox = no
+recipient_delimiter = +
+service imap-login {{
+  service_count = 0
+  process_min_avail = 2
+  client_limit = 4000
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {imap}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service lmtp {{
+  inet_listener lmtp {{
+    address = 127.0.0.1
+    port = {lmtp}
+  }}
+}}
+service submission-login {{
+  service_count = 0
+  process_min_avail = 1
+  client_limit = 4000
+  inet_listener submission {{
+    address = 127.0.0.1
+    port = {sub}
+  }}
+}}
+service submission {{
+  process_limit = 1024
+}}
+service managesieve-login {{
+  service_count = 0
+  client_limit = 4000
+  inet_listener sieve {{
+    address = 127.0.0.1
+    port = {sieve}
+  }}
+}}
+service managesieve {{
+  process_limit = 1024
+}}
+protocol lmtp {{
+  mail_plugins = $mail_plugins sieve
+}}
+plugin {{
+  sieve = file:~/sieve;active=~/.dovecot.sieve
+}}
+# load-test tuning (ecosystem.md §5.1)
+default_client_limit = 8000
+mail_max_userip_connections = 1000
+auth_failure_delay = 0
+service imap {{
+  process_limit = 4096
+}}
+"#,
+        smtp = p.smtp,
+        imap = p.imap,
+        lmtp = p.lmtp,
+        sub = p.submission,
+        sieve = p.sieve,
+    );
+    s
+}
+
+fn postfix_main_cf(dir: &Path, p: &LocalPorts) -> String {
+    let root = dir.display();
+    let pf = dir.join("postfix");
+    let pf = pf.display();
+    format!(
+        r#"# Generated by mailbench for --target local. Throwaway; do not edit.
+compatibility_level = 3.6
+queue_directory = {pf}/queue
+data_directory = {pf}/data
+mail_owner = postfix
+setgid_group = postdrop
+myhostname = mail.{LOCAL_DOMAIN}
+mydomain = {LOCAL_DOMAIN}
+myorigin = $myhostname
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mydestination =
+relay_domains =
+mynetworks = 127.0.0.0/8
+virtual_mailbox_domains = {LOCAL_DOMAIN}
+virtual_alias_maps = texthash:{pf}/etc/virtual
+virtual_transport = lmtp:inet:127.0.0.1:{lmtp}
+maillog_file = {pf}/maillog
+maillog_file_prefixes = {root}
+smtpd_banner = $myhostname ESMTP
+biff = no
+smtputf8_enable = no
+smtpd_relay_restrictions = permit_mynetworks, reject_unauth_destination
+# load-test tuning
+default_process_limit = 500
+in_flow_delay = 0
+lmtp_destination_concurrency_limit = 40
+smtpd_client_connection_count_limit = 0
+smtpd_client_message_rate_limit = 0
+"#,
+        lmtp = p.lmtp
+    )
+}
+
+fn postfix_master_cf(p: &LocalPorts) -> String {
+    format!(
+        "# Generated by mailbench for --target local. Throwaway; do not edit.
+127.0.0.1:{smtp} inet n  -       n       -       -       smtpd
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+proxywrite unix -       -       n       -       1       proxymap
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+local     unix  -       n       n       -       -       local
+virtual   unix  -       n       n       -       -       virtual
+lmtp      unix  -       -       n       -       -       lmtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+",
+        smtp = p.smtp
+    )
+}

@@ -1,0 +1,292 @@
+//! The byte stream under every protocol client: connect with a deadline, a read
+//! buffer that is safe to cancel (so a user can wait for IDLE notifications and its
+//! next task at once), line and IMAP-literal framing, and the error kinds every
+//! failure is counted under.
+
+use std::fmt;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
+
+/// Why an operation failed; results count errors by these names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// TCP connect refused or unreachable.
+    Connect,
+    /// The server refused the credentials.
+    Auth,
+    /// No complete answer within the per-operation timeout.
+    Timeout,
+    /// The connection was reset or closed mid-operation.
+    Reset,
+    /// The server sent something that is not the protocol.
+    Malformed,
+    /// The server answered NO/BAD (IMAP), 4xx/5xx (SMTP) or NO (ManageSieve).
+    Rejected,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// A message addressed to a user did not arrive before the run ended.
+    NotDelivered,
+}
+
+impl ErrorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::Rejected => "rejected",
+            ErrorKind::Tls => "tls",
+            ErrorKind::NotDelivered => "not_delivered",
+        }
+    }
+}
+
+/// A failed protocol operation: the kind and a plain message (never a password).
+#[derive(Debug, Clone)]
+pub struct OpError {
+    pub kind: ErrorKind,
+    pub msg: String,
+}
+
+impl OpError {
+    pub fn new(kind: ErrorKind, msg: impl Into<String>) -> OpError {
+        OpError {
+            kind,
+            msg: msg.into(),
+        }
+    }
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.name(), self.msg)
+    }
+}
+
+pub type OpResult<T> = std::result::Result<T, OpError>;
+
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Largest single response unit accepted (a line plus its literals).
+const MAX_UNIT: usize = 256 * 1024 * 1024;
+/// Longest line without CRLF accepted before it is called garbage.
+const MAX_LINE: usize = 1024 * 1024;
+
+pub struct Wire {
+    io: Box<dyn Io>,
+    buf: Vec<u8>,
+    start: usize,
+    pub peer: String,
+    /// Bytes read and written (generator efficiency figures).
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+impl Wire {
+    /// TCP connect to `host:port` within `timeout`.
+    pub async fn connect(host: &str, port: u16, timeout: Duration) -> OpResult<Wire> {
+        let peer = format!("{host}:{port}");
+        let s = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port)))
+            .await
+        {
+            Err(_) => {
+                return Err(OpError::new(
+                    ErrorKind::Timeout,
+                    format!("connect to {peer} timed out"),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(OpError::new(
+                    ErrorKind::Connect,
+                    format!("cannot connect to {peer}: {e}"),
+                ));
+            }
+            Ok(Ok(s)) => s,
+        };
+        let _ = s.set_nodelay(true);
+        Ok(Wire::from_io(Box::new(s), peer))
+    }
+
+    pub fn from_io(io: Box<dyn Io>, peer: String) -> Wire {
+        Wire {
+            io,
+            buf: Vec::with_capacity(8192),
+            start: 0,
+            peer,
+            bytes_in: 0,
+            bytes_out: 0,
+        }
+    }
+
+    /// Replaces the stream (after STARTTLS); the buffer must be empty.
+    pub fn into_io(self) -> Box<dyn Io> {
+        self.io
+    }
+
+    pub async fn write_all(&mut self, data: &[u8], deadline: Instant) -> OpResult<()> {
+        match tokio::time::timeout_at(deadline, self.io.write_all(data)).await {
+            Err(_) => Err(OpError::new(
+                ErrorKind::Timeout,
+                format!("write to {} timed out", self.peer),
+            )),
+            Ok(Err(e)) => Err(io_error(&self.peer, e)),
+            Ok(Ok(())) => {
+                self.bytes_out += data.len() as u64;
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads more bytes into the buffer. Cancel-safe: a cancelled read loses nothing.
+    async fn fill(&mut self, deadline: Instant) -> OpResult<()> {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 65536 && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let mut tmp = [0u8; 16384];
+        match tokio::time::timeout_at(deadline, self.io.read(&mut tmp)).await {
+            Err(_) => Err(OpError::new(
+                ErrorKind::Timeout,
+                format!("no answer from {} within the operation timeout", self.peer),
+            )),
+            Ok(Err(e)) => Err(io_error(&self.peer, e)),
+            Ok(Ok(0)) => Err(OpError::new(
+                ErrorKind::Reset,
+                format!("{} closed the connection", self.peer),
+            )),
+            Ok(Ok(n)) => {
+                self.bytes_in += n as u64;
+                self.buf.extend_from_slice(&tmp[..n]);
+                Ok(())
+            }
+        }
+    }
+
+    /// One CRLF-terminated line (without the CRLF).
+    pub async fn read_line(&mut self, deadline: Instant) -> OpResult<Vec<u8>> {
+        loop {
+            let avail = &self.buf[self.start..];
+            if let Some(pos) = find_crlf(avail) {
+                let line = avail[..pos].to_vec();
+                self.start += pos + 2;
+                return Ok(line);
+            }
+            if avail.len() > MAX_LINE {
+                return Err(OpError::new(
+                    ErrorKind::Malformed,
+                    format!("{} sent a line longer than 1 MiB", self.peer),
+                ));
+            }
+            self.fill(deadline).await?;
+        }
+    }
+
+    /// One IMAP/ManageSieve response unit: a line and any `{n}` literals it
+    /// announces, joined (CRLFs inside are kept, the final CRLF is removed).
+    pub async fn read_unit(&mut self, deadline: Instant) -> OpResult<Vec<u8>> {
+        loop {
+            match unit_len(&self.buf[self.start..]) {
+                Ok(Some(n)) => {
+                    let unit = self.buf[self.start..self.start + n - 2].to_vec();
+                    self.start += n;
+                    return Ok(unit);
+                }
+                Ok(None) => {}
+                Err(m) => {
+                    return Err(OpError::new(
+                        ErrorKind::Malformed,
+                        format!("{} sent {m}", self.peer),
+                    ));
+                }
+            }
+            self.fill(deadline).await?;
+        }
+    }
+
+    /// Whether unread bytes are buffered.
+    pub fn has_buffered(&self) -> bool {
+        self.start < self.buf.len()
+    }
+}
+
+fn io_error(peer: &str, e: std::io::Error) -> OpError {
+    use std::io::ErrorKind as K;
+    let kind = match e.kind() {
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof => {
+            ErrorKind::Reset
+        }
+        K::TimedOut => ErrorKind::Timeout,
+        K::InvalidData => ErrorKind::Tls,
+        _ => ErrorKind::Reset,
+    };
+    OpError::new(kind, format!("{peer}: {e}"))
+}
+
+fn find_crlf(b: &[u8]) -> Option<usize> {
+    b.windows(2).position(|w| w == b"\r\n")
+}
+
+/// Length of the complete unit at the head of `b` (including its final CRLF), None
+/// if more bytes are needed, Err for garbage.
+pub fn unit_len(b: &[u8]) -> Result<Option<usize>, String> {
+    let mut pos = 0;
+    loop {
+        let Some(rel) = find_crlf(&b[pos..]) else {
+            if b.len() - pos > MAX_LINE {
+                return Err("a line longer than 1 MiB".into());
+            }
+            return Ok(None);
+        };
+        let line = &b[pos..pos + rel];
+        let end = pos + rel + 2;
+        match literal_len(line) {
+            Some(n) => {
+                if n > MAX_UNIT || end + n > MAX_UNIT {
+                    return Err(format!("a literal of {n} bytes (over the 256 MiB limit)"));
+                }
+                if b.len() < end + n {
+                    return Ok(None);
+                }
+                pos = end + n;
+            }
+            None => return Ok(Some(end)),
+        }
+    }
+}
+
+/// `{123}` or `{123+}` at the end of a line.
+fn literal_len(line: &[u8]) -> Option<usize> {
+    let l = line.strip_suffix(b"}")?;
+    let open = l.iter().rposition(|c| *c == b'{')?;
+    let num = &l[open + 1..];
+    let num = num.strip_suffix(b"+").unwrap_or(num);
+    if num.is_empty() || num.len() > 12 || !num.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    std::str::from_utf8(num).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_join_literals() {
+        assert_eq!(unit_len(b"* OK hi\r\n"), Ok(Some(9)));
+        assert_eq!(unit_len(b"* OK hi\r"), Ok(None));
+        let u = b"* 1 FETCH (BODY[] {5}\r\nab\r\nc)\r\nnext";
+        assert_eq!(unit_len(u), Ok(Some(u.len() - 4)));
+        assert_eq!(unit_len(b"* 1 FETCH (BODY[] {5}\r\nab"), Ok(None));
+        assert_eq!(unit_len(b"x {3+}\r\nabc {2}\r\nde\r\n"), Ok(Some(22)));
+        assert!(unit_len(b"* 1 FETCH {999999999999}\r\n").is_err());
+        assert_eq!(literal_len(b"a {x}"), None);
+    }
+}

@@ -1,0 +1,305 @@
+//! The buffer cache of one instance: frames between a minimum and a maximum
+//! count, CLOCK eviction of clean pages, dirty pages ordered by the LSN of their
+//! first change (what the checkpoint waits for), write coalescing of neighbours.
+
+use std::collections::{BTreeSet, HashMap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameState {
+    /// A read into this frame is in flight.
+    Reading,
+    Clean,
+    Dirty,
+    /// A write of this frame's snapshot is in flight.
+    Writing,
+}
+
+#[derive(Debug)]
+pub struct Frame {
+    pub page_no: u64,
+    pub state: FrameState,
+    pub data: Vec<u8>,
+    /// LSN of the last change applied to the page.
+    pub lsn: u64,
+    /// LSN of the first change not yet on disk (Dirty and Writing frames).
+    pub first_dirty_lsn: u64,
+    /// First change made while a write was in flight.
+    pub redirtied: Option<u64>,
+    pub pins: u32,
+    pub referenced: bool,
+    /// Sessions waiting for this frame's read.
+    pub waiters: Vec<u32>,
+}
+
+pub struct Cache {
+    pub frames: Vec<Frame>,
+    max_frames: usize,
+    page_size: usize,
+    map: HashMap<u64, usize>,
+    free: Vec<usize>,
+    hand: usize,
+    dirty: BTreeSet<(u64, usize)>,
+    writing: BTreeSet<(u64, usize)>,
+}
+
+impl Cache {
+    pub fn new(min_frames: usize, max_frames: usize, page_size: usize) -> Cache {
+        let mut c = Cache {
+            frames: Vec::with_capacity(max_frames),
+            max_frames,
+            page_size,
+            map: HashMap::with_capacity(max_frames * 2),
+            free: Vec::new(),
+            hand: 0,
+            dirty: BTreeSet::new(),
+            writing: BTreeSet::new(),
+        };
+        for _ in 0..min_frames.min(max_frames) {
+            c.grow();
+        }
+        c
+    }
+
+    fn grow(&mut self) -> usize {
+        self.frames.push(Frame {
+            page_no: u64::MAX,
+            state: FrameState::Clean,
+            data: vec![0u8; self.page_size],
+            lsn: 0,
+            first_dirty_lsn: 0,
+            redirtied: None,
+            pins: 0,
+            referenced: false,
+            waiters: Vec::new(),
+        });
+        let i = self.frames.len() - 1;
+        self.free.push(i);
+        i
+    }
+
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    pub fn max_frames(&self) -> usize {
+        self.max_frames
+    }
+
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.len()
+    }
+
+    pub fn writing_count(&self) -> usize {
+        self.writing.len()
+    }
+
+    pub fn lookup(&mut self, page: u64) -> Option<usize> {
+        let f = *self.map.get(&page)?;
+        self.frames[f].referenced = true;
+        Some(f)
+    }
+
+    /// Whether `page` is cached (in any state) without touching its reference bit.
+    pub fn contains(&self, page: u64) -> bool {
+        self.map.contains_key(&page)
+    }
+
+    /// A frame for `page`, to be filled by a read: a free frame, a new one while
+    /// under the maximum, or a clean unpinned page evicted by CLOCK. None means
+    /// no clean buffer is free: a page-fault stall.
+    pub fn allocate(&mut self, page: u64) -> Option<usize> {
+        let f = match self.free.pop() {
+            Some(f) => f,
+            None if self.frames.len() < self.max_frames => {
+                self.grow();
+                self.free.pop()?
+            }
+            None => self.evict()?,
+        };
+        let fr = &mut self.frames[f];
+        fr.page_no = page;
+        fr.state = FrameState::Reading;
+        fr.lsn = 0;
+        fr.pins = 0;
+        fr.referenced = true;
+        fr.redirtied = None;
+        self.map.insert(page, f);
+        Some(f)
+    }
+
+    fn evict(&mut self) -> Option<usize> {
+        let n = self.frames.len();
+        for _ in 0..2 * n {
+            let f = self.hand;
+            self.hand = (self.hand + 1) % n;
+            let fr = &mut self.frames[f];
+            if fr.state != FrameState::Clean || fr.pins > 0 || !fr.waiters.is_empty() {
+                continue;
+            }
+            if fr.referenced {
+                fr.referenced = false;
+                continue;
+            }
+            self.map.remove(&fr.page_no);
+            fr.page_no = u64::MAX;
+            return Some(f);
+        }
+        None
+    }
+
+    /// A read failed: the frame goes back to the free list.
+    pub fn discard(&mut self, f: usize) {
+        let page = self.frames[f].page_no;
+        self.map.remove(&page);
+        let fr = &mut self.frames[f];
+        fr.state = FrameState::Clean;
+        fr.page_no = u64::MAX;
+        fr.pins = 0;
+        self.free.push(f);
+    }
+
+    /// Records a change to frame `f` by the log record that starts at `begin`
+    /// and ends at `lsn` (replay of that record must start at or before `begin`).
+    pub fn mark_dirty(&mut self, f: usize, begin: u64, lsn: u64) {
+        let fr = &mut self.frames[f];
+        fr.lsn = lsn;
+        match fr.state {
+            FrameState::Clean => {
+                fr.state = FrameState::Dirty;
+                fr.first_dirty_lsn = begin;
+                self.dirty.insert((begin, f));
+            }
+            FrameState::Writing => {
+                fr.redirtied.get_or_insert(begin);
+            }
+            FrameState::Dirty | FrameState::Reading => {}
+        }
+    }
+
+    /// The oldest change not yet on disk: where replay must start.
+    pub fn oldest_unwritten_lsn(&self) -> Option<u64> {
+        let a = self.dirty.first().map(|x| x.0);
+        let b = self.writing.first().map(|x| x.0);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Picks the oldest dirty page whose changes are durable in the log
+    /// (write-ahead rule: `lsn <= durable_lsn`) and its dirty neighbours, up to
+    /// `max_pages` contiguous pages; marks them Writing and returns the first page
+    /// number and frames in page order. `skip` lists dirty frames to pass over.
+    pub fn take_write_run(&mut self, durable_lsn: u64, max_pages: usize) -> Option<(u64, Vec<usize>)> {
+        let &(_, f) = self.dirty.iter().find(|(_, f)| self.frames[*f].lsn <= durable_lsn)?;
+        let page = self.frames[f].page_no;
+        let eligible = |c: &Cache, p: u64| -> Option<usize> {
+            let g = *c.map.get(&p)?;
+            let fr = &c.frames[g];
+            (fr.state == FrameState::Dirty && fr.lsn <= durable_lsn).then_some(g)
+        };
+        let mut first = page;
+        let mut run = vec![f];
+        while run.len() < max_pages && first > 1 {
+            match eligible(self, first - 1) {
+                Some(g) => {
+                    run.insert(0, g);
+                    first -= 1;
+                }
+                None => break,
+            }
+        }
+        let mut last = page;
+        while run.len() < max_pages {
+            match eligible(self, last + 1) {
+                Some(g) => {
+                    run.push(g);
+                    last += 1;
+                }
+                None => break,
+            }
+        }
+        for &g in &run {
+            let fr = &mut self.frames[g];
+            self.dirty.remove(&(fr.first_dirty_lsn, g));
+            fr.state = FrameState::Writing;
+            fr.redirtied = None;
+            self.writing.insert((fr.first_dirty_lsn, g));
+        }
+        Some((first, run))
+    }
+
+    /// A write of frame `f` finished (`ok`), or failed (the page stays dirty).
+    pub fn write_done(&mut self, f: usize, ok: bool) {
+        let fr = &mut self.frames[f];
+        self.writing.remove(&(fr.first_dirty_lsn, f));
+        let next_first = if ok { fr.redirtied.take() } else { Some(fr.first_dirty_lsn) };
+        match next_first {
+            Some(l) => {
+                fr.state = FrameState::Dirty;
+                fr.first_dirty_lsn = l;
+                self.dirty.insert((l, f));
+            }
+            None => fr.state = FrameState::Clean,
+        }
+    }
+
+    /// The frames of every cached page with a state, for tests and shutdown.
+    pub fn frame_of(&self, page: u64) -> Option<usize> {
+        self.map.get(&page).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_to_max_then_evicts_clean_only() {
+        let mut c = Cache::new(1, 3, 4096);
+        let a = c.allocate(10).unwrap();
+        let b = c.allocate(11).unwrap();
+        let d = c.allocate(12).unwrap();
+        assert_eq!(c.len(), 3);
+        for f in [a, b, d] {
+            c.frames[f].state = FrameState::Clean;
+        }
+        c.mark_dirty(a, 5, 5);
+        c.mark_dirty(b, 6, 6);
+        c.frames[d].pins = 1;
+        assert!(c.allocate(13).is_none(), "all dirty or pinned: a stall");
+        c.frames[d].pins = 0;
+        let e = c.allocate(13).unwrap();
+        assert_eq!(e, d);
+        assert!(c.frame_of(12).is_none());
+    }
+
+    #[test]
+    fn write_runs_coalesce_neighbours_and_respect_wal() {
+        let mut c = Cache::new(0, 8, 4096);
+        for (p, lsn) in [(5u64, 10u64), (6, 20), (7, 30), (9, 5)] {
+            let f = c.allocate(p).unwrap();
+            c.frames[f].state = FrameState::Clean;
+            c.mark_dirty(f, lsn, lsn);
+        }
+        assert_eq!(c.oldest_unwritten_lsn(), Some(5));
+        // Durable up to 25: page 9 (lsn 5) goes first, alone.
+        let (first, run) = c.take_write_run(25, 8).unwrap();
+        assert_eq!((first, run.len()), (9, 1));
+        // Then 5 and 6 together; 7 (lsn 30) is not durable yet.
+        let (first, run) = c.take_write_run(25, 8).unwrap();
+        assert_eq!((first, run.len()), (5, 2));
+        assert!(c.take_write_run(25, 8).is_none());
+        // A change during the write keeps page 5 dirty afterwards.
+        c.mark_dirty(run[0], 40, 40);
+        c.write_done(run[0], true);
+        c.write_done(run[1], true);
+        assert_eq!(c.frames[run[0]].state, FrameState::Dirty);
+        assert_eq!(c.frames[run[1]].state, FrameState::Clean);
+        assert_eq!(c.oldest_unwritten_lsn(), Some(5), "page 9 still writing");
+    }
+}

@@ -117,11 +117,18 @@ pub fn local_password(dir: &Path) -> Result<String> {
             return Ok(t);
         }
     }
-    use rand::Rng;
-    let mut rng = rand::rng();
-    let pw: String = (0..24)
-        .map(|_| {
-            let c = rng.random_range(0..62u8);
+    let mut raw = [0u8; 24];
+    {
+        use std::io::Read;
+        let mut f = std::fs::File::open("/dev/urandom")
+            .map_err(|e| Error::runtime(format!("cannot read /dev/urandom: {e}")))?;
+        f.read_exact(&mut raw)
+            .map_err(|e| Error::runtime(format!("cannot read /dev/urandom: {e}")))?;
+    }
+    let pw: String = raw
+        .iter()
+        .map(|b| {
+            let c = b % 62;
             (match c {
                 0..=9 => b'0' + c,
                 10..=35 => b'a' + c - 10,

@@ -1,0 +1,547 @@
+//! A minimal IMAP4rev1 client over `Wire`: one command at a time (no pipelining, so
+//! each command's latency is exact), LITERAL+ appends, IDLE, and the few response
+//! parsers the simulated users need. Every untagged `EXISTS` is timestamped, which
+//! is how delivery latency is measured.
+
+use crate::wire::{ErrorKind, OpError, OpResult, Wire};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    No,
+    Bad,
+}
+
+#[derive(Debug, Default)]
+pub struct Response {
+    pub untagged: Vec<Vec<u8>>,
+    /// The tagged status text (after `OK`/`NO`/`BAD`).
+    pub text: String,
+}
+
+pub struct ImapConn {
+    wire: Wire,
+    tag: u32,
+    pub op_timeout: Duration,
+    pub caps: Vec<String>,
+    pub selected: Option<String>,
+    /// Messages in the selected mailbox, as last announced.
+    pub exists: u32,
+    /// `(exists, when)` for every EXISTS increase seen in the selected mailbox.
+    pub exists_events: Vec<(u32, Instant)>,
+    /// Commands sent (generator efficiency).
+    pub commands: u64,
+    idle_tag: Option<String>,
+}
+
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// IMAP quoted string of a mailbox name.
+pub fn mailbox(name: &str) -> String {
+    quote(name)
+}
+
+impl ImapConn {
+    /// Connects and reads the greeting.
+    pub async fn connect(host: &str, port: u16, op_timeout: Duration) -> OpResult<ImapConn> {
+        let wire = Wire::connect(host, port, op_timeout).await?;
+        Self::from_wire(wire, op_timeout).await
+    }
+
+    pub async fn from_wire(wire: Wire, op_timeout: Duration) -> OpResult<ImapConn> {
+        let mut c = ImapConn {
+            wire,
+            tag: 0,
+            op_timeout,
+            caps: Vec::new(),
+            selected: None,
+            exists: 0,
+            exists_events: Vec::new(),
+            commands: 0,
+            idle_tag: None,
+        };
+        let deadline = Instant::now() + op_timeout;
+        let greet = c.wire.read_unit(deadline).await?;
+        if !greet.starts_with(b"* OK") && !greet.starts_with(b"* PREAUTH") {
+            return Err(OpError::new(
+                ErrorKind::Malformed,
+                format!(
+                    "{} did not greet as an IMAP server: {}",
+                    c.wire.peer,
+                    show(&greet)
+                ),
+            ));
+        }
+        c.parse_caps(&greet);
+        Ok(c)
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.wire.peer
+    }
+
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.wire.bytes_in, self.wire.bytes_out)
+    }
+
+    pub fn has_cap(&self, cap: &str) -> bool {
+        self.caps.iter().any(|c| c.eq_ignore_ascii_case(cap))
+    }
+
+    fn parse_caps(&mut self, unit: &[u8]) {
+        let text = String::from_utf8_lossy(unit);
+        let list = if let Some(i) = text.find("[CAPABILITY ") {
+            let rest = &text[i + 12..];
+            rest.split(']').next().unwrap_or("").to_string()
+        } else if let Some(rest) = text.strip_prefix("* CAPABILITY ") {
+            rest.to_string()
+        } else {
+            return;
+        };
+        self.caps = list.split_whitespace().map(|s| s.to_string()).collect();
+    }
+
+    fn next_tag(&mut self) -> String {
+        self.tag += 1;
+        format!("a{}", self.tag)
+    }
+
+    /// Sends one command and collects its untagged responses; NO/BAD is an error of
+    /// kind `Rejected` naming `what`.
+    pub async fn cmd(&mut self, what: &str, line: &str) -> OpResult<Response> {
+        let (st, resp) = self.cmd_status(line).await?;
+        match st {
+            Status::Ok => Ok(resp),
+            _ => Err(OpError::new(
+                ErrorKind::Rejected,
+                format!("{what} refused by {}: {}", self.wire.peer, resp.text),
+            )),
+        }
+    }
+
+    /// Sends one command and returns its status without judging it.
+    pub async fn cmd_status(&mut self, line: &str) -> OpResult<(Status, Response)> {
+        let tag = self.next_tag();
+        let deadline = Instant::now() + self.op_timeout;
+        let mut out = Vec::with_capacity(tag.len() + line.len() + 3);
+        out.extend_from_slice(tag.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        self.commands += 1;
+        self.wire.write_all(&out, deadline).await?;
+        self.collect(&tag, deadline).await
+    }
+
+    /// A command with one literal argument: `prefix {n+}` CRLF literal `suffix`.
+    pub async fn cmd_literal(
+        &mut self,
+        what: &str,
+        prefix: &str,
+        literal: &[u8],
+    ) -> OpResult<Response> {
+        let tag = self.next_tag();
+        let deadline = Instant::now() + self.op_timeout;
+        self.commands += 1;
+        let plus = self.has_cap("LITERAL+");
+        let head = format!(
+            "{tag} {prefix} {{{}{}}}\r\n",
+            literal.len(),
+            if plus { "+" } else { "" }
+        );
+        self.wire.write_all(head.as_bytes(), deadline).await?;
+        if !plus {
+            loop {
+                let u = self.wire.read_unit(deadline).await?;
+                if u.starts_with(b"+") {
+                    break;
+                }
+                if u.starts_with(tag.as_bytes()) {
+                    return Err(OpError::new(
+                        ErrorKind::Rejected,
+                        format!("{what} refused by {}: {}", self.wire.peer, show(&u)),
+                    ));
+                }
+                self.check_untagged(&u)?;
+            }
+        }
+        self.wire.write_all(literal, deadline).await?;
+        self.wire.write_all(b"\r\n", deadline).await?;
+        let (st, resp) = self.collect(&tag, deadline).await?;
+        match st {
+            Status::Ok => Ok(resp),
+            _ => Err(OpError::new(
+                ErrorKind::Rejected,
+                format!("{what} refused by {}: {}", self.wire.peer, resp.text),
+            )),
+        }
+    }
+
+    async fn collect(&mut self, tag: &str, deadline: Instant) -> OpResult<(Status, Response)> {
+        let mut resp = Response::default();
+        loop {
+            let u = self.wire.read_unit(deadline).await?;
+            if let Some(rest) = u
+                .strip_prefix(tag.as_bytes())
+                .and_then(|r| r.strip_prefix(b" "))
+            {
+                let text = String::from_utf8_lossy(rest).to_string();
+                let (st, t) = if let Some(t) = text.strip_prefix("OK") {
+                    (Status::Ok, t)
+                } else if let Some(t) = text.strip_prefix("NO") {
+                    (Status::No, t)
+                } else if let Some(t) = text.strip_prefix("BAD") {
+                    (Status::Bad, t)
+                } else {
+                    return Err(OpError::new(
+                        ErrorKind::Malformed,
+                        format!("{} sent a tagged line without a status: {}", self.wire.peer, show(&u)),
+                    ));
+                };
+                resp.text = t.trim().to_string();
+                if resp.text.contains("[CAPABILITY ") {
+                    self.parse_caps(&u);
+                }
+                return Ok((st, resp));
+            }
+            self.check_untagged(&u)?;
+            resp.untagged.push(u);
+        }
+    }
+
+    /// Validates an untagged unit and tracks EXISTS/EXPUNGE/CAPABILITY.
+    fn check_untagged(&mut self, u: &[u8]) -> OpResult<()> {
+        if u.starts_with(b"+") {
+            return Ok(());
+        }
+        let Some(rest) = u.strip_prefix(b"* ") else {
+            return Err(OpError::new(
+                ErrorKind::Malformed,
+                format!("{} sent an unexpected line: {}", self.wire.peer, show(u)),
+            ));
+        };
+        if rest.starts_with(b"CAPABILITY ") {
+            self.parse_caps(u);
+            return Ok(());
+        }
+        if rest.starts_with(b"BYE") {
+            return Ok(());
+        }
+        let mut it = rest.splitn(3, |c| *c == b' ');
+        let (Some(num), Some(word)) = (it.next(), it.next()) else {
+            return Ok(());
+        };
+        let Some(n) = std::str::from_utf8(num).ok().and_then(|s| s.parse::<u32>().ok()) else {
+            return Ok(());
+        };
+        if word.eq_ignore_ascii_case(b"EXISTS") {
+            if n > self.exists {
+                self.exists_events.push((n, Instant::now()));
+            }
+            self.exists = n;
+        } else if word.eq_ignore_ascii_case(b"EXPUNGE") {
+            self.exists = self.exists.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    pub async fn login(&mut self, user: &str, password: &str) -> OpResult<()> {
+        let line = format!("LOGIN {} {}", quote(user), quote(password));
+        let (st, resp) = self.cmd_status(&line).await?;
+        if st != Status::Ok {
+            return Err(OpError::new(
+                ErrorKind::Auth,
+                format!("login of {user} refused by {}: {}", self.wire.peer, resp.text),
+            ));
+        }
+        if !resp.text.contains("[CAPABILITY ") {
+            let r = self.cmd("CAPABILITY", "CAPABILITY").await?;
+            for u in &r.untagged {
+                self.parse_caps(u);
+            }
+        }
+        Ok(())
+    }
+
+    /// SELECT (or EXAMINE when `read_only`) a mailbox; resets EXISTS tracking.
+    pub async fn select(&mut self, name: &str, read_only: bool) -> OpResult<()> {
+        self.exists = 0;
+        self.exists_events.clear();
+        self.selected = None;
+        let verb = if read_only { "EXAMINE" } else { "SELECT" };
+        self.cmd(verb, &format!("{verb} {}", mailbox(name))).await?;
+        // The EXISTS of a SELECT is the starting point, not an arrival.
+        self.exists_events.clear();
+        self.selected = Some(name.to_string());
+        Ok(())
+    }
+
+    /// Selects `name` unless it is already selected.
+    pub async fn ensure_selected(&mut self, name: &str) -> OpResult<()> {
+        if self.selected.as_deref() == Some(name) {
+            return Ok(());
+        }
+        self.select(name, false).await
+    }
+
+    /// UID SEARCH / UID SORT: the numbers of the `* SEARCH`/`* SORT` lines.
+    pub async fn uid_search(&mut self, what: &str, line: &str) -> OpResult<Vec<u32>> {
+        let r = self.cmd(what, line).await?;
+        Ok(parse_numbers(&r.untagged))
+    }
+
+    /// APPEND a message; returns the new UID when the server says (APPENDUID).
+    pub async fn append(&mut self, folder: &str, flags: &str, msg: &[u8]) -> OpResult<Option<u32>> {
+        let prefix = if flags.is_empty() {
+            format!("APPEND {}", mailbox(folder))
+        } else {
+            format!("APPEND {} ({flags})", mailbox(folder))
+        };
+        let r = self.cmd_literal("APPEND", &prefix, msg).await?;
+        Ok(appenduid(&r.text))
+    }
+
+    /// Starts IDLE (waits for the continuation).
+    pub async fn idle_start(&mut self) -> OpResult<()> {
+        let tag = self.next_tag();
+        let deadline = Instant::now() + self.op_timeout;
+        self.commands += 1;
+        self.wire
+            .write_all(format!("{tag} IDLE\r\n").as_bytes(), deadline)
+            .await?;
+        loop {
+            let u = self.wire.read_unit(deadline).await?;
+            if u.starts_with(b"+") {
+                self.idle_tag = Some(tag);
+                return Ok(());
+            }
+            if u.starts_with(tag.as_bytes()) {
+                return Err(OpError::new(
+                    ErrorKind::Rejected,
+                    format!("IDLE refused by {}: {}", self.wire.peer, show(&u)),
+                ));
+            }
+            self.check_untagged(&u)?;
+        }
+    }
+
+    /// While idling: waits until `until` or until new messages are announced.
+    /// Returns true when EXISTS grew. Cancel-safe.
+    pub async fn idle_wait(&mut self, until: Instant) -> OpResult<bool> {
+        let before = self.exists_events.len();
+        loop {
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+            match self.wire.read_unit(until).await {
+                Ok(u) => {
+                    self.check_untagged(&u)?;
+                    if u.starts_with(b"* BYE") {
+                        return Err(OpError::new(
+                            ErrorKind::Reset,
+                            format!("{} ended the session: {}", self.wire.peer, show(&u)),
+                        ));
+                    }
+                    if self.exists_events.len() > before {
+                        return Ok(true);
+                    }
+                }
+                Err(e) if e.kind == ErrorKind::Timeout => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Ends IDLE (DONE) and waits for its tagged completion.
+    pub async fn idle_done(&mut self) -> OpResult<()> {
+        let Some(tag) = self.idle_tag.take() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + self.op_timeout;
+        self.wire.write_all(b"DONE\r\n", deadline).await?;
+        let (st, resp) = self.collect(&tag, deadline).await?;
+        if st != Status::Ok {
+            return Err(OpError::new(
+                ErrorKind::Rejected,
+                format!("IDLE ended with an error by {}: {}", self.wire.peer, resp.text),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn idling(&self) -> bool {
+        self.idle_tag.is_some()
+    }
+
+    pub async fn logout(&mut self) {
+        let _ = self.idle_done().await;
+        let _ = self.cmd_status("LOGOUT").await;
+    }
+}
+
+/// Numbers of `* SEARCH` / `* SORT` / `* ESEARCH`-less answers.
+pub fn parse_numbers(untagged: &[Vec<u8>]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for u in untagged {
+        let rest = u
+            .strip_prefix(b"* SEARCH")
+            .or_else(|| u.strip_prefix(b"* SORT"));
+        if let Some(rest) = rest {
+            for w in rest.split(|c| *c == b' ') {
+                if let Some(n) = std::str::from_utf8(w).ok().and_then(|s| s.parse().ok()) {
+                    out.push(n);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `[APPENDUID <validity> <uid>]` in a tagged OK text.
+pub fn appenduid(text: &str) -> Option<u32> {
+    let i = text.find("[APPENDUID ")?;
+    let rest = &text[i + 11..];
+    rest.split([' ', ']']).nth(1)?.parse().ok()
+}
+
+/// The sequence number and UID of a `* n FETCH (... UID u ...)` unit.
+pub fn fetch_seq_uid(u: &[u8]) -> Option<(u32, u32)> {
+    let rest = u.strip_prefix(b"* ")?;
+    let sp = rest.iter().position(|c| *c == b' ')?;
+    let seq: u32 = std::str::from_utf8(&rest[..sp]).ok()?.parse().ok()?;
+    if !rest[sp + 1..].starts_with(b"FETCH") {
+        return None;
+    }
+    let i = find(rest, b"UID ")?;
+    let num: Vec<u8> = rest[i + 4..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .copied()
+        .collect();
+    let uid = std::str::from_utf8(&num).ok()?.parse().ok()?;
+    Some((seq, uid))
+}
+
+/// The value of header `name:` inside a fetched unit (first line only).
+pub fn header_value(u: &[u8], name: &str) -> Option<String> {
+    let needle = format!("{name}:");
+    let i = find_ci(u, needle.as_bytes())?;
+    let rest = &u[i + needle.len()..];
+    let end = rest
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(rest.len());
+    Some(String::from_utf8_lossy(&rest[..end]).trim().to_string())
+}
+
+/// Mailbox names of `* LIST` answers.
+pub fn list_names(untagged: &[Vec<u8>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for u in untagged {
+        let Some(rest) = u.strip_prefix(b"* LIST ") else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(rest);
+        // (flags) "delim" name
+        let Some(close) = text.find(')') else {
+            continue;
+        };
+        let after = text[close + 1..].trim_start();
+        let after = if let Some(a) = after.strip_prefix("NIL") {
+            a
+        } else if let Some(a) = after.strip_prefix('"') {
+            let end = a.find('"').map(|e| e + 1).unwrap_or(a.len());
+            &a[end.min(a.len())..]
+        } else {
+            after
+        };
+        let name = after.trim();
+        let name = if let Some(q) = name.strip_prefix('"') {
+            q.strip_suffix('"').unwrap_or(q).replace("\\\"", "\"").replace("\\\\", "\\")
+        } else {
+            name.to_string()
+        };
+        out.push(name);
+    }
+    out
+}
+
+/// `MESSAGES n` of a `* STATUS` answer.
+pub fn status_messages(untagged: &[Vec<u8>]) -> Option<u32> {
+    for u in untagged {
+        if u.starts_with(b"* STATUS ")
+            && let Some(i) = find(u, b"MESSAGES ")
+        {
+            let num: Vec<u8> = u[i + 9..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .copied()
+                .collect();
+            return std::str::from_utf8(&num).ok()?.parse().ok();
+        }
+    }
+    None
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+fn find_ci(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w.eq_ignore_ascii_case(n))
+}
+
+/// A short printable excerpt of server output for error messages.
+pub fn show(u: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(&u[..u.len().min(120)])
+        .chars()
+        .map(|c| if c.is_control() { '.' } else { c })
+        .collect();
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsers() {
+        assert_eq!(
+            parse_numbers(&[b"* SEARCH 1 5 9".to_vec(), b"* SORT 3 2".to_vec()]),
+            vec![1, 5, 9, 3, 2]
+        );
+        assert_eq!(appenduid("[APPENDUID 1700000 42] Append completed."), Some(42));
+        assert_eq!(
+            fetch_seq_uid(b"* 12 FETCH (UID 77 BODY[HEADER.FIELDS (X-A)] {10}\r\nX-A: b\r\n\r\n)"),
+            Some((12, 77))
+        );
+        assert_eq!(
+            header_value(b"* 1 FETCH (UID 2 BODY[] {20}\r\nx-mailbench-track: a b\r\n\r\n)", "X-Mailbench-Track"),
+            Some("a b".into())
+        );
+        assert_eq!(
+            list_names(&[
+                b"* LIST (\\HasNoChildren) \".\" INBOX".to_vec(),
+                b"* LIST (\\HasNoChildren) \".\" \"Deleted Items\"".to_vec(),
+            ]),
+            vec!["INBOX".to_string(), "Deleted Items".to_string()]
+        );
+        assert_eq!(
+            status_messages(&[b"* STATUS \"Sent\" (MESSAGES 17)".to_vec()]),
+            Some(17)
+        );
+    }
+}

@@ -1,1 +1,9 @@
-//! Sizing planner: mailbox profile to IOPS, capacity, disks and copy layout (mailbench plan)
+//! Sizing planner: mailbox profile to IOPS, capacity, disks and copy layout (`mailbench plan`).
+//!
+//! Pure computation. [`settings::Settings`] holds the inputs as users write them (flags
+//! and the `[plan]` TOML section); [`settings::Settings::validate`] turns them into an
+//! [`input::Input`] or a usage error naming the input; [`model::plan`] computes the
+//! [`model::Plan`], which [`render`] prints as text or Markdown, serde as JSON, and
+//! [`emit`] turns into a storage test config.
+
+pub mod rules;

@@ -7,3 +7,6 @@
 //! [`emit`] turns into a storage test config.
 
 pub mod rules;
+pub mod input;
+pub mod layout;
+pub mod settings;

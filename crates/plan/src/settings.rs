@@ -1,0 +1,665 @@
+//! The inputs of `mailbench plan` as users write them: flags and the `[plan]` section of a
+//! `--config` file share this one type (flags override the file), and [`Settings::validate`]
+//! checks every value, naming the input in its usage error (exit 2).
+
+use crate::input::{DatabaseSpec, Disk, Failure, Input};
+use crate::rules::{Rules, disk_presets};
+use mailbench_base::{ByteSize, Error, Result, parse_duration, parse_percent};
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// A size written as text (`"4GB"`) or as a number of bytes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+/// A number or a word (`2013`, `"jbod"`, `"20%"`, `"8,4"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Word {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Word {
+    fn text(&self) -> String {
+        match self {
+            Word::Int(i) => i.to_string(),
+            Word::Float(f) => f.to_string(),
+            Word::Text(t) => t.trim().to_string(),
+        }
+    }
+}
+
+/// A list of whole numbers: `[8, 4]` in TOML, `8,4` on the command line.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum CountList {
+    List(Vec<i64>),
+    Text(String),
+}
+
+/// A list of strings: `["/a", "/b"]` in TOML, `/a,/b` on the command line.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum TextList {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl TextList {
+    fn items(&self) -> Vec<String> {
+        match self {
+            TextList::List(v) => v.iter().map(|s| s.trim().to_string()).collect(),
+            TextList::Text(t) => t
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        }
+    }
+}
+
+/// Every input of the planner; `None` means "not given here" (a lower layer or the
+/// default applies). Each field is both a flag (`--mailbox-quota`) and a key
+/// (`mailbox_quota`) of the `[plan]` section.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub mailboxes: Option<i64>,
+    pub messages_per_day: Option<f64>,
+    pub message_size: Option<SizeValue>,
+    pub mailbox_quota: Option<SizeValue>,
+    pub copies: Option<i64>,
+    pub lagged_copies: Option<i64>,
+    pub replay_lag: Option<Word>,
+    pub groups: Option<i64>,
+    pub servers: Option<i64>,
+    pub sites: Option<i64>,
+    pub site_servers: Option<CountList>,
+    pub site_copies: Option<CountList>,
+    pub databases: Option<i64>,
+    pub databases_per_server: Option<i64>,
+    pub max_database_size: Option<SizeValue>,
+    pub failure: Option<Word>,
+    pub headroom: Option<Word>,
+    pub guidance: Option<Word>,
+    pub disk: Option<String>,
+    pub disk_capacity: Option<SizeValue>,
+    pub disk_iops: Option<f64>,
+    pub raid: Option<Word>,
+    pub raid_group: Option<i64>,
+    pub disks_per_server: Option<i64>,
+    pub white_space: Option<SizeValue>,
+    pub dumpster: Option<SizeValue>,
+    pub retention_days: Option<f64>,
+    pub growth: Option<Word>,
+    pub content_index: Option<Word>,
+    pub log_days: Option<f64>,
+    pub move_share: Option<Word>,
+    pub restore_volume: Option<bool>,
+    pub layout: Option<bool>,
+    pub markdown: Option<bool>,
+    pub emit_config: Option<PathBuf>,
+    pub scale: Option<f64>,
+    pub paths: Option<TextList>,
+    pub log_paths: Option<TextList>,
+    pub duration: Option<String>,
+}
+
+macro_rules! merge_fields {
+    ($hi:ident, $lo:ident, $($f:ident),* $(,)?) => {
+        Settings { $($f: $hi.$f.or($lo.$f)),* }
+    };
+}
+
+/// How an input is named in messages: the flag and the config key.
+pub fn input_name(key: &str) -> String {
+    format!("--{} ([plan] {key})", key.replace('_', "-"))
+}
+
+fn bad(key: &str, shown: impl std::fmt::Display, why: impl std::fmt::Display) -> Error {
+    Error::usage(format!("{} = {shown}: {why}", input_name(key)))
+}
+
+fn count(key: &str, v: Option<i64>, default: i64, min: i64) -> Result<u32> {
+    let n = v.unwrap_or(default);
+    if n < min {
+        let why = if n < 0 {
+            "counts cannot be negative".to_string()
+        } else {
+            format!("must be at least {min}")
+        };
+        return Err(bad(key, n, why));
+    }
+    u32::try_from(n).map_err(|_| bad(key, n, "is too large"))
+}
+
+fn size(key: &str, v: &Option<SizeValue>) -> Result<Option<u64>> {
+    match v {
+        None => Ok(None),
+        Some(SizeValue::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
+        Some(SizeValue::Int(i)) => Err(bad(key, i, "sizes cannot be negative")),
+        Some(SizeValue::Float(f)) if *f >= 0.0 && f.is_finite() => Ok(Some(f.round() as u64)),
+        Some(SizeValue::Float(f)) => Err(bad(key, f, "sizes cannot be negative")),
+        Some(SizeValue::Text(t)) => ByteSize::parse(t)
+            .map(|b| Some(b.0))
+            .map_err(|e| bad(key, format!("\"{t}\""), e)),
+    }
+}
+
+fn percent(key: &str, v: &Option<Word>, default: f64) -> Result<f64> {
+    match v {
+        None => Ok(default),
+        Some(Word::Int(i)) if *i >= 0 => Ok(*i as f64),
+        Some(Word::Float(f)) if *f >= 0.0 && f.is_finite() => Ok(*f),
+        Some(w) => {
+            let t = w.text();
+            // A bare number is a percentage here: `headroom = 20` is 20 %.
+            if let Ok(f) = t.trim_end_matches('%').trim().parse::<f64>()
+                && f >= 0.0
+                && f.is_finite()
+            {
+                return Ok(f);
+            }
+            parse_percent(&t).map_err(|e| bad(key, format!("\"{t}\""), e))
+        }
+    }
+}
+
+fn positive(key: &str, v: Option<f64>, default: f64, allow_zero: bool) -> Result<f64> {
+    let x = v.unwrap_or(default);
+    if !x.is_finite() || x < 0.0 || (!allow_zero && x == 0.0) {
+        let why = if x < 0.0 {
+            "cannot be negative"
+        } else {
+            "must be a positive number"
+        };
+        return Err(bad(key, x, why));
+    }
+    Ok(x)
+}
+
+fn count_list(key: &str, v: &Option<CountList>) -> Result<Option<Vec<u32>>> {
+    let raw: Vec<i64> = match v {
+        None => return Ok(None),
+        Some(CountList::List(l)) => l.clone(),
+        Some(CountList::Text(t)) => {
+            let mut out = Vec::new();
+            for part in t.split([',', '+']).map(str::trim).filter(|s| !s.is_empty()) {
+                out.push(part.parse::<i64>().map_err(|_| {
+                    bad(
+                        key,
+                        format!("\"{t}\""),
+                        format!("`{part}` is not a whole number; write e.g. 8,4"),
+                    )
+                })?);
+            }
+            out
+        }
+    };
+    if raw.is_empty() {
+        return Err(bad(key, "[]", "give one number per site, e.g. 8,4"));
+    }
+    raw.iter()
+        .map(|&n| {
+            if n < 0 {
+                Err(bad(key, n, "counts cannot be negative"))
+            } else {
+                u32::try_from(n).map_err(|_| bad(key, n, "is too large"))
+            }
+        })
+        .collect::<Result<Vec<u32>>>()
+        .map(Some)
+}
+
+/// Default split of `total` over `parts`: as even as possible, the first parts larger.
+pub fn even_split(total: u32, parts: u32) -> Vec<u32> {
+    let parts = parts.max(1);
+    (0..parts)
+        .map(|i| total / parts + u32::from(i < total % parts))
+        .collect()
+}
+
+impl Settings {
+    /// `self` over `lower`: each value of `self` wins where given.
+    pub fn merge(self, lower: Settings) -> Settings {
+        let hi = self;
+        let lo = lower;
+        merge_fields!(
+            hi,
+            lo,
+            mailboxes,
+            messages_per_day,
+            message_size,
+            mailbox_quota,
+            copies,
+            lagged_copies,
+            replay_lag,
+            groups,
+            servers,
+            sites,
+            site_servers,
+            site_copies,
+            databases,
+            databases_per_server,
+            max_database_size,
+            failure,
+            headroom,
+            guidance,
+            disk,
+            disk_capacity,
+            disk_iops,
+            raid,
+            raid_group,
+            disks_per_server,
+            white_space,
+            dumpster,
+            retention_days,
+            growth,
+            content_index,
+            log_days,
+            move_share,
+            restore_volume,
+            layout,
+            markdown,
+            emit_config,
+            scale,
+            paths,
+            log_paths,
+            duration,
+        )
+    }
+
+    /// Checks every input and applies the defaults; errors are usage errors naming the input.
+    pub fn validate(&self, rules: &Rules) -> Result<Input> {
+        let mailboxes = match self.mailboxes {
+            None => {
+                return Err(Error::usage(format!(
+                    "{} is required: the number of mailboxes to plan for",
+                    input_name("mailboxes")
+                )));
+            }
+            Some(n) if n < 0 => return Err(bad("mailboxes", n, "counts cannot be negative")),
+            Some(0) => return Err(bad("mailboxes", 0, "must be at least 1")),
+            Some(n) => n as u64,
+        };
+        let messages_per_day = positive("messages_per_day", self.messages_per_day, 150.0, false)?;
+        let message_size = size("message_size", &self.message_size)?.unwrap_or(75 * 1024);
+        if message_size == 0 {
+            return Err(bad("message_size", 0, "must be larger than zero"));
+        }
+        let Some(mailbox_quota) = size("mailbox_quota", &self.mailbox_quota)? else {
+            return Err(Error::usage(format!(
+                "{} is required: the mailbox size limit, e.g. 4GB",
+                input_name("mailbox_quota")
+            )));
+        };
+        if mailbox_quota < message_size {
+            return Err(bad(
+                "mailbox_quota",
+                ByteSize(mailbox_quota),
+                format!(
+                    "the quota is smaller than one average message ({}, --message-size)",
+                    ByteSize(message_size)
+                ),
+            ));
+        }
+
+        let copies = count("copies", self.copies, 1, 1)?;
+        let lagged_copies = count("lagged_copies", self.lagged_copies, 0, 0)?;
+        if lagged_copies >= copies {
+            return Err(bad(
+                "lagged_copies",
+                lagged_copies,
+                format!(
+                    "must be fewer than --copies ({copies}): copies count every copy, the active one and any lagged ones"
+                ),
+            ));
+        }
+        let replay_lag_days = match &self.replay_lag {
+            None => rules.capacity.default_replay_lag_days,
+            Some(Word::Int(s)) if *s >= 0 => *s as f64 / 86400.0,
+            Some(Word::Float(s)) if *s >= 0.0 => *s / 86400.0,
+            Some(w) => {
+                let t = w.text();
+                parse_duration(&t)
+                    .map_err(|e| bad("replay_lag", format!("\"{t}\""), e))?
+                    .as_secs_f64()
+                    / 86400.0
+            }
+        };
+        let replay_lag_days = if lagged_copies == 0 {
+            0.0
+        } else {
+            replay_lag_days
+        };
+        let groups = count("groups", self.groups, 1, 1)?;
+
+        // Sites and servers.
+        let site_servers_given = count_list("site_servers", &self.site_servers)?;
+        let site_copies_given = count_list("site_copies", &self.site_copies)?;
+        let sites = match (self.sites, &site_servers_given, &site_copies_given) {
+            (Some(_), _, _) => count("sites", self.sites, 1, 1)?,
+            (None, Some(l), _) => l.len() as u32,
+            (None, None, Some(l)) => l.len() as u32,
+            (None, None, None) => 1,
+        };
+        let site_servers = match site_servers_given {
+            Some(l) => {
+                if l.len() as u32 != sites {
+                    return Err(bad(
+                        "site_servers",
+                        format!("{l:?}"),
+                        format!("gives {} sites but --sites is {sites}", l.len()),
+                    ));
+                }
+                if let Some(pos) = l.iter().position(|&n| n == 0) {
+                    return Err(bad(
+                        "site_servers",
+                        format!("{l:?}"),
+                        format!("site {} has no server", pos + 1),
+                    ));
+                }
+                let total: u32 = l.iter().sum();
+                if let Some(s) = self.servers
+                    && s != i64::from(total)
+                {
+                    return Err(bad(
+                        "servers",
+                        s,
+                        format!("differs from the sum of --site-servers {l:?} ({total})"),
+                    ));
+                }
+                l
+            }
+            None => {
+                let servers = count("servers", self.servers, i64::from(sites), 1)?;
+                if servers < sites {
+                    return Err(bad(
+                        "servers",
+                        servers,
+                        format!("fewer servers than sites ({sites}, --sites)"),
+                    ));
+                }
+                even_split(servers, sites)
+            }
+        };
+        let servers: u32 = site_servers.iter().sum();
+        if copies > servers {
+            return Err(bad(
+                "copies",
+                copies,
+                format!(
+                    "more copies than servers per group ({servers}, --servers): each copy of a database needs its own server"
+                ),
+            ));
+        }
+        let site_copies = match site_copies_given {
+            Some(l) => {
+                if l.len() as u32 != sites {
+                    return Err(bad(
+                        "site_copies",
+                        format!("{l:?}"),
+                        format!("gives {} sites but there are {sites}", l.len()),
+                    ));
+                }
+                let total: u32 = l.iter().sum();
+                if total != copies {
+                    return Err(bad(
+                        "site_copies",
+                        format!("{l:?}"),
+                        format!("adds up to {total} copies but --copies is {copies}"),
+                    ));
+                }
+                l
+            }
+            None => {
+                if copies < sites {
+                    return Err(bad(
+                        "copies",
+                        copies,
+                        format!("fewer copies than sites ({sites}): some site would hold no copy; add copies or fewer sites"),
+                    ));
+                }
+                even_split(copies, sites)
+            }
+        };
+        if site_copies.first() == Some(&0) {
+            return Err(bad(
+                "site_copies",
+                format!("{site_copies:?}"),
+                "the first site holds the active copies and needs at least one copy",
+            ));
+        }
+        for (i, (&c, &n)) in site_copies.iter().zip(&site_servers).enumerate() {
+            if c > n {
+                return Err(bad(
+                    "site_copies",
+                    format!("{site_copies:?}"),
+                    format!(
+                        "site {} holds {c} copies of each database on {n} servers; each copy needs its own server",
+                        i + 1
+                    ),
+                ));
+            }
+        }
+
+        // Databases.
+        let databases = match (self.databases, self.databases_per_server) {
+            (Some(_), Some(_)) => {
+                return Err(Error::usage(format!(
+                    "give either {} or {}, not both",
+                    input_name("databases"),
+                    input_name("databases_per_server")
+                )));
+            }
+            (Some(_), None) => DatabaseSpec::Count(count("databases", self.databases, 1, 1)?),
+            (None, Some(_)) => DatabaseSpec::PerServer(count(
+                "databases_per_server",
+                self.databases_per_server,
+                1,
+                1,
+            )?),
+            (None, None) => DatabaseSpec::FromMaxSize,
+        };
+        let max_database_size = size("max_database_size", &self.max_database_size)?;
+        if max_database_size == Some(0) {
+            return Err(bad("max_database_size", 0, "must be larger than zero"));
+        }
+
+        // Failure.
+        let failure = match &self.failure {
+            None if copies >= 2 => Failure::Servers(1),
+            None => Failure::None,
+            Some(w) => Failure::parse(&w.text()).map_err(|e| bad("failure", w.text(), e))?,
+        };
+        let active_copies = copies - lagged_copies;
+        match failure {
+            Failure::None => {}
+            Failure::Servers(0) => return Err(bad("failure", "servers:0", "write `none` for no failure")),
+            Failure::Servers(n) => {
+                if n >= active_copies {
+                    return Err(bad(
+                        "failure",
+                        failure,
+                        format!(
+                            "losing {n} server(s) can take every one of the {active_copies} non-lagged copies of a database; survive it with at least {} copies (--copies, --lagged-copies)",
+                            n + 1
+                        ),
+                    ));
+                }
+                if n >= servers {
+                    return Err(bad("failure", failure, format!("there are only {servers} servers per group")));
+                }
+            }
+            Failure::Site => {
+                if sites < 2 {
+                    return Err(bad(
+                        "failure",
+                        "site",
+                        "surviving a site needs two or more sites (--sites, --site-servers)",
+                    ));
+                }
+                // Non-lagged copies outside each site: the lagged copies are the last ones.
+                let lagged_from = copies - lagged_copies;
+                let mut idx = 0u32;
+                for (s, &c) in site_copies.iter().enumerate() {
+                    let outside_active = (0..copies)
+                        .filter(|&k| k < lagged_from && !(k >= idx && k < idx + c))
+                        .count();
+                    if outside_active == 0 {
+                        return Err(bad(
+                            "failure",
+                            "site",
+                            format!(
+                                "losing site {} leaves no non-lagged copy of its databases; put a copy in another site (--site-copies)",
+                                s + 1
+                            ),
+                        ));
+                    }
+                    idx += c;
+                }
+            }
+        }
+
+        let headroom_pct = percent("headroom", &self.headroom, 20.0)?;
+        let guidance = self.guidance.as_ref().map_or("2013".to_string(), Word::text);
+        if rules.guidance(&guidance).is_none() {
+            let known: Vec<_> = rules.guidance.iter().map(|g| g.version.as_str()).collect();
+            return Err(bad(
+                "guidance",
+                &guidance,
+                format!("unknown guidance version; use one of {}", known.join(", ")),
+            ));
+        }
+
+        // Disk model.
+        let presets = disk_presets()?;
+        let preset_name = self.disk.clone().unwrap_or_else(|| "nl-sas-7k2".into());
+        let Some(preset) = presets.iter().find(|p| p.name == preset_name) else {
+            let known: Vec<_> = presets.iter().map(|p| p.name.as_str()).collect();
+            return Err(bad(
+                "disk",
+                &preset_name,
+                format!("unknown disk preset; use one of {} (and --disk-capacity, --disk-iops to change its figures)", known.join(", ")),
+            ));
+        };
+        let capacity = size("disk_capacity", &self.disk_capacity)?;
+        if capacity == Some(0) {
+            return Err(bad("disk_capacity", 0, "must be larger than zero"));
+        }
+        let iops = match self.disk_iops {
+            None => None,
+            Some(x) => Some(positive("disk_iops", Some(x), 1.0, false)?),
+        };
+        let disk = Disk {
+            preset: preset.name.clone(),
+            description: preset.description.clone(),
+            source: preset.source.clone(),
+            capacity: capacity.unwrap_or(preset.capacity.0),
+            iops: iops.unwrap_or(preset.iops),
+            capacity_overridden: capacity.is_some(),
+            iops_overridden: iops.is_some(),
+        };
+
+        let raid = self.raid.as_ref().map_or("10".to_string(), |w| {
+            w.text().to_ascii_lowercase().trim_start_matches("raid").trim_start_matches('-').to_string()
+        });
+        let Some(rule) = rules.raid(&raid) else {
+            let known: Vec<_> = rules.raid.iter().map(|r| r.level.as_str()).collect();
+            return Err(bad("raid", &raid, format!("unknown RAID level; use one of {}", known.join(", "))));
+        };
+        let raid_group = count("raid_group", self.raid_group, i64::from(rule.group_default), 1)?;
+        if raid_group < rule.group_min
+            || rule.group_max.is_some_and(|m| raid_group > m)
+            || (rule.group_even && raid_group % 2 == 1)
+        {
+            let allowed = match (rule.group_max, rule.group_even) {
+                (Some(m), _) if m == rule.group_min => format!("exactly {m} disks"),
+                (Some(m), _) => format!("{} to {m} disks", rule.group_min),
+                (None, true) => format!("an even number of disks, at least {}", rule.group_min),
+                (None, false) => format!("at least {} disks", rule.group_min),
+            };
+            return Err(bad("raid_group", raid_group, format!("a RAID-{raid} group has {allowed}")));
+        }
+        let disks_per_server = match self.disks_per_server {
+            None => None,
+            Some(_) => {
+                let n = count("disks_per_server", self.disks_per_server, 1, 1)?;
+                if n % raid_group != 0 {
+                    return Err(bad(
+                        "disks_per_server",
+                        n,
+                        format!("is not a whole number of RAID groups of {raid_group} (--raid-group)"),
+                    ));
+                }
+                Some(n)
+            }
+        };
+
+        let white_space = size("white_space", &self.white_space)?;
+        let dumpster = size("dumpster", &self.dumpster)?;
+        let retention_days = positive("retention_days", self.retention_days, rules.capacity.retention_days, true)?;
+        let growth_pct = percent("growth", &self.growth, rules.capacity.growth_pct)?;
+        let content_index_pct = percent("content_index", &self.content_index, 0.0)?;
+        let log_days = positive("log_days", self.log_days, rules.logs.keep_days, false)?;
+        let move_share_pct = percent("move_share", &self.move_share, 0.0)?;
+        let scale = positive("scale", self.scale, 1.0, false)?;
+        if scale > 1.0 {
+            return Err(bad("scale", scale, "scales sizes down for a lab: give a share from 0 to 1, e.g. 0.01"));
+        }
+        let paths = self.paths.as_ref().map(TextList::items).unwrap_or_default();
+        let log_paths = self.log_paths.as_ref().map(TextList::items).unwrap_or_default();
+        let duration = match &self.duration {
+            None => "2h".to_string(),
+            Some(t) => {
+                parse_duration(t).map_err(|e| bad("duration", format!("\"{t}\""), e))?;
+                t.trim().to_string()
+            }
+        };
+
+        Ok(Input {
+            mailboxes,
+            messages_per_day,
+            message_size,
+            mailbox_quota,
+            copies,
+            lagged_copies,
+            replay_lag_days,
+            groups,
+            servers,
+            site_servers,
+            site_copies,
+            databases,
+            max_database_size,
+            failure,
+            headroom_pct,
+            guidance,
+            disk,
+            raid,
+            raid_group,
+            disks_per_server,
+            white_space,
+            dumpster,
+            retention_days,
+            growth_pct,
+            content_index_pct,
+            log_days,
+            move_share_pct,
+            restore_volume: self.restore_volume.unwrap_or(false),
+            layout: self.layout.unwrap_or(false),
+            markdown: self.markdown.unwrap_or(false),
+            emit_config: self.emit_config.clone(),
+            scale,
+            paths,
+            log_paths,
+            duration,
+        })
+    }
+}

@@ -1,4 +1,16 @@
+//! mailbench's storage half (PRODUCT.md §2): a compact mailbox-database engine
+//! (pages, buffer cache, transaction log, checkpoints, maintenance, replication)
+//! and the storage tests built on it.
+
 pub mod cache;
+pub mod engine;
 pub mod format;
+pub mod init;
 pub mod log;
 pub mod profile;
+pub mod result;
+pub mod run;
+pub mod spec;
+pub mod stats;
+pub mod summary;
+pub mod verify;

@@ -1,21 +1,216 @@
-//! `mailbench storage` flags.
+//! `mailbench storage` flags. Every flag has a key of the same name in the
+//! `[storage]` section of `--config`; flags win.
+
 use crate::Global;
-use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_base::config::ConfigFile;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::RunDir;
+use mailbench_base::{ByteSize, Error, ExitStatus, Result, parse_duration};
+use mailbench_storage::run::LineProgress;
+use mailbench_storage::spec::{StorageSpec, StorageToml, TestType, Threads};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum StorageCommand {
     /// Create the test databases (or --open existing ones).
-    Init,
+    Init(StorageArgs),
     /// Transactional workload: --type performance (default) | stress.
-    Run,
+    Run(StorageArgs),
     /// Database backup read test.
-    Backup,
+    Backup(StorageArgs),
     /// Soft-recovery (log replay) test.
-    Recover,
+    Recover(StorageArgs),
     /// Checksum every database page and log block.
-    Verify,
+    Verify(StorageArgs),
 }
 
-pub fn run(_cmd: StorageCommand, _global: &Global) -> Result<ExitStatus> {
-    Err(Error::usage("not implemented yet"))
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StorageArgs {
+    /// Small databases under ./mailbench-data and a short run (about two minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// performance (2 h default) or stress (24 h, lenient maxima).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub test_type: Option<TestType>,
+    /// exchange2013 (default), exchange2007, exchange2003, or a profile TOML file.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Database folders (repeat or comma-separate); databases are spread over them.
+    #[arg(long = "path", value_delimiter = ',', value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Log folders (default: beside each database).
+    #[arg(long = "log-path", value_delimiter = ',', value_name = "DIR")]
+    pub log_paths: Vec<PathBuf>,
+    /// Number of databases (instances).
+    #[arg(long)]
+    pub databases: Option<u32>,
+    /// Mailboxes over all databases.
+    #[arg(long)]
+    pub mailboxes: Option<u64>,
+    /// Mailbox quota (database size = mailboxes x quota / databases).
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub mailbox_quota: Option<ByteSize>,
+    /// Size of each database.
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub db_size: Option<ByteSize>,
+    /// Databases sized to this share of the free space.
+    #[arg(long)]
+    pub capacity_pct: Option<f64>,
+    /// Target IOPS per mailbox (target = mailboxes x this).
+    #[arg(long)]
+    pub iops_per_mailbox: Option<f64>,
+    /// Target transactional IOPS; the load is paced open-loop at it.
+    #[arg(long)]
+    pub target_iops: Option<f64>,
+    /// Database copies (each extra copy adds log replication reads).
+    #[arg(long)]
+    pub copies: Option<u32>,
+    /// Sessions over all databases, or `auto`.
+    #[arg(long)]
+    pub threads: Option<Threads>,
+    /// Measured window (e.g. 2h, 90s).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Warm-up before the measured window.
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Sampling interval (default 15s).
+    #[arg(long, value_parser = parse_duration)]
+    pub sample_interval: Option<Duration>,
+    /// auto, uring or threads.
+    #[arg(long)]
+    pub io_engine: Option<String>,
+    /// Maximum database cache over all databases.
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub cache_size: Option<ByteSize>,
+    /// Skip the page and log verification after the run.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Attach existing databases (checking their headers) instead of creating.
+    #[arg(long)]
+    pub open: bool,
+    /// Allow a raw block device as a path.
+    #[arg(long)]
+    pub allow_block_device: bool,
+    /// Random seed of the workload.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl StorageArgs {
+    fn to_toml(&self) -> StorageToml {
+        let opt_vec = |v: &Vec<PathBuf>| if v.is_empty() { None } else { Some(v.clone()) };
+        StorageToml {
+            test_type: self.test_type,
+            profile: self.profile.clone(),
+            paths: opt_vec(&self.paths),
+            log_paths: opt_vec(&self.log_paths),
+            databases: self.databases,
+            mailboxes: self.mailboxes,
+            mailbox_quota: self.mailbox_quota,
+            db_size: self.db_size,
+            capacity_pct: self.capacity_pct,
+            iops_per_mailbox: self.iops_per_mailbox,
+            target_iops: self.target_iops,
+            copies: self.copies,
+            threads: self.threads,
+            duration: self.duration,
+            warmup: self.warmup,
+            sample_interval: self.sample_interval,
+            io_engine: self.io_engine.clone(),
+            cache_size: self.cache_size,
+            verify: self.no_verify.then_some(false),
+            allow_block_device: self.allow_block_device.then_some(true),
+            open: self.open.then_some(true),
+            quick: self.quick.then_some(true),
+            seed: self.seed,
+            profile_overrides: None,
+            thresholds: None,
+        }
+    }
+}
+
+fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, PathBuf)> {
+    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+    let spec = StorageSpec::resolve(args.to_toml(), &cfg, Path::new("./mailbench-data"))?;
+    let allow = args.allow_block_device
+        || cfg.section::<StorageToml>("storage")?.allow_block_device.unwrap_or(false);
+    spec.check_paths(allow)?;
+    let output = global.output.clone().or(cfg.output.clone()).unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    Ok((spec, output))
+}
+
+pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
+    match cmd {
+        StorageCommand::Run(a) => storage_run(&a, global),
+        StorageCommand::Init(a) => storage_init(&a, global),
+        StorageCommand::Verify(a) => storage_verify(&a, global),
+        StorageCommand::Backup(_) | StorageCommand::Recover(_) => {
+            Err(Error::usage("storage backup and storage recover are not implemented yet"))
+        }
+    }
+}
+
+fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, global)?;
+    let interrupt = Interrupt::install()?;
+    let dir = RunDir::create(&output, "storage-run")?;
+    dir.log.set_echo(global.verbose);
+    let mut progress = LineProgress { quiet: global.quiet };
+    let ack = std::env::var_os("MAILBENCH_ACK_STREAM").is_some();
+    let result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
+    if global.json {
+        let v = serde_json::json!({
+            "verdict": result.verdict,
+            "result_dir": dir.path,
+            "transactional_iops": result.total.transactional_iops,
+            "target_iops": result.total.target_iops,
+            "db_read_avg_ms": result.total.classes["db_read"].latency_ms.avg,
+            "log_write_avg_ms": result.total.classes["log_write"].latency_ms.avg,
+        });
+        println!("{v}");
+    } else if !global.quiet {
+        println!("{}", mailbench_storage::summary::render(&result));
+        println!("Verdict: {}", result.verdict.label());
+        for r in &result.verdict.reasons {
+            println!("  - {r}");
+        }
+        println!("Results: {}", dir.path.display());
+    }
+    Ok(result.verdict.exit_status())
+}
+
+fn storage_init(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, global)?;
+    let interrupt = Interrupt::install()?;
+    let dir = RunDir::create(&output, "storage-init")?;
+    dir.log.set_echo(global.verbose);
+    let s = mailbench_storage::init::init_all(&spec, &dir.log, &interrupt)?;
+    dir.write_json("result.json", &serde_json::json!({ "kind": "storage-init", "init": s, "spec": spec }))?;
+    if !global.quiet {
+        for d in &s.databases {
+            println!("{} {} {} ({:.0} MB/s)", d.name, d.action, d.path.display(), d.mb_per_s);
+        }
+        println!("Results: {}", dir.path.display());
+    }
+    Ok(ExitStatus::Pass)
+}
+
+fn storage_verify(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, global)?;
+    let interrupt = Interrupt::install()?;
+    let dir = RunDir::create(&output, "storage-verify")?;
+    let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
+    dir.write_json("result.json", &serde_json::json!({ "kind": "storage-verify", "verify": v }))?;
+    if !global.quiet {
+        for d in &v.databases {
+            println!(
+                "{}: {} pages, {} bad checksum, {} wrong page number, {} newer than log, {} bad log blocks; first bad {:?}",
+                d.name, d.pages_seen, d.bad_checksum_pages, d.wrong_page_number_pages, d.newer_than_log_pages, d.bad_log_blocks, d.first_bad_pages
+            );
+        }
+        println!("Results: {}", dir.path.display());
+    }
+    Ok(if v.bad_total == 0 { ExitStatus::Pass } else { ExitStatus::Fail })
 }

@@ -1,0 +1,292 @@
+//! `storage init`: databases created to size with large aligned O_DIRECT writes,
+//! several in flight, every page formatted with unique random payload; resumable
+//! (a progress file records the written prefix); `--open` attaches existing ones.
+
+use crate::format::{self, DbHeader};
+use crate::spec::{InstanceSpec, StorageSpec};
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::{TestLog, claim_folder, write_atomic};
+use mailbench_base::{ByteSize, Error, Result};
+use mailbench_io::{AlignedBuf, IoEngine, IoRequest, OpKind};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const CHUNK: usize = 1 << 20;
+const DEPTH: usize = 8;
+const PROGRESS_EVERY: u64 = 64 << 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InitDb {
+    pub name: String,
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// `created`, `resumed` or `opened`.
+    pub action: String,
+    pub written_bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct InitSummary {
+    pub databases: Vec<InitDb>,
+    pub written_bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub o_direct: bool,
+    pub io_engine: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Progress {
+    db_id: u64,
+    pages: u64,
+    pages_done: u64,
+}
+
+fn progress_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".init");
+    PathBuf::from(s)
+}
+
+/// Reads the header of an existing database.
+pub fn read_header(path: &Path) -> Result<DbHeader> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io("cannot open database", path, e))?;
+    let mut buf = vec![0u8; 4096];
+    f.read_exact(&mut buf).map_err(|e| Error::io("cannot read the header of", path, e))?;
+    // Headers are checked over the whole first page.
+    let ps = format::get_u32(&buf, 16) as usize;
+    if !(4096..=65536).contains(&ps) {
+        return Err(Error::usage(format!("{} is not a mailbench database", path.display())));
+    }
+    let mut page = vec![0u8; ps];
+    page[..4096].copy_from_slice(&buf);
+    f.read_exact(&mut page[4096..]).map_err(|e| Error::io("cannot read the header of", path, e))?;
+    DbHeader::decode(&page).map_err(|e| Error::usage(format!("{}: {e}", path.display())))
+}
+
+/// Creates (or resumes, or opens) every database of the spec, all at once.
+/// The folders must have passed `StorageSpec::check_paths`.
+pub fn init_all(spec: &StorageSpec, log: &TestLog, interrupt: &Interrupt) -> Result<InitSummary> {
+    for v in spec.volumes.iter().chain(spec.log_volumes.iter()) {
+        claim_folder(v, false)?;
+    }
+    let caps = mailbench_io::probe(&spec.volumes[0]);
+    let t0 = Instant::now();
+    let results: Vec<Result<(InitDb, String)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = spec
+            .instances
+            .iter()
+            .map(|inst| scope.spawn(move || init_one(spec, inst, caps, log, interrupt)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::runtime("database creation thread failed"))))
+            .collect()
+    });
+    let mut out = InitSummary { o_direct: caps.o_direct, ..Default::default() };
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok((db, engine)) => {
+                out.written_bytes += db.written_bytes;
+                out.io_engine = engine;
+                out.databases.push(db);
+            }
+            Err(e) => {
+                if first_err.is_none() || matches!(e, Error::Runtime(_)) {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    out.seconds = t0.elapsed().as_secs_f64();
+    out.mb_per_s = if out.seconds > 0.0 { out.written_bytes as f64 / out.seconds / 1e6 } else { 0.0 };
+    Ok(out)
+}
+
+fn init_one(
+    spec: &StorageSpec,
+    inst: &InstanceSpec,
+    caps: mailbench_io::Capabilities,
+    log: &TestLog,
+    interrupt: &Interrupt,
+) -> Result<(InitDb, String)> {
+    let ps = spec.profile.page_size.0;
+    std::fs::create_dir_all(&inst.log_dir).map_err(|e| Error::io("cannot create log folder", &inst.log_dir, e))?;
+    let progress_file = progress_path(&inst.db_path);
+    let t0 = Instant::now();
+    let (db_id, start_page, action) = if progress_file.exists() {
+        let text = std::fs::read_to_string(&progress_file)
+            .map_err(|e| Error::io("cannot read", &progress_file, e))?;
+        let p: Progress = serde_json::from_str(&text)
+            .map_err(|e| Error::usage(format!("{} is damaged ({e}); delete the folder", progress_file.display())))?;
+        if p.pages != inst.pages {
+            return Err(Error::usage(format!(
+                "{} was being created with {} pages, this test wants {}; delete it or use the same size",
+                inst.db_path.display(),
+                p.pages,
+                inst.pages
+            )));
+        }
+        log.line(format!("{}: resuming creation at page {} of {}", inst.name, p.pages_done, p.pages));
+        (p.db_id, p.pages_done.max(1), "resumed")
+    } else if inst.db_path.exists() {
+        let h = read_header(&inst.db_path)?;
+        if h.page_size as u64 != ps || h.page_count != inst.pages {
+            return Err(Error::usage(format!(
+                "{} exists with {} pages of {} bytes; this test wants {} pages of {}: give the same size, or \
+                 a new folder",
+                inst.db_path.display(),
+                h.page_count,
+                h.page_size,
+                inst.pages,
+                ps
+            )));
+        }
+        log.line(format!("{}: opened existing database {}", inst.name, inst.db_path.display()));
+        let db = InitDb {
+            name: inst.name.clone(),
+            path: inst.db_path.clone(),
+            size_bytes: inst.size_bytes,
+            action: "opened".into(),
+            written_bytes: 0,
+            seconds: 0.0,
+            mb_per_s: 0.0,
+        };
+        return Ok((db, String::new()));
+    } else {
+        if spec.open {
+            return Err(Error::usage(format!(
+                "--open: {} does not exist; run `mailbench storage init` first",
+                inst.db_path.display()
+            )));
+        }
+        let db_id = new_db_id(spec.seed, inst.index);
+        (db_id, 1, "created")
+    };
+    let save = |done: u64| -> Result<()> {
+        let p = Progress { db_id, pages: inst.pages, pages_done: done };
+        let text = serde_json::to_vec(&p).map_err(|e| Error::runtime(e.to_string()))?;
+        write_atomic(&progress_file, &text)
+    };
+    save(start_page)?;
+    let file = mailbench_io::open_file(&inst.db_path, true, caps.o_direct, false)
+        .map_err(|e| Error::io("cannot create database", &inst.db_path, e))?;
+    let file = Arc::new(file);
+    let mut io: Box<dyn IoEngine> =
+        mailbench_io::build(mailbench_io::EngineChoice::Auto, caps, DEPTH).map_err(Error::runtime)?;
+    let engine_name = io.name();
+    let pages_per_chunk = (CHUNK as u64 / ps).max(1);
+    let mut next = start_page;
+    // Completed chunks may finish out of order: track the written prefix.
+    let mut done_chunks: std::collections::BTreeSet<u64> = Default::default();
+    let mut prefix = start_page;
+    let mut last_saved = start_page;
+    let mut out = Vec::new();
+    let mut error: Option<Error> = None;
+    loop {
+        while error.is_none() && !interrupt.raised() && next < inst.pages && io.in_flight() < DEPTH {
+            let n = pages_per_chunk.min(inst.pages - next);
+            let mut buf = AlignedBuf::new((n * ps) as usize);
+            for k in 0..n {
+                let b = &mut buf.as_mut_slice()[(k * ps) as usize..((k + 1) * ps) as usize];
+                format::format_page(b, db_id, next + k);
+            }
+            io.submit(IoRequest { file: file.clone(), kind: OpKind::Write, offset: next * ps, buf, tag: next });
+            next += n;
+        }
+        if io.in_flight() == 0 {
+            break;
+        }
+        out.clear();
+        io.wait(1, Some(Duration::from_millis(200)), &mut out);
+        for c in out.drain(..) {
+            if let Err(e) = c.full() {
+                let err = std::io::Error::from_raw_os_error(e);
+                if error.is_none() {
+                    error = Some(Error::runtime(format!(
+                        "writing {} at offset {} failed: {err}{}",
+                        inst.db_path.display(),
+                        c.offset,
+                        if e == libc::ENOSPC { " (the volume is full)" } else { "" }
+                    )));
+                }
+                continue;
+            }
+            done_chunks.insert(c.tag);
+        }
+        while done_chunks.remove(&prefix) {
+            prefix = (prefix + pages_per_chunk).min(inst.pages);
+        }
+        if (prefix - last_saved) * ps >= PROGRESS_EVERY {
+            save(prefix)?;
+            last_saved = prefix;
+        }
+    }
+    save(prefix)?;
+    if let Some(e) = error {
+        return Err(e);
+    }
+    if interrupt.raised() {
+        log.line(format!("{}: creation interrupted at page {prefix} of {}", inst.name, inst.pages));
+        return Err(Error::Interrupted);
+    }
+    // The header last: a database without one is still being created.
+    let header = DbHeader {
+        db_id,
+        page_size: ps as u32,
+        log_file_size: spec.profile.log_file_size.0 as u32,
+        page_count: inst.pages,
+        clean: true,
+        profile: spec.profile.name.clone(),
+        created: mailbench_base::host::unix_now() as u64,
+    };
+    let mut buf = AlignedBuf::new(ps as usize);
+    header.encode(buf.as_mut_slice());
+    use std::os::unix::fs::FileExt;
+    file.write_at(buf.as_slice(), 0)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| Error::io("cannot write the header of", &inst.db_path, e))?;
+    let _ = std::fs::remove_file(&progress_file);
+    let written = (inst.pages - start_page + 1) * ps;
+    let secs = t0.elapsed().as_secs_f64();
+    log.line(format!(
+        "{}: {action} {} in {:.1} s ({:.0} MB/s)",
+        inst.name,
+        ByteSize(inst.size_bytes),
+        secs,
+        written as f64 / secs.max(1e-9) / 1e6
+    ));
+    Ok((
+        InitDb {
+            name: inst.name.clone(),
+            path: inst.db_path.clone(),
+            size_bytes: inst.size_bytes,
+            action: action.into(),
+            written_bytes: written,
+            seconds: secs,
+            mb_per_s: written as f64 / secs.max(1e-9) / 1e6,
+        },
+        engine_name,
+    ))
+}
+
+fn new_db_id(seed: u64, index: usize) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = seed ^ t ^ ((index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ (std::process::id() as u64) << 32;
+    // splitmix64 finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)).max(1)
+}

@@ -1,0 +1,610 @@
+//! `storage run`: init (or open) the databases, run the transactional load on
+//! every instance through warm-up and the measured window, sample the host and
+//! the disks, verify, judge, and write the results.
+
+use crate::engine::{Control, Event, Instance, InstanceSetup};
+use crate::init::{self, read_header};
+use crate::result::*;
+use crate::spec::StorageSpec;
+use crate::stats::{Class, ClassFigures, Stats};
+use crate::verify;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::RunDir;
+use mailbench_base::{Error, Result, RunHeader, Status, Verdict};
+use mailbench_metrics::system::{CpuTimes, DiskCounters, DiskRates, Memory, device_of};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+/// How the run reports its progress.
+pub trait Progress {
+    fn phase(&mut self, text: &str);
+    fn interval(&mut self, p: &LiveFigures);
+}
+
+/// Figures of the latest interval, for live progress.
+#[derive(Debug, Clone, Default)]
+pub struct LiveFigures {
+    pub phase: String,
+    pub elapsed_s: f64,
+    pub remaining_s: f64,
+    pub transactional_iops: f64,
+    pub target_iops: Option<f64>,
+    pub db_read_avg_ms: f64,
+    pub log_write_avg_ms: f64,
+    pub db_read_limit_ms: f64,
+    pub log_write_limit_ms: f64,
+    pub errors: u64,
+    pub passing: bool,
+}
+
+/// Progress lines on stderr: one compact line per interval (or nothing, `-q`).
+pub struct LineProgress {
+    pub quiet: bool,
+}
+
+impl Progress for LineProgress {
+    fn phase(&mut self, text: &str) {
+        if !self.quiet {
+            eprintln!("mailbench: {text}");
+        }
+    }
+    fn interval(&mut self, p: &LiveFigures) {
+        if self.quiet {
+            return;
+        }
+        let target = p.target_iops.map(|t| format!(" / target {t:.0}")).unwrap_or_default();
+        eprintln!(
+            "[{:>6.0}s {:<8}] IOPS {:>8.1}{target} | db read {:>6.2} ms (<= {:.0}) | log write {:>6.2} ms (<= {:.0}) | errors {} | {} | {:.0}s left",
+            p.elapsed_s,
+            p.phase,
+            p.transactional_iops,
+            p.db_read_avg_ms,
+            p.db_read_limit_ms,
+            p.log_write_avg_ms,
+            p.log_write_limit_ms,
+            p.errors,
+            if p.passing { "passing" } else { "FAILING" },
+            p.remaining_s.max(0.0)
+        );
+    }
+}
+
+pub struct RunOutcome {
+    pub result: StorageResult,
+    pub dir: RunDir,
+}
+
+struct DiskProbe {
+    device: String,
+    paths: Vec<String>,
+    start: Option<DiskCounters>,
+    last: Option<DiskCounters>,
+}
+
+/// Runs the whole `storage run` test. Bad input must have been refused before
+/// (`StorageSpec::resolve` + `check_paths`); from here on faults end in a
+/// result with a Fail/Error/Interrupted verdict.
+pub fn run(
+    spec: &StorageSpec,
+    dir: &RunDir,
+    interrupt: &Interrupt,
+    progress: &mut dyn Progress,
+    ack_stream: bool,
+) -> Result<StorageResult> {
+    let started = Instant::now();
+    let mut header = RunHeader::begin("storage-run");
+    let log = &dir.log;
+    log.line(format!(
+        "storage run: type {:?}, profile {}, {} databases of {} pages, {} threads, duration {:?}",
+        spec.test_type,
+        spec.profile.name,
+        spec.instances.len(),
+        spec.instances.first().map(|i| i.pages).unwrap_or(0),
+        spec.threads,
+        spec.duration
+    ));
+    let mut errors: Vec<String> = Vec::new();
+
+    // Phase 1: databases.
+    progress.phase("creating databases");
+    log.line("phase: database creation / attach");
+    let init = match init::init_all(spec, log, interrupt) {
+        Ok(s) => Some(s),
+        Err(Error::Interrupted) => {
+            return finish_early(spec, dir, header, started, "interrupted during database creation", Status::Interrupted, None);
+        }
+        Err(Error::Runtime(m)) => {
+            return finish_early(spec, dir, header, started, &m, Status::Error, None);
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(i) = &init {
+        if i.written_bytes > 0 {
+            log.line(format!("created {:.0} MB in {:.1} s: {:.0} MB/s", i.written_bytes as f64 / 1e6, i.seconds, i.mb_per_s));
+        }
+    }
+    let caps = mailbench_io::probe(&spec.volumes[0]);
+    let mut setups = Vec::new();
+    for inst in &spec.instances {
+        let h = read_header(&inst.db_path)?;
+        if !h.clean {
+            return Err(Error::usage(format!(
+                "{} was not shut down cleanly (a crash or kill left it needing log replay); run \
+                 `mailbench storage recover` on it, or give a new folder",
+                inst.db_path.display()
+            )));
+        }
+        // A clean database needs none of its old logs.
+        if let Ok(rd) = std::fs::read_dir(&inst.log_dir) {
+            for e in rd.flatten() {
+                if crate::format::parse_log_file_name(&e.file_name().to_string_lossy()).is_some() {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let ps = spec.profile.page_size.0 as usize;
+        let max_frames = (spec.cache_max_per_db as usize / ps).max(64);
+        let min_frames = (spec.cache_min_per_db as usize / ps).min(max_frames);
+        setups.push(InstanceSetup {
+            index: inst.index,
+            name: inst.name.clone(),
+            db_path: inst.db_path.clone(),
+            log_dir: inst.log_dir.clone(),
+            header: h,
+            profile: spec.profile.clone(),
+            cache_min_frames: min_frames,
+            cache_max_frames: max_frames,
+            sessions: inst.sessions,
+            mailboxes: inst.mailboxes,
+            copies: spec.copies,
+            target_iops: if spec.paced { spec.target_iops.map(|t| t / spec.instances.len() as f64) } else { None },
+            engine: spec.engine_choice(),
+            direct: caps.o_direct,
+            sample_interval: spec.sample_interval,
+            seed: spec.seed.wrapping_add(inst.index as u64 * 7919),
+            ack_stream,
+        });
+    }
+
+    // Disks under the paths, host counters.
+    let mut disks: Vec<DiskProbe> = Vec::new();
+    for inst in &spec.instances {
+        for p in [&inst.db_path, &inst.log_dir] {
+            if let Some((_, _, dev)) = device_of(p) {
+                let ps = p.display().to_string();
+                match disks.iter_mut().find(|d| d.device == dev) {
+                    Some(d) => {
+                        if !d.paths.contains(&ps) {
+                            d.paths.push(ps)
+                        }
+                    }
+                    None => disks.push(DiskProbe { device: dev, paths: vec![ps], start: None, last: None }),
+                }
+            }
+        }
+    }
+
+    // Phase 2: the load.
+    let (tx, rx) = channel::<Event>();
+    let ctl = Arc::new(Control::default());
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    let mut opened = Vec::new();
+    for s in setups {
+        let name = s.name.clone();
+        match Instance::open(s, ctl.clone(), tx.clone(), t0) {
+            Ok(i) => opened.push(i),
+            Err(e) => {
+                errors.push(format!("{name}: {e}"));
+            }
+        }
+    }
+    drop(tx);
+    if !errors.is_empty() {
+        drop(opened);
+        return finish_early(spec, dir, header, started, &errors.join("; "), Status::Error, init);
+    }
+    let io_engine = opened.first().map(|i| i.io_engine_name()).unwrap_or_default();
+    log.line(format!("I/O engine {io_engine}, O_DIRECT {}", caps.o_direct));
+    for inst in opened {
+        handles.push(std::thread::Builder::new().name("mb-instance".into()).spawn(move || inst.run()));
+    }
+    progress.phase(&format!(
+        "running {} for {:?} after {:?} warm-up ({} databases, {} threads, {io_engine})",
+        spec.profile.name,
+        spec.duration,
+        spec.warmup,
+        spec.instances.len(),
+        spec.threads
+    ));
+    log.line("phase: warm-up");
+
+    let n = spec.instances.len();
+    let measure_from = spec.warmup.as_secs_f64();
+    let measure_to = measure_from + spec.duration.as_secs_f64();
+    let mut intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
+        .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
+    let mut pending: BTreeMap<u64, (f64, Vec<Option<Stats>>)> = BTreeMap::new();
+    let mut inst_totals: Vec<Stats> = vec![Stats::default(); n];
+    let mut total = Stats::default();
+    let mut finished = vec![false; n];
+    let mut clean = vec![false; n];
+    let mut measured_s = 0.0f64;
+    let mut intervals = 0u64;
+    let mut cpu_prev = CpuTimes::read();
+    let mut last_tick_s = 0.0f64;
+    let mut host_sum = (0.0f64, 0.0f64, 0.0f64, 0u64);
+    let mut interrupted = false;
+    let mut stop_sent = false;
+    let mut abort_at: Option<Instant> = None;
+    let mut measuring = false;
+    let self_cpu0 = process_cpu_s();
+
+    while finished.iter().any(|f| !f) {
+        let elapsed = t0.elapsed().as_secs_f64();
+        if !stop_sent {
+            if interrupt.raised() {
+                interrupted = true;
+                log.line("interrupted: stopping");
+                progress.phase("interrupted: stopping (a partial result is kept)");
+            }
+            let failing = !errors.is_empty();
+            if interrupted || failing || elapsed >= measure_to {
+                ctl.stop.store(true, Ordering::Relaxed);
+                stop_sent = true;
+                // Ctrl-C must end within 2 s: write back what fits, then abort.
+                abort_at = Some(Instant::now() + if interrupted { Duration::from_millis(1200) } else { Duration::from_secs(120) });
+                log.line(if failing { "phase: stopping after an error" } else { "phase: shutdown (writing back dirty pages)" });
+            }
+        }
+        if let Some(a) = abort_at {
+            if Instant::now() >= a && !ctl.abort.load(Ordering::Relaxed) {
+                ctl.abort.store(true, Ordering::Relaxed);
+                log.line("shutdown took too long: leaving databases for recovery");
+            }
+        }
+        if !measuring && elapsed >= measure_from {
+            measuring = true;
+            log.line("phase: measured window");
+            for d in &mut disks {
+                d.start = DiskCounters::read(&d.device);
+                d.last = d.start;
+            }
+        }
+        let ev = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(ev) => ev,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        match ev {
+            Event::Error { instance, message } => {
+                log.line(format!("error in {}: {message}", spec.instances[instance].name));
+                progress.phase(&format!("error: {message}"));
+                errors.push(message);
+            }
+            Event::Finished { instance, clean: c, .. } => {
+                finished[instance] = true;
+                clean[instance] = c;
+                log.line(format!(
+                    "{}: stopped, {}",
+                    spec.instances[instance].name,
+                    if c { "shut down clean" } else { "left needing recovery" }
+                ));
+            }
+            Event::Interval { instance, seq, end_s, stats } => {
+                let e = pending.entry(seq).or_insert_with(|| (end_s, vec![None; n]));
+                e.0 = e.0.max(end_s);
+                e.1[instance] = Some(*stats);
+                // An interval is complete when every running instance reported it.
+                while let Some((&s, (_, parts))) = pending.iter().next() {
+                    let complete = parts.iter().enumerate().all(|(i, p)| p.is_some() || finished[i]);
+                    if !complete {
+                        break;
+                    }
+                    let _ = s;
+                    let Some((s, (end, parts))) = pending.pop_first() else { break };
+                    let parts: Vec<Stats> = parts.into_iter().map(|p| p.unwrap_or_default()).collect();
+                    let secs = (end - last_tick_s).max(1e-3);
+                    let start_s = last_tick_s;
+                    last_tick_s = end;
+                    // Intervals inside the window count (a short last interval too).
+                    let in_window = start_s >= measure_from - 1e-3 && start_s < measure_to;
+                    let cpu_now = CpuTimes::read();
+                    let (busy, iow) = match (&cpu_now, &cpu_prev) {
+                        (Some(a), Some(b)) => a.usage_since(b),
+                        _ => (0.0, 0.0),
+                    };
+                    cpu_prev = cpu_now;
+                    let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
+                    let mut disk_rates = BTreeMap::new();
+                    for d in &mut disks {
+                        if let (Some(now), Some(prev)) = (DiskCounters::read(&d.device), d.last) {
+                            disk_rates.insert(d.device.clone(), now.rates_since(&prev, secs));
+                            d.last = Some(now);
+                        }
+                    }
+                    let mut sum = Stats::default();
+                    for p in &parts {
+                        sum.add(p);
+                    }
+                    if in_window {
+                        measured_s += secs;
+                        intervals += 1;
+                        for (t, p) in inst_totals.iter_mut().zip(parts.iter()) {
+                            t.add(p);
+                        }
+                        total.add(&sum);
+                        host_sum.0 += busy;
+                        host_sum.1 += iow;
+                        host_sum.2 += mem;
+                        host_sum.3 += 1;
+                    }
+                    let rec = IntervalRecord {
+                        seq: s,
+                        end_s: end,
+                        seconds: secs,
+                        phase: if in_window { "measured".into() } else if start_s < measure_from { "warmup".into() } else { "shutdown".into() },
+                        instances: parts,
+                        cpu_busy_pct: busy,
+                        cpu_iowait_pct: iow,
+                        memory_used_pct: mem,
+                        disks: disk_rates,
+                    };
+                    if let Ok(line) = serde_json::to_string(&rec) {
+                        let _ = writeln!(intervals_file, "{line}");
+                    }
+                    let rd = sum.class(Class::DbRead).latency.summary();
+                    let lw = sum.class(Class::LogWrite).latency.summary();
+                    let live = LiveFigures {
+                        phase: rec.phase.clone(),
+                        elapsed_s: end,
+                        remaining_s: measure_to - end,
+                        transactional_iops: sum.transactional_ios() as f64 / secs,
+                        target_iops: spec.target_iops,
+                        db_read_avg_ms: rd.mean_ms(),
+                        log_write_avg_ms: lw.mean_ms(),
+                        db_read_limit_ms: spec.thresholds.db_read_avg_ms,
+                        log_write_limit_ms: spec.thresholds.log_write_avg_ms,
+                        errors: total.io_errors() + errors.len() as u64,
+                        passing: errors.is_empty()
+                            && rd.mean_ms() <= spec.thresholds.db_read_avg_ms
+                            && lw.mean_ms() <= spec.thresholds.log_write_avg_ms,
+                    };
+                    if rec.phase != "shutdown" {
+                        progress.interval(&live);
+                    }
+                }
+            }
+        }
+    }
+    for h in handles.into_iter().flatten() {
+        let _ = h.join();
+    }
+    let _ = intervals_file.flush();
+    let self_cpu = process_cpu_s() - self_cpu0;
+
+    // Phase 3: verification.
+    let mut verify_result = None;
+    if spec.verify && !interrupted {
+        progress.phase("verifying every page and log block");
+        log.line("phase: verification");
+        match verify::verify_all(spec, interrupt) {
+            Ok(v) => {
+                log.line(format!("verified {} databases: {} bad, {:.0} MB/s", v.databases.len(), v.bad_total, v.mb_per_s));
+                verify_result = Some(v);
+            }
+            Err(Error::Interrupted) => interrupted = true,
+            Err(e) => errors.push(format!("verification: {e}")),
+        }
+    }
+
+    // Results.
+    let secs = measured_s.max(1e-9);
+    let instances: Vec<InstanceResult> = spec
+        .instances
+        .iter()
+        .zip(inst_totals.iter())
+        .enumerate()
+        .map(|(i, (s, t))| InstanceResult {
+            name: s.name.clone(),
+            db_path: s.db_path.display().to_string(),
+            log_dir: s.log_dir.display().to_string(),
+            size_bytes: s.size_bytes,
+            sessions: s.sessions,
+            transactional_iops: t.transactional_ios() as f64 / secs,
+            classes: class_map(t, secs),
+            counters: t.counters.clone(),
+            transactions_per_s: t.counters.transactions as f64 / secs,
+            page_fault_stalls_per_s: t.counters.page_fault_stalls as f64 / secs,
+            clean_shutdown: clean[i],
+            histograms: hist_map(t),
+        })
+        .collect();
+    let trans = total.transactional_ios() as f64;
+    let log_writes = total.class(Class::LogWrite).ops as f64;
+    let totals = Totals {
+        target_iops: spec.target_iops,
+        transactional_iops: trans / secs,
+        db_read_share_pct: if trans > 0.0 { 100.0 * total.class(Class::DbRead).ops as f64 / trans } else { 0.0 },
+        log_write_share_pct: if trans > 0.0 { 100.0 * log_writes / trans } else { 0.0 },
+        transactions_per_s: total.counters.transactions as f64 / secs,
+        page_fault_stalls_per_s: total.counters.page_fault_stalls as f64 / secs,
+        io_errors: total.io_errors(),
+        classes: class_map(&total, secs),
+        counters: total.counters.clone(),
+        transaction_latency_ms: total.transaction_latency.summary().into(),
+        histograms: hist_map(&total),
+        thresholds: spec.thresholds,
+    };
+    let host = HostPerf {
+        cpu_busy_avg_pct: if host_sum.3 > 0 { host_sum.0 / host_sum.3 as f64 } else { 0.0 },
+        cpu_iowait_avg_pct: if host_sum.3 > 0 { host_sum.1 / host_sum.3 as f64 } else { 0.0 },
+        memory_used_avg_pct: if host_sum.3 > 0 { host_sum.2 / host_sum.3 as f64 } else { 0.0 },
+        memory_total_bytes: Memory::read().map(|m| m.total_bytes).unwrap_or(0),
+        mailbench_cpu_s: self_cpu,
+    };
+    let disk_results = disks
+        .iter()
+        .map(|d| DiskResult {
+            device: d.device.clone(),
+            paths: d.paths.clone(),
+            rates: match (d.last, d.start) {
+                (Some(a), Some(b)) => a.rates_since(&b, secs),
+                _ => DiskRates::default(),
+            },
+        })
+        .collect();
+    let mut verdict = judge(spec, &totals, verify_result.as_ref(), &errors, measured_s);
+    if interrupted {
+        verdict = Verdict { status: Status::Interrupted, reasons: vec!["The run was interrupted before its measured window ended; the figures are partial.".into()] };
+    }
+    header.finish(started.elapsed());
+    let result = StorageResult {
+        run: header,
+        verdict,
+        spec: spec.clone(),
+        io_engine,
+        o_direct: caps.o_direct,
+        window: Window { warmup_s: spec.warmup.as_secs_f64(), measured_s, intervals, interrupted },
+        init,
+        instances,
+        total: totals,
+        host,
+        disks: disk_results,
+        verify: verify_result,
+        errors,
+        intervals_file: "intervals.jsonl".into(),
+    };
+    write_outputs(dir, &result)?;
+    Ok(result)
+}
+
+/// The verdict of PRODUCT.md §2.4, one plain sentence per failure.
+pub fn judge(
+    spec: &StorageSpec,
+    t: &Totals,
+    verify: Option<&verify::VerifySummary>,
+    errors: &[String],
+    measured_s: f64,
+) -> Verdict {
+    let th = &spec.thresholds;
+    let mut r = Vec::new();
+    let rd = &t.classes["db_read"].latency_ms;
+    let lw = &t.classes["log_write"].latency_ms;
+    if measured_s <= 0.0 {
+        r.push("No interval of the measured window completed, so nothing was measured.".to_string());
+    }
+    if rd.avg > th.db_read_avg_ms {
+        r.push(format!("Database read latency averaged {:.2} ms, above the {:.0} ms limit.", rd.avg, th.db_read_avg_ms));
+    }
+    if rd.max > th.db_read_max_ms {
+        r.push(format!("The slowest database read took {:.1} ms, above the {:.0} ms limit.", rd.max, th.db_read_max_ms));
+    }
+    if lw.avg > th.log_write_avg_ms {
+        r.push(format!("Log write latency averaged {:.2} ms, above the {:.0} ms limit.", lw.avg, th.log_write_avg_ms));
+    }
+    if lw.max > th.log_write_max_ms {
+        r.push(format!("The slowest log write took {:.1} ms, above the {:.0} ms limit.", lw.max, th.log_write_max_ms));
+    }
+    if let Some(target) = t.target_iops {
+        if t.transactional_iops < target {
+            r.push(format!(
+                "Achieved {:.1} transactional IOPS, below the target of {:.1}.",
+                t.transactional_iops, target
+            ));
+        }
+    }
+    if t.page_fault_stalls_per_s > th.page_fault_stalls_per_s {
+        r.push(format!(
+            "Page-fault stalls averaged {:.2} per second, above the limit of {:.1}.",
+            t.page_fault_stalls_per_s, th.page_fault_stalls_per_s
+        ));
+    }
+    if t.io_errors > 0 || !errors.is_empty() {
+        let first = errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default();
+        r.push(format!("{} I/O or data errors occurred{first}.", t.io_errors.max(errors.len() as u64)));
+    }
+    if let Some(v) = verify {
+        for d in &v.databases {
+            if d.bad() > 0 {
+                r.push(format!(
+                    "Verification of {} found {} bad-checksum pages, {} wrong-page-number pages, {} pages newer than the log and {} bad log blocks (first bad pages: {:?}).",
+                    d.name, d.bad_checksum_pages, d.wrong_page_number_pages, d.newer_than_log_pages, d.bad_log_blocks, d.first_bad_pages
+                ));
+            }
+        }
+    }
+    Verdict::from_reasons(r)
+}
+
+fn finish_early(
+    spec: &StorageSpec,
+    dir: &RunDir,
+    mut header: RunHeader,
+    started: Instant,
+    why: &str,
+    status: Status,
+    init: Option<crate::init::InitSummary>,
+) -> Result<StorageResult> {
+    dir.log.line(format!("stopped: {why}"));
+    header.finish(started.elapsed());
+    let empty = Stats::default();
+    let result = StorageResult {
+        run: header,
+        verdict: Verdict { status, reasons: vec![format!("The run stopped before measuring: {why}.")] },
+        spec: spec.clone(),
+        io_engine: String::new(),
+        o_direct: false,
+        window: Window { interrupted: status == Status::Interrupted, ..Default::default() },
+        init,
+        instances: Vec::new(),
+        total: Totals {
+            target_iops: spec.target_iops,
+            transactional_iops: 0.0,
+            db_read_share_pct: 0.0,
+            log_write_share_pct: 0.0,
+            transactions_per_s: 0.0,
+            page_fault_stalls_per_s: 0.0,
+            io_errors: 0,
+            classes: class_map(&empty, 1.0),
+            counters: Default::default(),
+            transaction_latency_ms: Default::default(),
+            histograms: hist_map(&empty),
+            thresholds: spec.thresholds,
+        },
+        host: HostPerf::default(),
+        disks: Vec::new(),
+        verify: None,
+        errors: vec![why.to_string()],
+        intervals_file: String::new(),
+    };
+    write_outputs(dir, &result)?;
+    Ok(result)
+}
+
+pub fn write_outputs(dir: &RunDir, result: &StorageResult) -> Result<()> {
+    dir.write_json("result.json", result)?;
+    dir.write("summary.txt", crate::summary::render(result).as_bytes())?;
+    Ok(())
+}
+
+fn process_cpu_s() -> f64 {
+    // utime + stime of this process, from /proc/self/stat (clock ticks of 1/100 s).
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let u: f64 = f.get(11)?.parse().ok()?;
+            let k: f64 = f.get(12)?.parse().ok()?;
+            Some((u + k) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+#[allow(dead_code)]
+fn _unused(_: ClassFigures) {}

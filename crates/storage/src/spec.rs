@@ -1,0 +1,604 @@
+//! The storage test specification: the `[storage]` TOML section and the flags
+//! (flags win), resolved and checked into a [`StorageSpec`] before anything is
+//! written. Every bad value is refused with exit 2 and its key named.
+
+use crate::profile::Profile;
+use mailbench_base::config::ConfigFile;
+use mailbench_base::units::serde_duration;
+use mailbench_base::{ByteSize, Error, Result};
+use mailbench_io::EngineChoice;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestType {
+    Performance,
+    Stress,
+}
+
+impl std::str::FromStr for TestType {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "performance" => Ok(TestType::Performance),
+            "stress" => Ok(TestType::Stress),
+            o => Err(format!("unknown test type `{o}` (use performance or stress)")),
+        }
+    }
+}
+
+/// `threads = 16` or `threads = "auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Threads {
+    Auto,
+    Fixed(u32),
+}
+
+impl std::str::FromStr for Threads {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s == "auto" {
+            return Ok(Threads::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if n > 0 && n <= 4096 => Ok(Threads::Fixed(n)),
+            _ => Err(format!("threads `{s}` must be a number from 1 to 4096, or auto")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => n.to_string().parse().map_err(serde::de::Error::custom),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Verdict thresholds (PRODUCT.md §2.4); defaults depend on the test type.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdsToml {
+    pub db_read_avg_ms: Option<f64>,
+    pub db_read_max_ms: Option<f64>,
+    pub log_write_avg_ms: Option<f64>,
+    pub log_write_max_ms: Option<f64>,
+    pub page_fault_stalls_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    pub db_read_avg_ms: f64,
+    pub db_read_max_ms: f64,
+    pub log_write_avg_ms: f64,
+    pub log_write_max_ms: f64,
+    pub page_fault_stalls_per_s: f64,
+}
+
+impl Thresholds {
+    pub fn defaults(t: TestType) -> Thresholds {
+        let max = match t {
+            TestType::Performance => 100.0,
+            TestType::Stress => 200.0,
+        };
+        Thresholds {
+            db_read_avg_ms: 20.0,
+            db_read_max_ms: max,
+            log_write_avg_ms: 10.0,
+            log_write_max_ms: max,
+            page_fault_stalls_per_s: 1.0,
+        }
+    }
+}
+
+/// The `[storage]` section; each key is also a flag of the same name.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageToml {
+    #[serde(rename = "type")]
+    pub test_type: Option<TestType>,
+    pub profile: Option<String>,
+    pub paths: Option<Vec<PathBuf>>,
+    pub log_paths: Option<Vec<PathBuf>>,
+    pub databases: Option<u32>,
+    pub mailboxes: Option<u64>,
+    pub mailbox_quota: Option<ByteSize>,
+    pub db_size: Option<ByteSize>,
+    pub capacity_pct: Option<f64>,
+    pub iops_per_mailbox: Option<f64>,
+    pub target_iops: Option<f64>,
+    pub copies: Option<u32>,
+    pub threads: Option<Threads>,
+    #[serde(default, with = "serde_duration::option")]
+    pub duration: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub warmup: Option<Duration>,
+    #[serde(default, with = "serde_duration::option")]
+    pub sample_interval: Option<Duration>,
+    pub io_engine: Option<String>,
+    pub cache_size: Option<ByteSize>,
+    pub verify: Option<bool>,
+    pub allow_block_device: Option<bool>,
+    pub open: Option<bool>,
+    pub quick: Option<bool>,
+    pub seed: Option<u64>,
+    pub profile_overrides: Option<toml::Table>,
+    pub thresholds: Option<ThresholdsToml>,
+}
+
+impl StorageToml {
+    /// `self` (flags) over `file`.
+    pub fn over(self, file: StorageToml) -> StorageToml {
+        StorageToml {
+            test_type: self.test_type.or(file.test_type),
+            profile: self.profile.or(file.profile),
+            paths: self.paths.or(file.paths),
+            log_paths: self.log_paths.or(file.log_paths),
+            databases: self.databases.or(file.databases),
+            mailboxes: self.mailboxes.or(file.mailboxes),
+            mailbox_quota: self.mailbox_quota.or(file.mailbox_quota),
+            db_size: self.db_size.or(file.db_size),
+            capacity_pct: self.capacity_pct.or(file.capacity_pct),
+            iops_per_mailbox: self.iops_per_mailbox.or(file.iops_per_mailbox),
+            target_iops: self.target_iops.or(file.target_iops),
+            copies: self.copies.or(file.copies),
+            threads: self.threads.or(file.threads),
+            duration: self.duration.or(file.duration),
+            warmup: self.warmup.or(file.warmup),
+            sample_interval: self.sample_interval.or(file.sample_interval),
+            io_engine: self.io_engine.or(file.io_engine),
+            cache_size: self.cache_size.or(file.cache_size),
+            verify: self.verify.or(file.verify),
+            allow_block_device: self.allow_block_device.or(file.allow_block_device),
+            open: self.open.or(file.open),
+            quick: self.quick.or(file.quick),
+            seed: self.seed.or(file.seed),
+            profile_overrides: self.profile_overrides.or(file.profile_overrides),
+            thresholds: match (self.thresholds, file.thresholds) {
+                (Some(a), Some(b)) => Some(ThresholdsToml {
+                    db_read_avg_ms: a.db_read_avg_ms.or(b.db_read_avg_ms),
+                    db_read_max_ms: a.db_read_max_ms.or(b.db_read_max_ms),
+                    log_write_avg_ms: a.log_write_avg_ms.or(b.log_write_avg_ms),
+                    log_write_max_ms: a.log_write_max_ms.or(b.log_write_max_ms),
+                    page_fault_stalls_per_s: a.page_fault_stalls_per_s.or(b.page_fault_stalls_per_s),
+                }),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
+/// One database instance: its file, its log folder, its size.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceSpec {
+    pub index: usize,
+    pub name: String,
+    /// The folder the user gave that holds this database.
+    pub volume: PathBuf,
+    pub db_path: PathBuf,
+    pub log_dir: PathBuf,
+    pub pages: u64,
+    pub size_bytes: u64,
+    pub mailboxes: u64,
+    pub sessions: usize,
+}
+
+/// The resolved storage test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StorageSpec {
+    pub test_type: TestType,
+    pub profile: Profile,
+    pub instances: Vec<InstanceSpec>,
+    pub volumes: Vec<PathBuf>,
+    pub log_volumes: Vec<PathBuf>,
+    pub mailboxes: Option<u64>,
+    pub iops_per_mailbox: Option<f64>,
+    /// Target transactional IOPS over all instances (verdict), if any.
+    pub target_iops: Option<f64>,
+    /// Pace the load open-loop at the target (`--target-iops` given).
+    pub paced: bool,
+    pub copies: u32,
+    pub threads: u32,
+    pub threads_auto: bool,
+    #[serde(with = "serde_duration")]
+    pub duration: Duration,
+    #[serde(with = "serde_duration")]
+    pub warmup: Duration,
+    #[serde(with = "serde_duration")]
+    pub sample_interval: Duration,
+    pub io_engine: String,
+    pub cache_max_per_db: u64,
+    pub cache_min_per_db: u64,
+    pub verify: bool,
+    pub open: bool,
+    pub quick: bool,
+    pub seed: u64,
+    pub thresholds: Thresholds,
+    pub growth_reserve_bytes: u64,
+    pub log_space_bytes: u64,
+}
+
+impl StorageSpec {
+    pub fn engine_choice(&self) -> EngineChoice {
+        self.io_engine.parse().unwrap_or(EngineChoice::Auto)
+    }
+
+    /// Resolves flags over the config file. `default_data` is the folder used
+    /// when no paths are given (`./mailbench-data`).
+    pub fn resolve(flags: StorageToml, cfg: &ConfigFile, default_data: &Path) -> Result<StorageSpec> {
+        let file: StorageToml = cfg.section("storage")?;
+        let t = flags.over(file);
+        let quick = t.quick.unwrap_or(false);
+        let test_type = t.test_type.unwrap_or(TestType::Performance);
+        let profile_name = t.profile.clone().unwrap_or_else(|| "exchange2013".into());
+        let profile = Profile::load(&profile_name, t.profile_overrides.as_ref())?;
+        let ps = profile.page_size.0;
+
+        let volumes = t.paths.clone().unwrap_or_else(|| vec![default_data.to_path_buf()]);
+        if volumes.is_empty() {
+            return Err(Error::usage("`paths` is empty: give at least one database folder"));
+        }
+        let log_volumes = t.log_paths.clone().unwrap_or_default();
+        let databases = t.databases.unwrap_or(if quick { 2 } else { volumes.len() as u32 });
+        if databases == 0 || databases > 256 {
+            return Err(Error::usage(format!("`databases` = {databases}: use 1 to 256")));
+        }
+        let copies = t.copies.unwrap_or(profile.copies);
+        if copies == 0 || copies > 16 {
+            return Err(Error::usage(format!("`copies` = {copies}: use 1 to 16")));
+        }
+        let pct = |k: &str, v: Option<f64>| -> Result<()> {
+            match v {
+                Some(x) if !(x > 0.0 && x <= 100.0) => {
+                    Err(Error::usage(format!("`{k}` = {x}: must be more than 0 and at most 100")))
+                }
+                _ => Ok(()),
+            }
+        };
+        pct("capacity_pct", t.capacity_pct)?;
+        for (k, v) in [("iops_per_mailbox", t.iops_per_mailbox), ("target_iops", t.target_iops)] {
+            if let Some(x) = v {
+                if !(x > 0.0 && x.is_finite()) {
+                    return Err(Error::usage(format!("`{k}` = {x}: must be a positive number")));
+                }
+            }
+        }
+        if t.mailboxes == Some(0) {
+            return Err(Error::usage("`mailboxes` = 0: must be at least 1"));
+        }
+
+        // Database size: per database, from mailboxes x quota, --db-size or --capacity-pct.
+        let reserve_pct = profile.growth_reserve_pct;
+        let ways = [t.db_size.is_some(), t.mailbox_quota.is_some(), t.capacity_pct.is_some()]
+            .iter()
+            .filter(|x| **x)
+            .count();
+        if ways > 1 {
+            return Err(Error::usage(
+                "give only one of `db_size`, `mailbox_quota` (with `mailboxes`) and `capacity_pct`",
+            ));
+        }
+        let db_bytes = if let Some(s) = t.db_size {
+            s.0
+        } else if let Some(q) = t.mailbox_quota {
+            let m = t.mailboxes.ok_or_else(|| Error::usage("`mailbox_quota` needs `mailboxes`"))?;
+            (q.0 as u128 * m as u128 / databases as u128).min(u64::MAX as u128) as u64
+        } else if let Some(p) = t.capacity_pct {
+            let free = volumes
+                .iter()
+                .map(|v| mailbench_io::free_space(existing_ancestor(v)).unwrap_or(0))
+                .min()
+                .unwrap_or(0);
+            let per_volume = databases.div_ceil(volumes.len() as u32) as u64;
+            (free as f64 * p / 100.0 / (1.0 + reserve_pct / 100.0) / per_volume as f64) as u64
+        } else if quick {
+            768 << 20
+        } else {
+            return Err(Error::usage(
+                "say how large the databases are: `--mailboxes N --mailbox-quota SIZE`, `--db-size SIZE` \
+                 or `--capacity-pct PCT` (or use --quick)",
+            ));
+        };
+        let pages = db_bytes / ps;
+        if pages < 256 {
+            return Err(Error::usage(format!(
+                "databases of {} are too small: at least 256 pages of {} are needed",
+                ByteSize(db_bytes),
+                ByteSize(ps)
+            )));
+        }
+        let cache_max = match t.cache_size {
+            Some(c) => c.0 / databases as u64,
+            None if quick => 48 << 20,
+            None => profile.cache_max_per_db.0,
+        };
+        let cache_min = profile.cache_min_per_db.0.min(cache_max);
+        if cache_max < 64 * ps {
+            return Err(Error::usage(format!(
+                "`cache_size` gives {} per database: at least 64 pages ({}) are needed",
+                ByteSize(cache_max),
+                ByteSize(64 * ps)
+            )));
+        }
+        let (threads, threads_auto) = match t.threads {
+            Some(Threads::Fixed(n)) => (n, false),
+            Some(Threads::Auto) => (databases.max(1), true),
+            None => (if quick { 8 } else { 16.max(databases) }, false),
+        };
+        if (cache_max / ps) < (threads as u64).div_ceil(databases as u64) * 16 {
+            return Err(Error::usage(format!(
+                "the cache of {} per database is too small for {threads} threads: give a larger \
+                 `cache_size` or fewer `threads`",
+                ByteSize(cache_max)
+            )));
+        }
+        let mailboxes_total = t.mailboxes;
+        let target_iops = match (t.target_iops, mailboxes_total, t.iops_per_mailbox) {
+            (Some(x), _, _) => Some(x),
+            (None, Some(m), Some(i)) => Some(m as f64 * i),
+            (None, Some(_), None) => {
+                return Err(Error::usage("`mailboxes` for a target needs `iops_per_mailbox` (or give `target_iops`)"));
+            }
+            _ => None,
+        };
+        let duration = t.duration.unwrap_or(match (quick, test_type) {
+            (true, _) => Duration::from_secs(90),
+            (false, TestType::Performance) => Duration::from_secs(2 * 3600),
+            (false, TestType::Stress) => Duration::from_secs(24 * 3600),
+        });
+        let sample_interval = t.sample_interval.unwrap_or(if quick {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(15)
+        });
+        if sample_interval < Duration::from_millis(200) || sample_interval > Duration::from_secs(3600) {
+            return Err(Error::usage("`sample_interval` must be between 200ms and 1h"));
+        }
+        if duration < sample_interval {
+            return Err(Error::usage("`duration` must be at least one `sample_interval`"));
+        }
+        let warmup = t.warmup.unwrap_or(if quick {
+            Duration::from_secs(10)
+        } else {
+            (duration / 20).clamp(sample_interval, Duration::from_secs(600))
+        });
+        let io_engine = t.io_engine.clone().unwrap_or_else(|| "auto".into());
+        io_engine.parse::<EngineChoice>().map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
+
+        let mut thresholds = Thresholds::defaults(test_type);
+        if let Some(o) = t.thresholds {
+            let set = |dst: &mut f64, v: Option<f64>, k: &str| -> Result<()> {
+                if let Some(x) = v {
+                    if !(x > 0.0 && x.is_finite()) {
+                        return Err(Error::usage(format!("`thresholds.{k}` = {x}: must be positive")));
+                    }
+                    *dst = x;
+                }
+                Ok(())
+            };
+            set(&mut thresholds.db_read_avg_ms, o.db_read_avg_ms, "db_read_avg_ms")?;
+            set(&mut thresholds.db_read_max_ms, o.db_read_max_ms, "db_read_max_ms")?;
+            set(&mut thresholds.log_write_avg_ms, o.log_write_avg_ms, "log_write_avg_ms")?;
+            set(&mut thresholds.log_write_max_ms, o.log_write_max_ms, "log_write_max_ms")?;
+            set(&mut thresholds.page_fault_stalls_per_s, o.page_fault_stalls_per_s, "page_fault_stalls_per_s")?;
+        }
+
+        let mailboxes_per_db = match mailboxes_total {
+            Some(m) => (m / databases as u64).max(1),
+            // Without a mailbox count: 2 GiB mailboxes, at least 64 of them.
+            None => (db_bytes / (2 << 30)).max(64),
+        };
+        let mut instances = Vec::new();
+        for i in 0..databases as usize {
+            let volume = volumes[i % volumes.len()].clone();
+            let name = format!("DB{:02}", i + 1);
+            let db_path = volume.join(format!("{name}.mdb"));
+            let log_dir = if log_volumes.is_empty() {
+                volume.join(format!("{name}-logs"))
+            } else {
+                log_volumes[i % log_volumes.len()].join(format!("{name}-logs"))
+            };
+            let base = threads as usize / databases as usize;
+            let sessions = (base + usize::from(i < threads as usize % databases as usize)).max(1);
+            instances.push(InstanceSpec {
+                index: i,
+                name,
+                volume,
+                db_path,
+                log_dir,
+                pages,
+                size_bytes: pages * ps,
+                mailboxes: mailboxes_per_db,
+                sessions,
+            });
+        }
+        let log_space = 2 * profile.checkpoint_depth.0 + 4 * profile.log_file_size.0;
+        Ok(StorageSpec {
+            test_type,
+            instances,
+            volumes,
+            log_volumes,
+            mailboxes: mailboxes_total,
+            iops_per_mailbox: t.iops_per_mailbox,
+            target_iops,
+            paced: t.target_iops.is_some(),
+            copies,
+            threads,
+            threads_auto,
+            duration,
+            warmup,
+            sample_interval,
+            io_engine,
+            cache_max_per_db: cache_max,
+            cache_min_per_db: cache_min,
+            verify: t.verify.unwrap_or(true),
+            open: t.open.unwrap_or(false),
+            quick,
+            seed: t.seed.unwrap_or(0x6d61_696c_6265_6e63),
+            thresholds,
+            growth_reserve_bytes: (pages * ps) as f64 as u64 * reserve_pct as u64 / 100,
+            log_space_bytes: log_space,
+            profile,
+        })
+    }
+
+    /// Checks paths before anything is written: each folder is new, empty or
+    /// ours; no block devices unless allowed; enough free space for what is
+    /// still to be created. `existing` says which databases already exist.
+    pub fn check_paths(&self, allow_block_device: bool) -> Result<()> {
+        use std::os::unix::fs::FileTypeExt;
+        for v in self.volumes.iter().chain(self.log_volumes.iter()) {
+            if let Ok(m) = std::fs::metadata(v) {
+                if m.file_type().is_block_device() {
+                    return Err(Error::usage(if allow_block_device {
+                        format!(
+                            "{} is a block device: raw devices are not supported as database paths yet; \
+                             make a file system on it and give a folder",
+                            v.display()
+                        )
+                    } else {
+                        format!(
+                            "{} is a raw block device: refusing to write to it (give a folder, or \
+                             --allow-block-device)",
+                            v.display()
+                        )
+                    }));
+                }
+            }
+            mailbench_base::rundir::claim_folder(v, true)?;
+            let anc = existing_ancestor(v);
+            let meta = std::fs::metadata(anc)
+                .map_err(|e| Error::usage(format!("path {} is not usable: {e}", v.display())))?;
+            if meta.permissions().readonly() || !writable(anc) {
+                return Err(Error::usage(format!("path {} is not writable", v.display())));
+            }
+        }
+        // Free space per file system (several folders may share one).
+        use std::collections::BTreeMap;
+        use std::os::unix::fs::MetadataExt;
+        let mut need: BTreeMap<u64, (u64, PathBuf)> = BTreeMap::new();
+        for i in &self.instances {
+            let db_need = if i.db_path.exists() { 0 } else { i.size_bytes + self.growth_reserve_bytes };
+            for (p, n) in [(&i.volume, db_need), (&i.log_dir, self.log_space_bytes)] {
+                let anc = existing_ancestor(p);
+                let dev = std::fs::metadata(anc).map(|m| m.dev()).unwrap_or(0);
+                let e = need.entry(dev).or_insert((0, anc.to_path_buf()));
+                e.0 += n;
+            }
+        }
+        for (needed, path) in need.values() {
+            let free = mailbench_io::free_space(path)
+                .map_err(|e| Error::usage(format!("cannot read free space of {}: {e}", path.display())))?;
+            if *needed > free {
+                return Err(Error::usage(format!(
+                    "not enough free space on {}: the databases (with their {}% growth reserve) and logs \
+                     need {}, {} is available; use fewer or smaller databases",
+                    path.display(),
+                    self.profile.growth_reserve_pct,
+                    ByteSize(*needed),
+                    ByteSize(free)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".mailbench-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// The nearest existing folder at or above `p`.
+pub fn existing_ancestor(p: &Path) -> &Path {
+    let mut cur = p;
+    loop {
+        if cur.exists() {
+            return cur;
+        }
+        match cur.parent() {
+            Some(par) if !par.as_os_str().is_empty() => cur = par,
+            _ => return Path::new("."),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> ConfigFile {
+        ConfigFile::parse(text, Path::new("t.toml")).unwrap()
+    }
+
+    #[test]
+    fn sizes_from_mailboxes_and_quota() {
+        let c = cfg("[storage]\nmailboxes = 100\nmailbox_quota = \"100MiB\"\ndatabases = 4\niops_per_mailbox = 0.5\n");
+        let s = StorageSpec::resolve(StorageToml::default(), &c, Path::new("/tmp/x")).unwrap();
+        assert_eq!(s.instances.len(), 4);
+        assert_eq!(s.instances[0].size_bytes, 25 * (100 << 20));
+        assert_eq!(s.target_iops, Some(50.0));
+        assert!(!s.paced);
+        assert_eq!(s.instances[0].mailboxes, 25);
+        assert_eq!(s.instances.iter().map(|i| i.sessions).sum::<usize>(), 16);
+    }
+
+    #[test]
+    fn flags_override_file_and_bad_values_name_their_key() {
+        let c = cfg("[storage]\ndb_size = \"1GiB\"\nthreads = 4\n");
+        let flags = StorageToml { threads: Some(Threads::Fixed(2)), ..Default::default() };
+        let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
+        assert_eq!(s.threads, 2);
+
+        for (text, key) in [
+            ("[storage]\ndb_size = \"1GiB\"\ncopies = 0\n", "copies"),
+            ("[storage]\ndb_size = \"1GiB\"\ncapacity_pct = 150\n", "db_size"),
+            ("[storage]\ncapacity_pct = 150\n", "capacity_pct"),
+            ("[storage]\ndb_size = \"1GiB\"\ntarget_iops = -3\n", "target_iops"),
+            ("[storage]\ndb_size = \"1GiB\"\nio_engine = \"spdk\"\n", "io_engine"),
+            ("[storage]\ndb_size = \"64KiB\"\n", "too small"),
+            ("[storage]\ndb_size = \"1GiB\"\n[storage.profile_overrides]\nread_pct = 90\n", "sums to"),
+        ] {
+            let e = StorageSpec::resolve(StorageToml::default(), &cfg(text), Path::new("/tmp/x")).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2);
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
+        let e = cfg("[storage]\nthreads = \"many\"\n").section::<StorageToml>("storage").unwrap_err();
+        assert!(e.to_string().contains("many"), "{e}");
+        let e = cfg("[storage]\nmailbox_quota = \"-1GiB\"\n").section::<StorageToml>("storage").unwrap_err();
+        assert!(e.to_string().contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn free_space_and_foreign_folders_are_checked_before_writing() {
+        let t = tempfile::tempdir().unwrap();
+        let c = cfg("[storage]\ndb_size = \"1000TiB\"\n");
+        let flags = StorageToml { paths: Some(vec![t.path().join("db")]), ..Default::default() };
+        let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
+        let e = s.check_paths(false).unwrap_err().to_string();
+        assert!(e.contains("not enough free space") && e.contains("available"), "{e}");
+        assert!(!t.path().join("db").exists(), "nothing written");
+
+        std::fs::create_dir(t.path().join("mine")).unwrap();
+        std::fs::write(t.path().join("mine/notes.txt"), "x").unwrap();
+        let flags = StorageToml { paths: Some(vec![t.path().join("mine")]), ..Default::default() };
+        let s = StorageSpec::resolve(flags, &cfg("[storage]\ndb_size = \"1GiB\"\n"), Path::new("/x")).unwrap();
+        let e = s.check_paths(false).unwrap_err().to_string();
+        assert!(e.contains("notes.txt"), "{e}");
+    }
+}

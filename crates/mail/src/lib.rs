@@ -6,3 +6,6 @@ pub mod local;
 pub mod sieve;
 pub mod smtp;
 pub mod wire;
+pub mod message;
+pub mod profile;
+pub mod topology;

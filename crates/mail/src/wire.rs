@@ -285,7 +285,7 @@ mod tests {
         let u = b"* 1 FETCH (BODY[] {5}\r\nab\r\nc)\r\nnext";
         assert_eq!(unit_len(u), Ok(Some(u.len() - 4)));
         assert_eq!(unit_len(b"* 1 FETCH (BODY[] {5}\r\nab"), Ok(None));
-        assert_eq!(unit_len(b"x {3+}\r\nabc {2}\r\nde\r\n"), Ok(Some(22)));
+        assert_eq!(unit_len(b"x {3+}\r\nabc {2}\r\nde\r\n"), Ok(Some(21)));
         assert!(unit_len(b"* 1 FETCH {999999999999}\r\n").is_err());
         assert_eq!(literal_len(b"a {x}"), None);
     }

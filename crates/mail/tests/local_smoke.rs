@@ -22,7 +22,9 @@ fn local_target_delivers_a_message() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut srv = local::LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
+    let log = TestLog::discard();
+    log.set_echo(true);
+    let mut srv = local::LocalServer::start(dir.path(), &log).unwrap();
     let p = srv.ports;
     let pw = srv.password.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -10,3 +10,14 @@ pub mod rules;
 pub mod input;
 pub mod layout;
 pub mod settings;
+pub mod model;
+pub mod render;
+pub mod emit;
+
+pub use input::Input;
+pub use model::{Plan, plan};
+pub use rules::Rules;
+pub use settings::Settings;
+
+#[cfg(test)]
+mod tests;

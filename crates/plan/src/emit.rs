@@ -40,7 +40,9 @@ pub const MIN_TEST_DATABASE: u64 = 256 * 32 * 1024;
 pub fn storage_config(plan: &Plan) -> Result<String> {
     let i = &plan.inputs;
     let Some(s) = test_server(plan) else {
-        return Err(Error::usage("the plan has no server to write a storage test for"));
+        return Err(Error::usage(
+            "the plan has no server to write a storage test for",
+        ));
     };
     let (quota_text, quota_bytes) = scaled_text(plan.per_mailbox.size_on_disk, i.scale);
     let scaled_db = quota_bytes * plan.per_database.mailboxes;
@@ -108,7 +110,10 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
     o.push_str("# Run: mailbench storage init --config FILE.toml && mailbench storage run --config FILE.toml\n\n");
     o.push_str("[storage]\n");
     o.push_str("type = \"performance\"\n");
-    o.push_str(&format!("profile = {}\n", quoted(&plan.guidance.storage_profile)));
+    o.push_str(&format!(
+        "profile = {}\n",
+        quoted(&plan.guidance.storage_profile)
+    ));
     o.push_str(&format!("paths = {}\n", list(&paths)));
     if !i.log_paths.is_empty() {
         o.push_str(&format!("log_paths = {}\n", list(&i.log_paths)));
@@ -158,7 +163,10 @@ mod tests {
         assert_eq!(scaled_text((3 << 30) + 1, 1.0).0, "3073MiB");
         assert_eq!(scaled_text(100 * MIB, 0.01).0, "1024KiB");
         assert_eq!(scaled_text(1000, 0.5).0, "1KiB");
-        assert_eq!(scaled_text(4_448_750_000, 0.01), ("43445KiB".to_string(), 43445 * 1024));
+        assert_eq!(
+            scaled_text(4_448_750_000, 0.01),
+            ("43445KiB".to_string(), 43445 * 1024)
+        );
         assert_eq!(quoted("a\"b"), "\"a\\\"b\"");
     }
 }

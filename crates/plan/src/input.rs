@@ -23,7 +23,9 @@ impl Failure {
             "site" => Ok(Failure::Site),
             "server" => Ok(Failure::Servers(1)),
             _ => {
-                let n = t.strip_prefix("servers:").or_else(|| t.strip_prefix("server:"));
+                let n = t
+                    .strip_prefix("servers:")
+                    .or_else(|| t.strip_prefix("server:"));
                 match n.map(|n| n.trim().parse::<i64>()) {
                     Some(Ok(n)) if n < 0 => Err("the number of servers cannot be negative".into()),
                     Some(Ok(n)) => u32::try_from(n)

@@ -197,14 +197,15 @@ mod tests {
         let l = Layout::build(56, &[8, 4], &[2, 1], 0);
         assert_eq!(l.names[0], "A1");
         assert_eq!(l.names[8], "B1");
-        let (loads, lost) = l.loads(&vec![false; 12]);
+        let (loads, lost) = l.loads(&[false; 12]);
         assert_eq!(lost, 0);
-        for s in 0..8 {
-            assert_eq!(loads[s], Load { active: 7, passive: 7, lagged: 0 }, "{s}");
-        }
-        for s in 8..12 {
-            assert_eq!(loads[s], Load { active: 0, passive: 14, lagged: 0 }, "{s}");
-        }
+        let load = |active, passive| Load {
+            active,
+            passive,
+            lagged: 0,
+        };
+        assert!(loads[..8].iter().all(|x| *x == load(7, 7)), "{loads:?}");
+        assert!(loads[8..].iter().all(|x| *x == load(0, 14)), "{loads:?}");
         // Every copy of a database on a different server.
         for list in &l.copies {
             let mut v = list.clone();
@@ -215,15 +216,11 @@ mod tests {
         // Lose A1: its 7 databases go one each to A2..A8.
         let (after, lost) = l.loads(&mask(12, &[0]));
         assert_eq!(lost, 0);
-        for s in 1..8 {
-            assert_eq!(after[s].active, 8);
-        }
+        assert!(after[1..8].iter().all(|x| x.active == 8), "{after:?}");
         // Lose site A: each B server runs 14 actives.
         let (after, lost) = l.loads(&mask(12, &[0, 1, 2, 3, 4, 5, 6, 7]));
         assert_eq!(lost, 0);
-        for s in 8..12 {
-            assert_eq!(after[s], Load { active: 14, passive: 0, lagged: 0 });
-        }
+        assert!(after[8..].iter().all(|x| *x == load(14, 0)), "{after:?}");
     }
 
     #[test]

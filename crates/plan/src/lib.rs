@@ -6,13 +6,13 @@
 //! [`model::Plan`], which [`render`] prints as text or Markdown, serde as JSON, and
 //! [`emit`] turns into a storage test config.
 
-pub mod rules;
+pub mod emit;
 pub mod input;
 pub mod layout;
-pub mod settings;
 pub mod model;
 pub mod render;
-pub mod emit;
+pub mod rules;
+pub mod settings;
 
 pub use input::Input;
 pub use model::{Plan, plan};

@@ -197,7 +197,11 @@ pub fn ceil(x: f64) -> u64 {
         return 0;
     }
     let r = x.round();
-    if (x - r).abs() < 1e-9 { r as u64 } else { x.ceil() as u64 }
+    if (x - r).abs() < 1e-9 {
+        r as u64
+    } else {
+        x.ceil() as u64
+    }
 }
 
 fn round_up_to(n: u64, multiple: u64) -> u64 {
@@ -519,8 +523,8 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
             maintenance_mb_s: maint,
             log_mb_s,
             sequential_mb_s: maint + log_mb_s,
-            cache_normal: (f64::from(normal.active) * mailboxes_db as f64 * cache_pm.value)
-                .round() as u64,
+            cache_normal: (f64::from(normal.active) * mailboxes_db as f64 * cache_pm.value).round()
+                as u64,
             cache_after_failure: (f64::from(aft.active) * mailboxes_db as f64 * cache_pm.value)
                 .round() as u64,
             logs_per_day: logs_day,

@@ -23,7 +23,7 @@ pub fn int(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -55,9 +55,18 @@ pub fn size(b: u64) -> String {
     if !bin.contains('.') {
         return bin;
     }
-    for (unit, v) in [("TB", 1_000_000_000_000u64), ("GB", 1_000_000_000), ("MB", 1_000_000), ("KB", 1_000)] {
+    for (unit, v) in [
+        ("TB", 1_000_000_000_000u64),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
+    ] {
         if b >= v {
-            return if b % v == 0 { format!("{}{unit}", b / v) } else { bin };
+            return if b.is_multiple_of(v) {
+                format!("{}{unit}", b / v)
+            } else {
+                bin
+            };
         }
     }
     bin
@@ -77,7 +86,11 @@ fn pct(x: f64) -> String {
 }
 
 fn pairs(v: &[(&str, String)]) -> Block {
-    Block::Pairs(v.iter().map(|(k, s)| ((*k).to_string(), s.clone())).collect())
+    Block::Pairs(
+        v.iter()
+            .map(|(k, s)| ((*k).to_string(), s.clone()))
+            .collect(),
+    )
 }
 
 fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
@@ -112,7 +125,10 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
 
     let mut inputs = vec![
         ("mailboxes", int(i.mailboxes)),
-        ("messages sent+received per mailbox per day", num_auto(i.messages_per_day, 1)),
+        (
+            "messages sent+received per mailbox per day",
+            num_auto(i.messages_per_day, 1),
+        ),
         ("average message size", size(i.message_size)),
         ("mailbox quota", size(i.mailbox_quota)),
         (
@@ -134,13 +150,22 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
         ),
         ("failure to survive", i.failure.to_string()),
         ("I/O headroom", format!("{} %", num(i.headroom_pct, 0))),
-        ("guidance", format!("{} ({})", p.guidance.version, p.guidance.name)),
+        (
+            "guidance",
+            format!("{} ({})", p.guidance.version, p.guidance.name),
+        ),
     ];
     if i.move_share_pct > 0.0 {
-        inputs.push(("mailbox-move log share", format!("{} %", num(i.move_share_pct, 0))));
+        inputs.push((
+            "mailbox-move log share",
+            format!("{} %", num(i.move_share_pct, 0)),
+        ));
     }
     if i.content_index_pct > 0.0 {
-        inputs.push(("content index", format!("{} % of the database", num(i.content_index_pct, 0))));
+        inputs.push((
+            "content index",
+            format!("{} % of the database", num(i.content_index_pct, 0)),
+        ));
     }
     out.push(Section {
         title: "Inputs".into(),
@@ -151,17 +176,18 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
     out.push(Section {
         title: "Disk model".into(),
         blocks: vec![pairs(&[
-            (
-                "disk",
-                format!("{} ({})", dk.preset, dk.description),
-            ),
+            ("disk", format!("{} ({})", dk.preset, dk.description)),
             (
                 "capacity",
                 format!(
                     "{} ({} bytes){}",
                     size(dk.capacity),
                     int(dk.capacity),
-                    if dk.capacity_overridden { ", from --disk-capacity" } else { ", preset" }
+                    if dk.capacity_overridden {
+                        ", from --disk-capacity"
+                    } else {
+                        ", preset"
+                    }
                 ),
             ),
             (
@@ -169,7 +195,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
                 format!(
                     "{}{}",
                     num(dk.iops, 0),
-                    if dk.iops_overridden { ", from --disk-iops" } else { ", preset" }
+                    if dk.iops_overridden {
+                        ", from --disk-iops"
+                    } else {
+                        ", preset"
+                    }
                 ),
             ),
             ("preset source", dk.source.clone()),
@@ -177,7 +207,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
                 "RAID",
                 format!(
                     "{} in groups of {}, write penalty {}",
-                    if dk.raid == "jbod" { "JBOD".to_string() } else { format!("RAID-{}", dk.raid) },
+                    if dk.raid == "jbod" {
+                        "JBOD".to_string()
+                    } else {
+                        format!("RAID-{}", dk.raid)
+                    },
                     dk.raid_group,
                     dk.write_penalty
                 ),
@@ -192,7 +226,10 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
                     dk.write_penalty
                 ),
             ),
-            ("functional IOPS per disk", num(dk.functional_iops_per_disk, 1)),
+            (
+                "functional IOPS per disk",
+                num(dk.functional_iops_per_disk, 1),
+            ),
             ("usable space per RAID group", size(dk.usable_per_group)),
         ])],
     });
@@ -208,7 +245,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ("IOPS without headroom", num(m.iops, 4)),
             (
                 "IOPS with headroom",
-                format!("{} (+{} %)", num(m.iops_with_headroom, 4), num(i.headroom_pct, 0)),
+                format!(
+                    "{} (+{} %)",
+                    num(m.iops_with_headroom, 4),
+                    num(i.headroom_pct, 0)
+                ),
             ),
             (
                 "IOPS of a passive copy",
@@ -217,65 +258,103 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ("database cache", size(m.cache)),
             (
                 "transaction logs per day",
-                format!("{} (size factor {})", num(m.logs_per_day, 1), num(m.log_size_factor, 1)),
+                format!(
+                    "{} (size factor {})",
+                    num(m.logs_per_day, 1),
+                    num(m.log_size_factor, 1)
+                ),
             ),
             ("white space", size(m.white_space)),
             ("dumpster (recoverable items)", size(m.dumpster)),
-            ("size on disk (quota + white space + dumpster)", size(m.size_on_disk)),
+            (
+                "size on disk (quota + white space + dumpster)",
+                size(m.size_on_disk),
+            ),
         ])],
     });
 
     out.push(Section {
         title: "Per database".into(),
-        blocks: vec![pairs(&[
-            (
-                "databases",
-                format!("{} per group, {} in total ({})", d.per_group, int(d.total), d.chosen_by),
-            ),
-            ("mailboxes (fullest database)", int(d.mailboxes)),
-            (
-                "transactional IOPS, active copy",
-                format!(
-                    "{} ({} without headroom)",
-                    num(d.active_iops, 1),
-                    num(d.active_iops_without_headroom, 1)
+        blocks: vec![
+            pairs(&[
+                (
+                    "databases",
+                    format!(
+                        "{} per group, {} in total ({})",
+                        d.per_group,
+                        int(d.total),
+                        d.chosen_by
+                    ),
                 ),
-            ),
-            ("transactional IOPS, passive copy", num(d.passive_iops, 1)),
-            ("log write IOPS per copy", num(d.log_iops, 1)),
-            ("database read share", pct(d.read_share)),
-            ("background maintenance per copy", format!("{} MB/s", num(d.maintenance_mb_s, 1))),
-            ("transaction logs per day", num(d.logs_per_day, 0)),
-            ("database cache (active)", size(d.cache)),
-            (
-                "database size",
-                format!("{} (advice: at most {})", size(d.size), size(d.size_advice)),
-            ),
-            (
-                "database volume per copy",
-                format!(
-                    "{} (+{} % growth{})",
-                    size(d.volume),
-                    num(i.growth_pct, 0),
-                    if i.content_index_pct > 0.0 {
-                        format!(", +{} % content index", num(i.content_index_pct, 0))
-                    } else {
-                        String::new()
-                    }
+                ("mailboxes (fullest database)", int(d.mailboxes)),
+                (
+                    "transactional IOPS, active copy",
+                    format!(
+                        "{} ({} without headroom)",
+                        num(d.active_iops, 1),
+                        num(d.active_iops_without_headroom, 1)
+                    ),
                 ),
+                ("transactional IOPS, passive copy", num(d.passive_iops, 1)),
+                ("log write IOPS per copy", num(d.log_iops, 1)),
+                ("database read share", pct(d.read_share)),
+                (
+                    "background maintenance per copy",
+                    format!("{} MB/s", num(d.maintenance_mb_s, 1)),
+                ),
+                ("transaction logs per day", num(d.logs_per_day, 0)),
+                ("database cache (active)", size(d.cache)),
+                (
+                    "database size",
+                    format!("{} (advice: at most {})", size(d.size), size(d.size_advice)),
+                ),
+                (
+                    "database volume per copy",
+                    format!(
+                        "{} (+{} % growth{})",
+                        size(d.volume),
+                        num(i.growth_pct, 0),
+                        if i.content_index_pct > 0.0 {
+                            format!(", +{} % content index", num(i.content_index_pct, 0))
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ),
+                (
+                    "log space per copy",
+                    format!(
+                        "{} ({} days of logs)",
+                        size(d.log_space),
+                        num_auto(i.log_days, 1)
+                    ),
+                ),
+            ])
+            .with_lagged(
+                i.lagged_copies > 0,
+                d.log_space_lagged,
+                i.log_days + i.replay_lag_days,
             ),
-            (
-                "log space per copy",
-                format!("{} ({} days of logs)", size(d.log_space), num_auto(i.log_days, 1)),
-            ),
-        ])
-        .with_lagged(i.lagged_copies > 0, d.log_space_lagged, i.log_days + i.replay_lag_days)],
+        ],
     });
 
     let failure_col = p.inputs.failure != crate::input::Failure::None;
     let mut headers = vec![
-        "server", "site", "act", "pas", "lag", "IOPS", "log IOPS", "seq MB/s", "cache",
-        "space", "disks:IOPS", "disks:space", "disks", "util IOPS", "util space",
+        "server",
+        "site",
+        "act",
+        "pas",
+        "lag",
+        "IOPS",
+        "log IOPS",
+        "seq MB/s",
+        "cache",
+        "space",
+        "disks:IOPS",
+        "disks:space",
+        "disks",
+        "util IOPS",
+        "util space",
     ];
     if failure_col {
         headers.splice(5..6, ["IOPS", "act fail", "IOPS fail"]);
@@ -342,14 +421,23 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
         ("mailboxes", both(&|x| int(x.mailboxes))),
         ("databases", both(&|x| int(x.databases))),
         ("database copies", both(&|x| int(x.copies))),
-        ("transactional IOPS, normal", both(&|x| num(x.iops_normal, 1))),
+        (
+            "transactional IOPS, normal",
+            both(&|x| num(x.iops_normal, 1)),
+        ),
         (
             "transactional IOPS of the survivors after the failure",
             both(&|x| num(x.iops_after_failure, 1)),
         ),
         ("log write IOPS", both(&|x| num(x.log_iops, 1))),
-        ("background maintenance MB/s", both(&|x| num(x.maintenance_mb_s, 1))),
-        ("transaction logs per day", both(&|x| num(x.logs_per_day, 0))),
+        (
+            "background maintenance MB/s",
+            both(&|x| num(x.maintenance_mb_s, 1)),
+        ),
+        (
+            "transaction logs per day",
+            both(&|x| num(x.logs_per_day, 0)),
+        ),
         ("database volumes", both(&|x| size(x.database_space))),
         ("log space", both(&|x| size(x.log_space))),
         ("space needed", both(&|x| size(x.capacity))),
@@ -388,7 +476,10 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             f.failure, f.scenarios
         )),
     }
-    fl.push(format!("disks per server: {} (the most any server needs; identical servers)", p.disks_per_server));
+    fl.push(format!(
+        "disks per server: {} (the most any server needs; identical servers)",
+        p.disks_per_server
+    ));
     let mut fblocks = vec![Block::Lines(fl)];
     if layout && !f.matrix.is_empty() {
         let mut h = vec!["lost".to_string()];
@@ -398,7 +489,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             .iter()
             .map(|sc| {
                 let mut r = vec![sc.label.clone()];
-                r.extend(sc.active.iter().map(|a| a.map_or("-".into(), |n| n.to_string())));
+                r.extend(
+                    sc.active
+                        .iter()
+                        .map(|a| a.map_or("-".into(), |n| n.to_string())),
+                );
                 r
             })
             .collect();
@@ -483,7 +578,11 @@ fn widths(headers: &[String], rows: &[Vec<String>]) -> Vec<usize> {
 fn pad(s: &str, w: usize, left: bool) -> String {
     let n = s.chars().count();
     let fill = " ".repeat(w.saturating_sub(n));
-    if left { format!("{s}{fill}") } else { format!("{fill}{s}") }
+    if left {
+        format!("{s}{fill}")
+    } else {
+        format!("{fill}{s}")
+    }
 }
 
 /// The plain-text report.
@@ -491,7 +590,11 @@ pub fn text(p: &Plan, layout: bool) -> String {
     let (title, secs) = sections(p, layout);
     let mut o = format!("{title}\n");
     for s in secs {
-        o.push_str(&format!("\n{}\n{}\n", s.title, "-".repeat(s.title.chars().count())));
+        o.push_str(&format!(
+            "\n{}\n{}\n",
+            s.title,
+            "-".repeat(s.title.chars().count())
+        ));
         for b in s.blocks {
             match b {
                 Block::Pairs(v) => {
@@ -551,15 +654,22 @@ pub fn markdown(p: &Plan, layout: bool) -> String {
                 Block::Table(h, rows) => {
                     o.push_str(&format!(
                         "| {} |\n",
-                        h.iter().map(|x| md_escape(x)).collect::<Vec<_>>().join(" | ")
+                        h.iter()
+                            .map(|x| md_escape(x))
+                            .collect::<Vec<_>>()
+                            .join(" | ")
                     ));
-                    let align: Vec<&str> =
-                        (0..h.len()).map(|i| if i == 0 { "---" } else { "---:" }).collect();
+                    let align: Vec<&str> = (0..h.len())
+                        .map(|i| if i == 0 { "---" } else { "---:" })
+                        .collect();
                     o.push_str(&format!("|{}|\n", align.join("|")));
                     for r in rows {
                         o.push_str(&format!(
                             "| {} |\n",
-                            r.iter().map(|x| md_escape(x)).collect::<Vec<_>>().join(" | ")
+                            r.iter()
+                                .map(|x| md_escape(x))
+                                .collect::<Vec<_>>()
+                                .join(" | ")
                         ));
                     }
                     o.push('\n');

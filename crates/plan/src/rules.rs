@@ -148,8 +148,8 @@ impl Rules {
                     g.version
                 )));
             }
-            let per_message = g.iops_per_message_standalone.is_some()
-                && g.iops_per_message_with_copies.is_some();
+            let per_message =
+                g.iops_per_message_standalone.is_some() && g.iops_per_message_with_copies.is_some();
             if !per_message && g.profile.iter().any(|r| r.iops.is_none()) {
                 return Err(Error::runtime(format!(
                     "built-in rules: guidance {} has neither IOPS per message nor IOPS in every table row",
@@ -392,7 +392,10 @@ mod tests {
     fn raid_penalty_math() {
         let r = Rules::builtin().unwrap();
         let p = |l: &str| r.raid(l).unwrap().penalty;
-        assert_eq!((p("1"), p("10"), p("5"), p("6"), p("jbod")), (2, 2, 4, 6, 1));
+        assert_eq!(
+            (p("1"), p("10"), p("5"), p("6"), p("jbod")),
+            (2, 2, 4, 6, 1)
+        );
         // RAID-5, 60 % reads: one host IOPS costs 0.6 + 0.4 x 4 = 2.2 disk IOPS;
         // a 180-IOPS disk gives 180 / 2.2 = 81.8 functional IOPS.
         assert!(close(raid_cost(0.6, 4), 2.2));

@@ -424,7 +424,9 @@ impl Settings {
                     return Err(bad(
                         "copies",
                         copies,
-                        format!("fewer copies than sites ({sites}): some site would hold no copy; add copies or fewer sites"),
+                        format!(
+                            "fewer copies than sites ({sites}): some site would hold no copy; add copies or fewer sites"
+                        ),
                     ));
                 }
                 even_split(copies, sites)
@@ -482,7 +484,9 @@ impl Settings {
         let active_copies = copies - lagged_copies;
         match failure {
             Failure::None => {}
-            Failure::Servers(0) => return Err(bad("failure", "servers:0", "write `none` for no failure")),
+            Failure::Servers(0) => {
+                return Err(bad("failure", "servers:0", "write `none` for no failure"));
+            }
             Failure::Servers(n) => {
                 if n >= active_copies {
                     return Err(bad(
@@ -495,7 +499,11 @@ impl Settings {
                     ));
                 }
                 if n >= servers {
-                    return Err(bad("failure", failure, format!("there are only {servers} servers per group")));
+                    return Err(bad(
+                        "failure",
+                        failure,
+                        format!("there are only {servers} servers per group"),
+                    ));
                 }
             }
             Failure::Site => {
@@ -529,7 +537,10 @@ impl Settings {
         }
 
         let headroom_pct = percent("headroom", &self.headroom, 20.0)?;
-        let guidance = self.guidance.as_ref().map_or("2013".to_string(), Word::text);
+        let guidance = self
+            .guidance
+            .as_ref()
+            .map_or("2013".to_string(), Word::text);
         if rules.guidance(&guidance).is_none() {
             let known: Vec<_> = rules.guidance.iter().map(|g| g.version.as_str()).collect();
             return Err(bad(
@@ -547,7 +558,10 @@ impl Settings {
             return Err(bad(
                 "disk",
                 &preset_name,
-                format!("unknown disk preset; use one of {} (and --disk-capacity, --disk-iops to change its figures)", known.join(", ")),
+                format!(
+                    "unknown disk preset; use one of {} (and --disk-capacity, --disk-iops to change its figures)",
+                    known.join(", ")
+                ),
             ));
         };
         let capacity = size("disk_capacity", &self.disk_capacity)?;
@@ -569,13 +583,26 @@ impl Settings {
         };
 
         let raid = self.raid.as_ref().map_or("10".to_string(), |w| {
-            w.text().to_ascii_lowercase().trim_start_matches("raid").trim_start_matches('-').to_string()
+            w.text()
+                .to_ascii_lowercase()
+                .trim_start_matches("raid")
+                .trim_start_matches('-')
+                .to_string()
         });
         let Some(rule) = rules.raid(&raid) else {
             let known: Vec<_> = rules.raid.iter().map(|r| r.level.as_str()).collect();
-            return Err(bad("raid", &raid, format!("unknown RAID level; use one of {}", known.join(", "))));
+            return Err(bad(
+                "raid",
+                &raid,
+                format!("unknown RAID level; use one of {}", known.join(", ")),
+            ));
         };
-        let raid_group = count("raid_group", self.raid_group, i64::from(rule.group_default), 1)?;
+        let raid_group = count(
+            "raid_group",
+            self.raid_group,
+            i64::from(rule.group_default),
+            1,
+        )?;
         if raid_group < rule.group_min
             || rule.group_max.is_some_and(|m| raid_group > m)
             || (rule.group_even && raid_group % 2 == 1)
@@ -586,7 +613,11 @@ impl Settings {
                 (None, true) => format!("an even number of disks, at least {}", rule.group_min),
                 (None, false) => format!("at least {} disks", rule.group_min),
             };
-            return Err(bad("raid_group", raid_group, format!("a RAID-{raid} group has {allowed}")));
+            return Err(bad(
+                "raid_group",
+                raid_group,
+                format!("a RAID-{raid} group has {allowed}"),
+            ));
         }
         let disks_per_server = match self.disks_per_server {
             None => None,
@@ -596,7 +627,9 @@ impl Settings {
                     return Err(bad(
                         "disks_per_server",
                         n,
-                        format!("is not a whole number of RAID groups of {raid_group} (--raid-group)"),
+                        format!(
+                            "is not a whole number of RAID groups of {raid_group} (--raid-group)"
+                        ),
                     ));
                 }
                 Some(n)
@@ -605,17 +638,30 @@ impl Settings {
 
         let white_space = size("white_space", &self.white_space)?;
         let dumpster = size("dumpster", &self.dumpster)?;
-        let retention_days = positive("retention_days", self.retention_days, rules.capacity.retention_days, true)?;
+        let retention_days = positive(
+            "retention_days",
+            self.retention_days,
+            rules.capacity.retention_days,
+            true,
+        )?;
         let growth_pct = percent("growth", &self.growth, rules.capacity.growth_pct)?;
         let content_index_pct = percent("content_index", &self.content_index, 0.0)?;
         let log_days = positive("log_days", self.log_days, rules.logs.keep_days, false)?;
         let move_share_pct = percent("move_share", &self.move_share, 0.0)?;
         let scale = positive("scale", self.scale, 1.0, false)?;
         if scale > 1.0 {
-            return Err(bad("scale", scale, "scales sizes down for a lab: give a share from 0 to 1, e.g. 0.01"));
+            return Err(bad(
+                "scale",
+                scale,
+                "scales sizes down for a lab: give a share from 0 to 1, e.g. 0.01",
+            ));
         }
         let paths = self.paths.as_ref().map(TextList::items).unwrap_or_default();
-        let log_paths = self.log_paths.as_ref().map(TextList::items).unwrap_or_default();
+        let log_paths = self
+            .log_paths
+            .as_ref()
+            .map(TextList::items)
+            .unwrap_or_default();
         let duration = match &self.duration {
             None => "2h".to_string(),
             Some(t) => {

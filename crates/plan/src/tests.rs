@@ -178,13 +178,21 @@ fn disk_counts_by_iops_and_by_capacity() {
     assert!(close(p.disk.functional_iops_per_disk, 60.0, 1e-9));
     assert_eq!(p.disk.usable_per_group, 4_800_000_000_000);
     // RAID-5 draws no JBOD warning; JBOD with one copy does.
-    assert!(!p.warnings.iter().any(|w| w.contains("JBOD")), "{:?}", p.warnings);
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("JBOD")),
+        "{:?}",
+        p.warnings
+    );
     let jbod = Settings {
         raid: word("jbod"),
         ..s.clone()
     };
     let p = run(&jbod);
-    assert!(p.warnings.iter().any(|w| w.contains("JBOD")), "{:?}", p.warnings);
+    assert!(
+        p.warnings.iter().any(|w| w.contains("JBOD")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]
@@ -221,16 +229,28 @@ fn size_advice_and_overload_warnings() {
     s.databases_per_server = None;
     s.databases = Some(8);
     let p = run(&s);
-    assert!(p.warnings.iter().any(|w| w.contains("over the 2TiB advice")), "{:?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("over the 2TiB advice")),
+        "{:?}",
+        p.warnings
+    );
     let mut s = worked();
     s.disks_per_server = Some(6);
     let p = run(&s);
     assert!(
-        p.warnings.iter().any(|w| w.contains("B1") && w.contains("over its IOPS")),
+        p.warnings
+            .iter()
+            .any(|w| w.contains("B1") && w.contains("over its IOPS")),
         "{:?}",
         p.warnings
     );
-    assert!(p.warnings.iter().any(|w| w.contains("of space")), "{:?}", p.warnings);
+    assert!(
+        p.warnings.iter().any(|w| w.contains("of space")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]
@@ -248,7 +268,11 @@ fn any_two_servers_with_three_copies() {
     assert_eq!(p.failure.scenarios, 15);
     assert!(p.failure.max_actives_after >= 8);
     // Every server takes on load after some double failure.
-    assert!(p.servers.iter().all(|s| s.iops_after_failure > s.iops_normal));
+    assert!(
+        p.servers
+            .iter()
+            .all(|s| s.iops_after_failure > s.iops_normal)
+    );
 }
 
 #[test]
@@ -276,7 +300,11 @@ fn lagged_copies_keep_the_replay_lag_of_logs() {
     let p = run(&s);
     // 3 days + 7 days of lag = 10 days of logs on the lagged copy.
     let d = &p.per_database;
-    assert!(close(d.log_space_lagged as f64 / d.log_space as f64, 10.0 / 3.0, 1e-6));
+    assert!(close(
+        d.log_space_lagged as f64 / d.log_space as f64,
+        10.0 / 3.0,
+        1e-6
+    ));
     assert!(p.servers.iter().all(|s| s.normal.lagged == 2));
 }
 
@@ -293,11 +321,17 @@ fn bad_inputs_are_usage_errors_naming_the_input() {
     let mut s = worked();
     s.mailbox_quota = text("50KB");
     let e = usage_error(&s);
-    assert!(e.contains("--mailbox-quota") && e.contains("message"), "{e}");
+    assert!(
+        e.contains("--mailbox-quota") && e.contains("message"),
+        "{e}"
+    );
     let mut s = worked();
     s.disk = Some("floppy".into());
     let e = usage_error(&s);
-    assert!(e.contains("--disk") && e.contains("floppy") && e.contains("nl-sas-7k2"), "{e}");
+    assert!(
+        e.contains("--disk") && e.contains("floppy") && e.contains("nl-sas-7k2"),
+        "{e}"
+    );
     let mut s = worked();
     s.mailboxes = None;
     assert!(usage_error(&s).contains("--mailboxes"));
@@ -357,7 +391,10 @@ fn flags_override_the_file_and_unknown_keys_are_named() {
 fn emitted_config_is_the_storage_format() {
     let mut s = worked();
     s.scale = Some(0.01);
-    s.paths = Some(crate::settings::TextList::List(vec!["/mnt/db1".into(), "/mnt/db2".into()]));
+    s.paths = Some(crate::settings::TextList::List(vec![
+        "/mnt/db1".into(),
+        "/mnt/db2".into(),
+    ]));
     let p = run(&s);
     let text = crate::emit::storage_config(&p).unwrap();
     assert!(text.starts_with("# Storage test written by `mailbench plan"));
@@ -365,8 +402,17 @@ fn emitted_config_is_the_storage_format() {
     assert_eq!(v.len(), 1, "only [storage]");
     let st = v["storage"].as_table().unwrap();
     let allowed = [
-        "type", "profile", "paths", "log_paths", "databases", "mailboxes", "mailbox_quota",
-        "target_iops", "copies", "threads", "duration",
+        "type",
+        "profile",
+        "paths",
+        "log_paths",
+        "databases",
+        "mailboxes",
+        "mailbox_quota",
+        "target_iops",
+        "copies",
+        "threads",
+        "duration",
     ];
     for k in st.keys() {
         assert!(allowed.contains(&k.as_str()), "unexpected key {k}");
@@ -394,8 +440,15 @@ fn reports_render_every_section() {
     let p = run(&s);
     let t = crate::render::text(&p, true);
     for needle in [
-        "Per mailbox", "Per database", "Per server", "Group and total", "Copy layout", "DB056",
-        "0.1212", "site A", "Warnings",
+        "Per mailbox",
+        "Per database",
+        "Per server",
+        "Group and total",
+        "Copy layout",
+        "DB056",
+        "0.1212",
+        "site A",
+        "Warnings",
     ] {
         assert!(t.contains(needle), "text lacks {needle}");
     }

@@ -11,8 +11,16 @@ use std::path::PathBuf;
 ///
 /// Pure computation; writes nothing unless asked (--emit-config). See docs/planner.md.
 #[derive(clap::Args, Debug, Default)]
-#[command(allow_negative_numbers = true)]
 pub struct PlanArgs {
+    /// Boxed: the flags are many, and the command enum stays small.
+    #[command(flatten)]
+    pub flags: Box<PlanFlags>,
+}
+
+/// The flags of `mailbench plan`.
+#[derive(clap::Args, Debug, Default)]
+#[command(allow_negative_numbers = true)]
+pub struct PlanFlags {
     /// Mailboxes to plan for (required).
     #[arg(long, value_name = "N")]
     pub mailboxes: Option<i64>,
@@ -132,7 +140,7 @@ pub struct PlanArgs {
     pub duration: Option<String>,
 }
 
-impl PlanArgs {
+impl PlanFlags {
     fn settings(&self) -> Settings {
         let size = |v: &Option<String>| v.clone().map(SizeValue::Text);
         let word = |v: &Option<String>| v.clone().map(Word::Text);
@@ -182,7 +190,7 @@ impl PlanArgs {
 
 pub fn run(args: PlanArgs, global: &Global) -> Result<ExitStatus> {
     let file: Settings = ConfigFile::load_optional(global.config.as_deref())?.section("plan")?;
-    let settings = args.settings().merge(file);
+    let settings = args.flags.settings().merge(file);
     let rules = Rules::builtin()?;
     let input = settings.validate(&rules)?;
     let plan = mailbench_plan::plan(&input, &rules)?;

@@ -1,0 +1,334 @@
+//! `mailbench plan` end to end: the real binary on the worked example of issue 4 and on
+//! bad inputs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+const WORKED: &[&str] = &[
+    "plan",
+    "--mailboxes",
+    "15000",
+    "--messages-per-day",
+    "150",
+    "--message-size",
+    "75KB",
+    "--mailbox-quota",
+    "4GB",
+    "--copies",
+    "3",
+    "--site-servers",
+    "8,4",
+    "--site-copies",
+    "2,1",
+    "--databases-per-server",
+    "14",
+    "--failure",
+    "site",
+    "--headroom",
+    "20%",
+    "--disk",
+    "nl-sas-7k2",
+    "--raid",
+    "1",
+];
+
+fn mailbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args(args)
+        .output()
+        .expect("run mailbench")
+}
+
+fn with(extra: &[&str]) -> Vec<String> {
+    WORKED
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_string())
+        .collect()
+}
+
+fn run(args: &[String]) -> Output {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    mailbench(&a)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn worked_example_text_report() {
+    let o = run(&with(&["--layout"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = stdout(&o);
+    for needle in [
+        "15,000 mailboxes",
+        "IOPS with headroom",
+        "0.1212 (+20 %)",
+        "56 per group",
+        "Per server",
+        "Group and total",
+        "site A   -   -   -   -   -   -   -   -  14  14  14  14",
+        "DB056",
+        "Warnings",
+    ] {
+        assert!(t.contains(needle), "output lacks `{needle}`:\n{t}");
+    }
+}
+
+#[test]
+fn worked_example_json_is_internally_consistent() {
+    let o = run(&with(&["--json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap();
+    assert_eq!(v["schema"], "mailbench.plan/1");
+    // 0.101 x 1.2 per active mailbox, 30 logs a day.
+    assert!((f("/per_mailbox/iops_with_headroom") - 0.1212).abs() < 1e-9);
+    assert!((f("/per_mailbox/logs_per_day") - 30.0).abs() < 1e-9);
+    // 56 databases of 268 mailboxes, 168 copies over 12 servers of 14 copies each.
+    assert_eq!(f("/per_database/per_group"), 56.0);
+    assert_eq!(f("/per_database/mailboxes"), 268.0);
+    assert_eq!(f("/group/copies"), 168.0);
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 12);
+    let mut copies = 0.0;
+    let mut iops = 0.0;
+    let mut actives = 0.0;
+    for s in servers {
+        let n = &s["normal"];
+        let c = n["active"].as_f64().unwrap()
+            + n["passive"].as_f64().unwrap()
+            + n["lagged"].as_f64().unwrap();
+        assert_eq!(c, 14.0, "{s}");
+        copies += c;
+        actives += n["active"].as_f64().unwrap();
+        iops += s["iops_normal"].as_f64().unwrap();
+        // Disks cover the server after the failure, in both IOPS and space.
+        assert!(s["iops_utilisation_after_failure"].as_f64().unwrap() <= 1.0);
+        assert!(s["capacity_utilisation"].as_f64().unwrap() <= 1.0);
+        assert!(s["disks"].as_f64().unwrap() >= s["disks_by_iops"].as_f64().unwrap());
+        assert!(s["disks"].as_f64().unwrap() >= s["disks_by_capacity"].as_f64().unwrap());
+    }
+    assert_eq!(copies, 168.0);
+    assert_eq!(actives, 56.0);
+    assert!((iops - f("/group/iops_normal")).abs() < 1e-6);
+    // Group IOPS = 56 active copies x 268 x 0.1212 + 112 passive copies at half of that.
+    let a = 268.0 * 0.1212;
+    assert!((f("/group/iops_normal") - (56.0 * a + 112.0 * a / 2.0)).abs() < 1e-6);
+    // After losing site A, each of the 4 B servers runs 14 actives.
+    assert_eq!(v["failure"]["worst_scenario"], "site A");
+    assert!((f("/failure/worst_server_iops") - 14.0 * a).abs() < 1e-6);
+    assert_eq!(f("/failure/max_actives_after"), 14.0);
+    // Total disks = servers x disks per server.
+    assert_eq!(f("/total/disks"), 12.0 * f("/disks_per_server"));
+    assert_eq!(v["disk"]["capacity"], 4_000_000_000_000u64);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn markdown_report() {
+    let o = run(&with(&["--markdown"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(t.starts_with("# mailbench plan"));
+    assert!(t.contains("## Per server"));
+    assert!(t.contains("|---|"));
+}
+
+#[test]
+fn config_file_and_flag_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("plan.toml");
+    std::fs::write(
+        &cfg,
+        "[plan]\nmailboxes = 15000\nmessages_per_day = 150\nmailbox_quota = \"4GB\"\ncopies = 3\n\
+         site_servers = [8, 4]\nsite_copies = [2, 1]\ndatabases_per_server = 14\nfailure = \"site\"\n\
+         raid = 1\nguidance = 2013\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let o = mailbench(&["plan", "--config", c, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["per_database"]["per_group"], 56);
+    // A flag overrides the file.
+    let o = mailbench(&["plan", "--config", c, "--json", "--headroom", "0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!((v["per_mailbox"]["iops_with_headroom"].as_f64().unwrap() - 0.101).abs() < 1e-12);
+    // Unknown keys are refused by name.
+    std::fs::write(&cfg, "[plan]\nmailboxes = 10\nmailbox_qouta = \"4GB\"\n").unwrap();
+    let o = mailbench(&["plan", "--config", c]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("mailbox_qouta"), "{}", stderr(&o));
+}
+
+#[test]
+fn emit_config_writes_the_storage_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storage.toml");
+    let o = run(&with(&[
+        "--emit-config",
+        out.to_str().unwrap(),
+        "--scale",
+        "0.01",
+        "--paths",
+        "/mnt/db1,/mnt/db2",
+        "--quiet",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("# Storage test written by `mailbench plan"));
+    // It loads as a mailbench config file with only a [storage] section.
+    let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
+    assert!(cfg.plan.is_none() && cfg.mail.is_none() && cfg.report.is_none());
+    let st = cfg.storage.as_ref().unwrap();
+    // Only keys of docs/storage-config.md.
+    let allowed = [
+        "type",
+        "profile",
+        "paths",
+        "log_paths",
+        "databases",
+        "mailboxes",
+        "mailbox_quota",
+        "db_size",
+        "capacity_pct",
+        "iops_per_mailbox",
+        "target_iops",
+        "copies",
+        "threads",
+        "duration",
+        "sample_interval",
+        "io_engine",
+        "cache_size",
+        "verify",
+        "allow_block_device",
+    ];
+    for k in st.keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "key {k} is not in docs/storage-config.md"
+        );
+    }
+    assert_eq!(st["databases"].as_integer(), Some(14));
+    assert_eq!(st["profile"].as_str(), Some("exchange2013"));
+    assert!((st["target_iops"].as_float().unwrap() - 454.74).abs() < 0.01);
+}
+
+#[test]
+fn plan_writes_nothing_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args(WORKED)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+fn assert_usage(args: &[&str], names: &[&str]) {
+    let mut a = vec!["plan"];
+    a.extend_from_slice(args);
+    let o = mailbench(&a);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    let e = stderr(&o);
+    for n in names {
+        assert!(e.contains(n), "{args:?}: error does not name `{n}`: {e}");
+    }
+    assert!(o.stdout.is_empty(), "{args:?}");
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_the_input() {
+    let base = ["--mailbox-quota", "4GB"];
+    let b = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_usage(&b(&["--mailboxes", "-3"]), &["--mailboxes", "negative"]);
+    assert_usage(&b(&["--mailboxes", "100", "--copies", "-1"]), &["--copies"]);
+    assert_usage(
+        &b(&["--mailboxes", "100", "--copies", "4", "--servers", "3"]),
+        &["--copies", "servers"],
+    );
+    assert_usage(
+        &[
+            "--mailboxes",
+            "100",
+            "--mailbox-quota",
+            "50KB",
+            "--message-size",
+            "75KB",
+        ],
+        &["--mailbox-quota", "message"],
+    );
+    assert_usage(
+        &b(&["--mailboxes", "100", "--disk", "floppy"]),
+        &["--disk", "floppy", "nvme"],
+    );
+    assert_usage(&["--mailboxes", "100"], &["--mailbox-quota"]);
+    assert_usage(&b(&[]), &["--mailboxes"]);
+    assert_usage(&b(&["--mailboxes", "100", "--raid", "7"]), &["--raid"]);
+    assert_usage(
+        &b(&[
+            "--mailboxes",
+            "100",
+            "--copies",
+            "2",
+            "--servers",
+            "2",
+            "--failure",
+            "servers:2",
+        ]),
+        &["--failure"],
+    );
+    assert_usage(
+        &b(&["--mailboxes", "100", "--failure", "site"]),
+        &["--failure", "site"],
+    );
+    assert_usage(
+        &b(&["--mailboxes", "100", "--headroom", "lots"]),
+        &["--headroom"],
+    );
+    assert_usage(
+        &b(&["--mailboxes", "100", "--guidance", "2007"]),
+        &["--guidance"],
+    );
+    assert_usage(&b(&["--mailboxes", "abc"]), &["--mailboxes"]);
+}
+
+/// The contract with the storage engine: its own resolver accepts the emitted file unchanged.
+#[test]
+fn emitted_config_resolves_as_a_storage_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storage.toml");
+    let data = dir.path().join("data");
+    let o = run(&with(&[
+        "--emit-config",
+        out.to_str().unwrap(),
+        "--scale",
+        "0.01",
+        "--paths",
+        data.to_str().unwrap(),
+        "--quiet",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
+    let spec =
+        mailbench_storage::spec::StorageSpec::resolve(Default::default(), &cfg, &data).unwrap();
+    assert_eq!(spec.instances.len(), 14);
+    assert_eq!(spec.mailboxes, Some(14 * 268));
+    assert!((spec.target_iops.unwrap() - 454.74).abs() < 0.01);
+    assert_eq!(spec.copies, 3);
+    // 268 mailboxes x 43,445 KiB (1 % of 4.45 GB) per database, to whole pages.
+    let want = 268 * 43445 * 1024u64;
+    assert!(spec.instances[0].size_bytes <= want && spec.instances[0].size_bytes + 32768 > want);
+}

@@ -371,6 +371,7 @@ impl Instance {
                 // appended is written back.
                 if self.log.unflushed() == 0
                     && !self.log.writing()
+                    && self.commit_waiters.is_empty()
                     && self.cache.dirty_count() == 0
                     && self.cache.writing_count() == 0
                     && self.io.in_flight() == 0

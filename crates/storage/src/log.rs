@@ -112,9 +112,9 @@ impl LogWriter {
         self.in_flight.is_some()
     }
 
-    /// Log bytes appended but not yet durable.
+    /// Log bytes appended and not yet handed to a write.
     pub fn unflushed(&self) -> u64 {
-        self.next_lsn.saturating_sub(self.durable_lsn)
+        (self.pending.len() * LOG_BLOCK_DATA + self.cur.len()) as u64
     }
 
     /// Generations closed since the last call (all their blocks durable).

@@ -9,3 +9,12 @@ pub mod wire;
 pub mod message;
 pub mod profile;
 pub mod topology;
+pub mod run;
+pub mod stats;
+pub mod target;
+pub mod command;
+pub mod options;
+pub mod setup;
+
+pub use command::{Output, run as run_command, setup as setup_command};
+pub use options::{MailOptions, Resolved};

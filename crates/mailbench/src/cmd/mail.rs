@@ -1,15 +1,174 @@
-//! `mailbench mail` flags (owned by the mail-load work).
+//! `mailbench mail` flags (owned by the mail-load work). Every flag has a key of
+//! the same name (with `_`) in the `[mail]` section of `--config`; flags win.
 use crate::Global;
-use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_base::config::ConfigFile;
+use mailbench_base::{ExitStatus, Result};
+use mailbench_mail::options::{Dur, MailOptions, Pct, Resolved};
+use mailbench_mail::profile::Profile;
+use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum MailCommand {
     /// Provision users, lists and initial mailbox content.
-    Setup,
+    Setup(SetupArgs),
     /// Simulate users against the server.
-    Run,
+    Run(RunArgs),
 }
 
-pub fn run(_cmd: MailCommand, _global: &Global) -> Result<ExitStatus> {
-    Err(Error::usage("mailbench mail is not implemented yet"))
+/// Options shared by `mail setup` and `mail run`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// `local` (default): start a throwaway Dovecot+Postfix on 127.0.0.1; `remote`: use --imap/--submission.
+    #[arg(long, value_name = "local|remote")]
+    pub target: Option<String>,
+    /// IMAP server of a remote target, e.g. imap://mail.example.org:143.
+    #[arg(long, value_name = "URL")]
+    pub imap: Option<String>,
+    /// SMTP submission server of a remote target, e.g. smtp://mail.example.org:587.
+    #[arg(long, value_name = "URL")]
+    pub submission: Option<String>,
+    /// ManageSieve server of a remote target (rules), e.g. sieve://mail.example.org:4190.
+    #[arg(long, value_name = "URL")]
+    pub sieve: Option<String>,
+    /// Number of simulated users [default: 100].
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Number of the first user [default: 1].
+    #[arg(long)]
+    pub first_user: Option<usize>,
+    /// User address pattern, {n} = user number [default: user{n}@example.test].
+    #[arg(long, value_name = "PATTERN")]
+    pub user_format: Option<String>,
+    /// Remote users and passwords, one `address password` per line.
+    #[arg(long, value_name = "FILE")]
+    pub users_file: Option<PathBuf>,
+    /// File whose first line is the password of every remote user (else $MAILBENCH_PASSWORD).
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// mmb3 (default), loadsim-light, loadsim-medium, loadsim-heavy, mmb, or a profile .toml.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+    /// Keep the local target's servers and mailboxes in DIR (reused by later runs) [default: a temporary folder].
+    #[arg(long, value_name = "DIR")]
+    pub local_dir: Option<PathBuf>,
+    /// Random seed (topology, schedules, messages) [default: 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Per-operation timeout [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub op_timeout: Option<Dur>,
+    /// Users provisioned at once by setup [default: 16].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Accept TLS certificates that do not verify (TLS is not built in yet).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Real length of the simulated day, e.g. 8h or 10m [default: the profile's day].
+    #[arg(long, value_name = "DURATION")]
+    pub day_length: Option<Dur>,
+    /// Logons are spread over this time before the day starts [default: day/10, at most 10m].
+    #[arg(long, value_name = "DURATION")]
+    pub ramp_up: Option<Dur>,
+    /// Longest wait after the day for outstanding deliveries [default: 2m].
+    #[arg(long, value_name = "DURATION")]
+    pub drain: Option<Dur>,
+    /// Sampling interval of intervals.jsonl [default: day/60 within 1s..15s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<Dur>,
+    /// Errors allowed, in % of operations [default: 0].
+    #[arg(long, value_name = "PCT")]
+    pub max_error_rate: Option<Pct>,
+    /// Weighted 95th-percentile score limit in ms [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub max_score_ms: Option<f64>,
+    /// Delivery latency limit [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub delivery_within: Option<Dur>,
+    /// Share of deliveries that must arrive within --delivery-within [default: 95%].
+    #[arg(long, value_name = "PCT")]
+    pub delivery_pct: Option<Pct>,
+    /// Do not provision users before the run.
+    #[arg(long)]
+    pub skip_setup: bool,
+    /// Poll with NOOP instead of waiting in IDLE for new mail.
+    #[arg(long)]
+    pub no_idle: bool,
+    /// Polling interval with --no-idle [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    pub poll_interval: Option<Dur>,
+}
+
+fn common_options(c: &CommonArgs) -> MailOptions {
+    MailOptions {
+        target: c.target.clone(),
+        imap: c.imap.clone(),
+        submission: c.submission.clone(),
+        sieve: c.sieve.clone(),
+        users: c.users,
+        first_user: c.first_user,
+        user_format: c.user_format.clone(),
+        users_file: c.users_file.clone(),
+        password_file: c.password_file.clone(),
+        profile: c.profile.clone(),
+        local_dir: c.local_dir.clone(),
+        seed: c.seed,
+        op_timeout: c.op_timeout,
+        concurrency: c.concurrency,
+        insecure: c.insecure.then_some(true),
+        ..Default::default()
+    }
+}
+
+fn run_options(r: &RunArgs) -> MailOptions {
+    MailOptions {
+        day_length: r.day_length,
+        ramp_up: r.ramp_up,
+        drain: r.drain,
+        interval: r.interval,
+        max_error_rate: r.max_error_rate,
+        max_score_ms: r.max_score_ms,
+        delivery_within: r.delivery_within,
+        delivery_pct: r.delivery_pct,
+        skip_setup: r.skip_setup.then_some(true),
+        no_idle: r.no_idle.then_some(true),
+        poll_interval: r.poll_interval,
+        ..common_options(&r.common)
+    }
+}
+
+pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
+    let file = ConfigFile::load_optional(global.config.as_deref())?;
+    let from_file: MailOptions = file.section("mail")?;
+    let flags = match &cmd {
+        MailCommand::Setup(a) => common_options(&a.common),
+        MailCommand::Run(a) => run_options(a),
+    };
+    let opts = from_file.overlay(flags);
+    let profile = Profile::load(opts.profile.as_deref().unwrap_or("mmb3"))?;
+    let resolved = Resolved::from(&opts, profile.day)?;
+    let out = mailbench_mail::Output {
+        base: mailbench_mail::command::default_output(
+            global.output.as_deref(),
+            file.output.as_deref(),
+        ),
+        json: global.json,
+        quiet: global.quiet,
+        verbose: global.verbose,
+    };
+    match cmd {
+        MailCommand::Setup(_) => mailbench_mail::setup_command(resolved, &out),
+        MailCommand::Run(_) => mailbench_mail::run_command(resolved, &out),
+    }
 }

@@ -1,0 +1,262 @@
+//! The options of `mail setup` and `mail run`: the `[mail]` section of the config
+//! file and the flags (every flag has a key of the same name; flags win).
+
+use mailbench_base::{Error, Result, parse_duration, parse_percent};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A duration written `90s`, `10m`, `8h` (flags) or as text or seconds (TOML).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Dur(#[serde(with = "mailbench_base::units::serde_duration")] pub Duration);
+
+impl std::str::FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Dur, String> {
+        parse_duration(s).map(Dur)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Dur, D::Error> {
+        mailbench_base::units::serde_duration::deserialize(d).map(Dur)
+    }
+}
+
+/// A percentage written `1%`, `0.5`, `2`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pct(pub f64);
+
+impl std::str::FromStr for Pct {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Pct, String> {
+        parse_percent(s).map(Pct)
+    }
+}
+
+impl<'de> Deserialize<'de> for Pct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Pct, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            T(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) if n >= 0.0 => Ok(Pct(n)),
+            Raw::N(n) => Err(serde::de::Error::custom(format!("percentage {n} is negative"))),
+            Raw::T(t) => parse_percent(&t).map(Pct).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Every option of `mail setup|run`; `None` = not given.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailOptions {
+    pub target: Option<String>,
+    pub imap: Option<String>,
+    pub submission: Option<String>,
+    pub sieve: Option<String>,
+    pub users: Option<usize>,
+    pub first_user: Option<usize>,
+    pub user_format: Option<String>,
+    pub users_file: Option<PathBuf>,
+    pub password_file: Option<PathBuf>,
+    pub profile: Option<String>,
+    pub local_dir: Option<PathBuf>,
+    pub seed: Option<u64>,
+    pub op_timeout: Option<Dur>,
+    pub concurrency: Option<usize>,
+    pub insecure: Option<bool>,
+    pub day_length: Option<Dur>,
+    pub ramp_up: Option<Dur>,
+    pub drain: Option<Dur>,
+    pub interval: Option<Dur>,
+    pub max_error_rate: Option<Pct>,
+    pub max_score_ms: Option<f64>,
+    pub delivery_within: Option<Dur>,
+    pub delivery_pct: Option<Pct>,
+    pub skip_setup: Option<bool>,
+    pub no_idle: Option<bool>,
+    pub poll_interval: Option<Dur>,
+}
+
+macro_rules! overlay {
+    ($base:ident, $top:ident, $($f:ident),*) => {
+        $( if $top.$f.is_some() { $base.$f = $top.$f; } )*
+    };
+}
+
+impl MailOptions {
+    /// `self` (the file) with every option given in `flags` replaced.
+    pub fn overlay(mut self, flags: MailOptions) -> MailOptions {
+        let base = &mut self;
+        overlay!(
+            base, flags, target, imap, submission, sieve, users, first_user, user_format,
+            users_file, password_file, profile, local_dir, seed, op_timeout, concurrency,
+            insecure, day_length, ramp_up, drain, interval, max_error_rate, max_score_ms,
+            delivery_within, delivery_pct, skip_setup, no_idle, poll_interval
+        );
+        self
+    }
+}
+
+/// Options with defaults applied and checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resolved {
+    pub target: String,
+    pub imap: Option<String>,
+    pub submission: Option<String>,
+    pub sieve: Option<String>,
+    pub users: usize,
+    pub first_user: usize,
+    pub user_format: String,
+    pub users_file: Option<PathBuf>,
+    pub password_file: Option<PathBuf>,
+    pub profile: String,
+    pub local_dir: Option<PathBuf>,
+    pub seed: u64,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub op_timeout: Duration,
+    pub concurrency: usize,
+    pub insecure: bool,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub day_length: Duration,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub ramp_up: Duration,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub drain: Duration,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub interval: Duration,
+    pub max_error_rate_pct: f64,
+    pub max_score_ms: f64,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub delivery_within: Duration,
+    pub delivery_pct: f64,
+    pub skip_setup: bool,
+    pub idle: bool,
+    #[serde(with = "mailbench_base::units::serde_duration")]
+    pub poll_interval: Duration,
+}
+
+impl Resolved {
+    /// Applies defaults (`profile_day` is the profile's simulated day) and checks.
+    pub fn from(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
+        let remote = o.imap.is_some() || o.submission.is_some();
+        let target = match o.target.as_deref() {
+            None => if remote { "remote" } else { "local" }.to_string(),
+            Some("local") => "local".into(),
+            Some("remote") => "remote".into(),
+            Some(other) => {
+                return Err(Error::usage(format!(
+                    "--target `{other}`: write `local` (a throwaway Dovecot+Postfix) or `remote` with --imap and --submission URLs"
+                )));
+            }
+        };
+        if target == "local" && (remote || o.sieve.is_some()) {
+            return Err(Error::usage(
+                "--imap/--submission/--sieve address a running server: drop --target local (or write --target remote)",
+            ));
+        }
+        if target == "remote" && (o.imap.is_none() || o.submission.is_none()) {
+            return Err(Error::usage(
+                "--target remote needs --imap imap://HOST:PORT and --submission smtp://HOST:PORT",
+            ));
+        }
+        if target == "local" && o.users_file.is_some() {
+            return Err(Error::usage(
+                "--users-file is for remote servers; the local target creates its own users",
+            ));
+        }
+        let users = o.users.unwrap_or(100);
+        if users == 0 || users > 100_000 {
+            return Err(Error::usage(format!("--users {users}: give 1 to 100000 users")));
+        }
+        let user_format = o
+            .user_format
+            .clone()
+            .unwrap_or_else(|| format!("user{{n}}@{}", crate::local::LOCAL_DOMAIN));
+        if !user_format.contains("{n}") {
+            return Err(Error::usage(format!(
+                "--user-format `{user_format}` has no {{n}} for the user number; write e.g. user{{n}}@example.org"
+            )));
+        }
+        let day_length = o.day_length.map(|d| d.0).unwrap_or(profile_day);
+        if day_length < Duration::from_secs(1) {
+            return Err(Error::usage("--day-length must be at least 1s"));
+        }
+        let ramp_up = o
+            .ramp_up
+            .map(|d| d.0)
+            .unwrap_or_else(|| (day_length / 10).min(Duration::from_secs(600)));
+        let interval = o.interval.map(|d| d.0).unwrap_or_else(|| {
+            (day_length / 60).clamp(Duration::from_secs(1), Duration::from_secs(15))
+        });
+        if interval < Duration::from_millis(100) {
+            return Err(Error::usage("--interval must be at least 100ms"));
+        }
+        let op_timeout = o.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+        if op_timeout < Duration::from_millis(100) {
+            return Err(Error::usage("--op-timeout must be at least 100ms"));
+        }
+        let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
+        if delivery_pct > 100.0 {
+            return Err(Error::usage("--delivery-pct must be at most 100%"));
+        }
+        Ok(Resolved {
+            target,
+            imap: o.imap.clone(),
+            submission: o.submission.clone(),
+            sieve: o.sieve.clone(),
+            users,
+            first_user: o.first_user.unwrap_or(1),
+            user_format,
+            users_file: o.users_file.clone(),
+            password_file: o.password_file.clone(),
+            profile: o.profile.clone().unwrap_or_else(|| "mmb3".into()),
+            local_dir: o.local_dir.clone(),
+            seed: o.seed.unwrap_or(1),
+            op_timeout,
+            concurrency: o.concurrency.unwrap_or(16).max(1),
+            insecure: o.insecure.unwrap_or(false),
+            day_length,
+            ramp_up,
+            drain: o.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
+            interval,
+            max_error_rate_pct: o.max_error_rate.map(|p| p.0).unwrap_or(0.0),
+            max_score_ms: o.max_score_ms.unwrap_or(1000.0),
+            delivery_within: o.delivery_within.map(|d| d.0).unwrap_or(Duration::from_secs(60)),
+            delivery_pct,
+            skip_setup: o.skip_setup.unwrap_or(false),
+            idle: !o.no_idle.unwrap_or(false),
+            poll_interval: o.poll_interval.map(|d| d.0).unwrap_or(Duration::from_secs(5)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_defaults_apply() {
+        let file: MailOptions = toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\n").unwrap();
+        let flags = MailOptions {
+            users: Some(7),
+            ..Default::default()
+        };
+        let o = file.overlay(flags);
+        let r = Resolved::from(&o, Duration::from_secs(8 * 3600)).unwrap();
+        assert_eq!(r.users, 7);
+        assert_eq!(r.day_length, Duration::from_secs(600));
+        assert_eq!(r.ramp_up, Duration::from_secs(60));
+        assert_eq!(r.max_error_rate_pct, 1.0);
+        assert_eq!(r.target, "local");
+        assert!(toml::from_str::<MailOptions>("userz = 1").unwrap_err().to_string().contains("userz"));
+        let bad = MailOptions { target: Some("cloud".into()), ..Default::default() };
+        assert!(Resolved::from(&bad, Duration::from_secs(1)).is_err());
+        let r = MailOptions { imap: Some("imap://h".into()), ..Default::default() };
+        assert!(Resolved::from(&r, Duration::from_secs(1)).unwrap_err().to_string().contains("--submission"));
+    }
+}

@@ -1,0 +1,221 @@
+//! `mail setup`: for every user, log in (which checks the credentials on real
+//! servers), create the profile's folders and top each folder up to the profile's
+//! message count with IMAP APPEND (many users at once). Idempotent: folders that
+//! exist are kept and folders already holding enough messages get none, so a
+//! second run appends nothing.
+
+use crate::imap::{self, list_names, status_messages};
+use crate::message::{Envelope, Generator, unix_now};
+use crate::profile::Profile;
+use crate::run::{CALENDAR, DELETED, INBOX, SENT, SMART_PREFIX, folder_name};
+use crate::target::Target;
+use crate::topology::Topology;
+use crate::wire::{ErrorKind, OpResult};
+use mailbench_base::rundir::TestLog;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SetupReport {
+    pub users: usize,
+    pub users_ok: usize,
+    pub lists: usize,
+    pub folders_created: u64,
+    pub messages_appended: u64,
+    pub bytes_appended: u64,
+    pub messages_present: u64,
+    pub errors_by_kind: BTreeMap<ErrorKind, u64>,
+    pub error_samples: Vec<String>,
+    pub seconds: f64,
+    pub appends_per_s: f64,
+}
+
+/// The folders of a user and how many messages each should hold at least.
+pub fn folder_plan(p: &Profile) -> Vec<(String, u32)> {
+    let i = &p.initial;
+    let mut v = vec![
+        (INBOX.to_string(), i.inbox),
+        (SENT.to_string(), i.sent),
+        ("Drafts".to_string(), 0),
+        (DELETED.to_string(), i.deleted_items),
+        (CALENDAR.to_string(), i.calendar),
+        (format!("{SMART_PREFIX}Unread Mail"), 0),
+    ];
+    for n in 1..=i.folders {
+        v.push((folder_name(n), i.messages_per_folder));
+    }
+    v
+}
+
+/// Provisions every user of `topo`; `content` false only checks the logins.
+pub async fn provision(
+    target: Arc<Target>,
+    topo: Arc<Topology>,
+    profile: Arc<Profile>,
+    concurrency: usize,
+    content: bool,
+    seed: u64,
+    log: TestLog,
+) -> SetupReport {
+    let t0 = Instant::now();
+    let report = Arc::new(Mutex::new(SetupReport {
+        users: topo.users.len(),
+        lists: topo.lists.len(),
+        ..Default::default()
+    }));
+    let msggen = Arc::new(Generator::new(&profile.sizes, seed));
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1).min(topo.users.len().max(1)) {
+        let (target, topo, profile, report, msggen, next, log) = (
+            target.clone(),
+            topo.clone(),
+            profile.clone(),
+            report.clone(),
+            msggen.clone(),
+            next.clone(),
+            log.clone(),
+        );
+        set.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= topo.users.len() {
+                    break;
+                }
+                let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
+                let r = provision_user(&target, &topo, &profile, &msggen, i, content, &mut rng).await;
+                let mut rep = match report.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                match r {
+                    Ok(f) => {
+                        rep.users_ok += 1;
+                        rep.folders_created += f.folders_created;
+                        rep.messages_appended += f.appended;
+                        rep.bytes_appended += f.bytes;
+                        rep.messages_present += f.present;
+                    }
+                    Err(e) => {
+                        *rep.errors_by_kind.entry(e.kind).or_default() += 1;
+                        if rep.error_samples.len() < 20 {
+                            let line = format!("{}: {e}", topo.users[i]);
+                            log.line(format!("setup error: {line}"));
+                            rep.error_samples.push(line);
+                        }
+                    }
+                }
+                let done = rep.users_ok + rep.errors_by_kind.values().sum::<u64>() as usize;
+                if done % 100 == 0 {
+                    log.line(format!("setup: {done}/{} users", topo.users.len()));
+                }
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let mut rep = match report.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    rep.seconds = t0.elapsed().as_secs_f64();
+    rep.appends_per_s = if rep.seconds > 0.0 {
+        rep.messages_appended as f64 / rep.seconds
+    } else {
+        0.0
+    };
+    rep
+}
+
+#[derive(Default)]
+struct UserFigures {
+    folders_created: u64,
+    appended: u64,
+    bytes: u64,
+    present: u64,
+}
+
+async fn provision_user(
+    target: &Target,
+    topo: &Topology,
+    profile: &Profile,
+    msggen: &Generator,
+    i: usize,
+    content: bool,
+    rng: &mut SmallRng,
+) -> OpResult<UserFigures> {
+    let me = &topo.users[i];
+    let mut c = target.imap_login(me).await?;
+    let mut f = UserFigures::default();
+    if !content {
+        c.logout().await;
+        return Ok(f);
+    }
+    let r = c.cmd("LIST", "LIST \"\" \"*\"").await?;
+    let existing = list_names(&r.untagged);
+    let now = unix_now();
+    for (folder, want) in folder_plan(profile) {
+        if !existing.iter().any(|e| e.eq_ignore_ascii_case(&folder)) && folder != INBOX {
+            let (st, resp) = c.cmd_status(&format!("CREATE {}", imap::mailbox(&folder))).await?;
+            if st == imap::Status::Ok {
+                f.folders_created += 1;
+            } else if !resp.text.to_ascii_lowercase().contains("exists") {
+                return Err(crate::wire::OpError::new(
+                    ErrorKind::Rejected,
+                    format!("CREATE {folder} refused: {}", resp.text),
+                ));
+            }
+        }
+        if want == 0 {
+            continue;
+        }
+        let r = c
+            .cmd("STATUS", &format!("STATUS {} (MESSAGES)", imap::mailbox(&folder)))
+            .await?;
+        let have = status_messages(&r.untagged).unwrap_or(0);
+        f.present += u64::from(have.min(want));
+        for n in have..want {
+            let from_idx = if topo.users.len() > 1 {
+                let mut j = rng.random_range(0..topo.users.len() - 1);
+                if j >= i {
+                    j += 1;
+                }
+                j
+            } else {
+                i
+            };
+            let to = vec![me.clone()];
+            let env = Envelope {
+                from: &topo.users[from_idx],
+                to: &to,
+                subject: format!("Initial {folder} {n}").into(),
+                track: None,
+                in_reply_to: None,
+                message_id: format!("<setup.{i}.{}.{n}@mailbench>", folder.replace(' ', "_")),
+                date: now - rng.random_range(0..30 * 86400),
+            };
+            let msg = if folder == CALENDAR {
+                let start = now + rng.random_range(-3 * 86400..14 * 86400i64);
+                // Whole-hour starts in working hours.
+                let start = start - start.rem_euclid(3600);
+                msggen.calendar(rng, &env, start, 60, false)
+            } else {
+                msggen.mail(rng, &env)
+            };
+            let flags = if folder == INBOX && n + 5 >= want { "" } else { "\\Seen" };
+            c.append(&folder, flags, &msg).await?;
+            f.appended += 1;
+            f.bytes += msg.len() as u64;
+        }
+    }
+    c.logout().await;
+    Ok(f)
+}
+
+/// How long setup may take at most before it is called stuck (bounded loops).
+pub fn setup_budget(users: usize) -> Duration {
+    Duration::from_secs(600 + users as u64)
+}

@@ -181,6 +181,37 @@ pub fn build(
     Ok(faulty::wrap_from_env(engine))
 }
 
+/// Free bytes for unprivileged users on the file system holding `path`.
+pub fn free_space(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path, st a valid out-pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Allocates `len` bytes of disk for `file` (fallocate), so later writes cannot
+/// fail for space and land in allocated extents.
+pub fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate on a valid open descriptor.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        // File systems without fallocate (tmpfs on old kernels): size it instead.
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return file.set_len(len);
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,35 +290,4 @@ mod tests {
         assert_eq!("uring".parse::<EngineChoice>(), Ok(EngineChoice::Uring));
         assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("spdk"));
     }
-}
-
-/// Free bytes for unprivileged users on the file system holding `path`.
-pub fn free_space(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path, st a valid out-pointer.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
-}
-
-/// Allocates `len` bytes of disk for `file` (fallocate), so later writes cannot
-/// fail for space and land in allocated extents.
-pub fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fallocate on a valid open descriptor.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        // File systems without fallocate (tmpfs on old kernels): size it instead.
-        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            return file.set_len(len);
-        }
-        return Err(e);
-    }
-    Ok(())
 }

@@ -116,12 +116,12 @@ impl IoEngine for ThreadPoolEngine {
             self.in_flight -= 1;
             out.push(c);
         }
-        if min == 0 && got == 0 {
-            if let Some(d) = deadline {
-                if self.in_flight == 0 {
-                    std::thread::sleep(d.saturating_duration_since(Instant::now()));
-                }
-            }
+        if min == 0
+            && got == 0
+            && let Some(d) = deadline
+            && self.in_flight == 0
+        {
+            std::thread::sleep(d.saturating_duration_since(Instant::now()));
         }
     }
 

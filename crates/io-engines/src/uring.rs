@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 /// Whether this process can create an io_uring.
 pub fn available() -> bool {
-    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
-        if v.trim() == "2" {
-            return false;
-        }
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        && v.trim() == "2"
+    {
+        return false;
     }
     IoUring::new(2).is_ok()
 }
@@ -173,10 +173,12 @@ impl IoEngine for UringEngine {
             self.submit_pending(1, left);
             got += self.reap(out);
         }
-        if min == 0 && got == 0 && self.in_flight == 0 {
-            if let Some(d) = deadline {
-                std::thread::sleep(d.saturating_duration_since(Instant::now()));
-            }
+        if min == 0
+            && got == 0
+            && self.in_flight == 0
+            && let Some(d) = deadline
+        {
+            std::thread::sleep(d.saturating_duration_since(Instant::now()));
         }
     }
 

@@ -194,8 +194,15 @@ impl Cache {
     /// (write-ahead rule: `lsn <= durable_lsn`) and its dirty neighbours, up to
     /// `max_pages` contiguous pages; marks them Writing and returns the first page
     /// number and frames in page order. `skip` lists dirty frames to pass over.
-    pub fn take_write_run(&mut self, durable_lsn: u64, max_pages: usize) -> Option<(u64, Vec<usize>)> {
-        let &(_, f) = self.dirty.iter().find(|(_, f)| self.frames[*f].lsn <= durable_lsn)?;
+    pub fn take_write_run(
+        &mut self,
+        durable_lsn: u64,
+        max_pages: usize,
+    ) -> Option<(u64, Vec<usize>)> {
+        let &(_, f) = self
+            .dirty
+            .iter()
+            .find(|(_, f)| self.frames[*f].lsn <= durable_lsn)?;
         let page = self.frames[f].page_no;
         let eligible = |c: &Cache, p: u64| -> Option<usize> {
             let g = *c.map.get(&p)?;
@@ -237,7 +244,11 @@ impl Cache {
     pub fn write_done(&mut self, f: usize, ok: bool) {
         let fr = &mut self.frames[f];
         self.writing.remove(&(fr.first_dirty_lsn, f));
-        let next_first = if ok { fr.redirtied.take() } else { Some(fr.first_dirty_lsn) };
+        let next_first = if ok {
+            fr.redirtied.take()
+        } else {
+            Some(fr.first_dirty_lsn)
+        };
         match next_first {
             Some(l) => {
                 fr.state = FrameState::Dirty;

@@ -63,9 +63,21 @@ pub struct Control {
 /// Messages from an instance thread to the run's collector.
 #[derive(Debug)]
 pub enum Event {
-    Interval { instance: usize, seq: u64, end_s: f64, stats: Box<Stats> },
-    Error { instance: usize, message: String },
-    Finished { instance: usize, clean: bool, io_engine: String },
+    Interval {
+        instance: usize,
+        seq: u64,
+        end_s: f64,
+        stats: Box<Stats>,
+    },
+    Error {
+        instance: usize,
+        message: String,
+    },
+    Finished {
+        instance: usize,
+        clean: bool,
+        io_engine: String,
+    },
 }
 
 const TAG_SHIFT: u64 = 56;
@@ -89,7 +101,11 @@ struct Slab<T> {
 
 impl<T> Slab<T> {
     fn new() -> Self {
-        Slab { items: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
     fn insert(&mut self, v: T) -> usize {
         self.len += 1;
@@ -221,15 +237,29 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn open(s: InstanceSetup, ctl: Arc<Control>, events: Sender<Event>, t0: Instant) -> Result<Instance> {
+    pub fn open(
+        s: InstanceSetup,
+        ctl: Arc<Control>,
+        events: Sender<Event>,
+        t0: Instant,
+    ) -> Result<Instance> {
         let db = mailbench_io::open_file(&s.db_path, false, s.direct, false)
             .map_err(|e| Error::io("cannot open database", &s.db_path, e))?;
-        let caps = mailbench_io::Capabilities { o_direct: s.direct, uring: mailbench_io::uring::available() };
+        let caps = mailbench_io::Capabilities {
+            o_direct: s.direct,
+            uring: mailbench_io::uring::available(),
+        };
         let depth = (s.sessions * 4 + 64).min(1024);
         let io = mailbench_io::build(s.engine, caps, depth).map_err(Error::runtime)?;
         let ps = s.profile.page_size.0 as usize;
         let start_gen = next_generation(&s.log_dir);
-        let log = LogWriter::create(&s.log_dir, s.header.db_id, s.profile.log_file_size.0, start_gen, s.direct)?;
+        let log = LogWriter::create(
+            &s.log_dir,
+            s.header.db_id,
+            s.profile.log_file_size.0,
+            start_gen,
+            s.direct,
+        )?;
         let cache = Cache::new(s.cache_min_frames, s.cache_max_frames, ps);
         let data_pages = s.header.page_count.saturating_sub(1).max(1);
         let mailboxes = s.mailboxes.clamp(1, data_pages);
@@ -241,8 +271,19 @@ impl Instance {
         let max = s.cache_max_frames;
         let flush_start = ((max as f64) * s.profile.flush_start_pct / 100.0) as usize;
         let flush_stop = ((max as f64) * s.profile.flush_stop_pct / 100.0) as usize;
-        let sessions = (0..s.sessions.max(1)).map(|_| Session { state: SState::Idle, txn: None }).collect();
-        let repl = (1..s.copies).map(|_| ReplStream { queue: VecDeque::new(), current: None, in_flight: false }).collect();
+        let sessions = (0..s.sessions.max(1))
+            .map(|_| Session {
+                state: SState::Idle,
+                txn: None,
+            })
+            .collect();
+        let repl = (1..s.copies)
+            .map(|_| ReplStream {
+                queue: VecDeque::new(),
+                current: None,
+                in_flight: false,
+            })
+            .collect();
         let rng = SmallRng::seed_from_u64(s.seed);
         let now = Instant::now();
         let checkpoint_lsn = log.next_lsn();
@@ -326,13 +367,18 @@ impl Instance {
 
     fn record_error(&mut self, message: String) {
         if !self.failed {
-            let _ = self.events.send(Event::Error { instance: self.s.index, message });
+            let _ = self.events.send(Event::Error {
+                instance: self.s.index,
+                message,
+            });
         }
         self.failed = true;
     }
 
     fn accepting(&self) -> bool {
-        !self.failed && !self.ctl.stop.load(Ordering::Relaxed) && !self.ctl.abort.load(Ordering::Relaxed)
+        !self.failed
+            && !self.ctl.stop.load(Ordering::Relaxed)
+            && !self.ctl.abort.load(Ordering::Relaxed)
     }
 
     /// Runs until stopped; returns whether the database was shut down clean.
@@ -382,7 +428,10 @@ impl Instance {
             let timeout = if progressed {
                 Duration::ZERO
             } else {
-                let mut t = self.next_tick.saturating_duration_since(now).min(Duration::from_millis(5));
+                let mut t = self
+                    .next_tick
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(5));
                 if self.txn_rate.is_some() && self.accepting() {
                     t = t.min(self.next_intended.saturating_duration_since(now));
                 }
@@ -395,16 +444,26 @@ impl Instance {
                 self.complete(c);
             }
         }
-        let clean = !self.failed && !self.ctl.abort.load(Ordering::Relaxed) && self.shutdown_clean();
+        let clean =
+            !self.failed && !self.ctl.abort.load(Ordering::Relaxed) && self.shutdown_clean();
         self.emit_interval(Instant::now());
-        let _ = self.events.send(Event::Finished { instance: self.s.index, clean, io_engine: self.io.name() });
+        let _ = self.events.send(Event::Finished {
+            instance: self.s.index,
+            clean,
+            io_engine: self.io.name(),
+        });
         clean
     }
 
     fn shutdown_clean(&mut self) -> bool {
         let lsn = self.log.durable_lsn();
-        let r = self.db.sync_data().map_err(|e| Error::io("cannot sync", &self.s.db_path, e));
-        let r = r.and_then(|_| self.write_checkpoint(lsn)).and_then(|_| self.write_header(true));
+        let r = self
+            .db
+            .sync_data()
+            .map_err(|e| Error::io("cannot sync", &self.s.db_path, e));
+        let r = r
+            .and_then(|_| self.write_checkpoint(lsn))
+            .and_then(|_| self.write_header(true));
         match r {
             Ok(()) => {
                 self.log.remove_before(lsn / self.log.file_size());
@@ -451,9 +510,14 @@ impl Instance {
     }
 
     fn pick_mailbox(&mut self) -> u64 {
-        let m = self.s.mailboxes.clamp(1, self.s.header.page_count.saturating_sub(1).max(1));
+        let m = self
+            .s
+            .mailboxes
+            .clamp(1, self.s.header.page_count.saturating_sub(1).max(1));
         let k = match &self.zipf {
-            Some(z) => (z.sample(&mut self.rng) as u64).saturating_sub(1).min(m - 1),
+            Some(z) => (z.sample(&mut self.rng) as u64)
+                .saturating_sub(1)
+                .min(m - 1),
             None => self.rng.random_range(0..m),
         };
         // Spread the hot mailboxes over the file (a fixed permutation).
@@ -475,45 +539,89 @@ impl Instance {
         let split_pct = p.split_pct;
         let lazy = p.lazy_commit_pct;
         let data_page = |rng: &mut SmallRng| -> u64 {
-            if span <= 1 { index_page } else { first + 1 + rng.random_range(0..span - 1) }
+            if span <= 1 {
+                index_page
+            } else {
+                first + 1 + rng.random_range(0..span - 1)
+            }
         };
         let roll: f64 = self.rng.random_range(0.0..100.0);
         let mut touches = Vec::with_capacity(6);
         let push_pair = |touches: &mut Vec<Touch>, page: u64, m1: u32, m2: u32| {
             if page < last_page {
-                touches.push(Touch { page, modify: m1, run_with_next: true });
-                touches.push(Touch { page: page + 1, modify: m2, run_with_next: false });
+                touches.push(Touch {
+                    page,
+                    modify: m1,
+                    run_with_next: true,
+                });
+                touches.push(Touch {
+                    page: page + 1,
+                    modify: m2,
+                    run_with_next: false,
+                });
             } else {
-                touches.push(Touch { page, modify: m1, run_with_next: false });
+                touches.push(Touch {
+                    page,
+                    modify: m1,
+                    run_with_next: false,
+                });
             }
         };
         if roll < ins {
             // Insert a message row: the folder's index and a data page; sometimes
             // the data page splits into its neighbour.
-            touches.push(Touch { page: index_page, modify: idx, run_with_next: false });
+            touches.push(Touch {
+                page: index_page,
+                modify: idx,
+                run_with_next: false,
+            });
             let d = data_page(&mut self.rng);
             if self.rng.random_range(0.0..100.0) < split_pct {
                 push_pair(&mut touches, d, rec / 2 + 1, rec / 2 + 1);
             } else {
-                touches.push(Touch { page: d, modify: rec, run_with_next: false });
+                touches.push(Touch {
+                    page: d,
+                    modify: rec,
+                    run_with_next: false,
+                });
             }
         } else if roll < ins + del {
-            touches.push(Touch { page: index_page, modify: idx, run_with_next: false });
+            touches.push(Touch {
+                page: index_page,
+                modify: idx,
+                run_with_next: false,
+            });
             let d = data_page(&mut self.rng);
-            touches.push(Touch { page: d, modify: idx, run_with_next: false });
+            touches.push(Touch {
+                page: d,
+                modify: idx,
+                run_with_next: false,
+            });
         } else if roll < ins + del + rep {
             let d = data_page(&mut self.rng);
-            touches.push(Touch { page: d, modify: rec, run_with_next: false });
+            touches.push(Touch {
+                page: d,
+                modify: rec,
+                run_with_next: false,
+            });
         } else {
             // Read a folder view: the index, then rows on data pages, some of them
             // on neighbouring pages read together.
-            touches.push(Touch { page: index_page, modify: 0, run_with_next: false });
+            touches.push(Touch {
+                page: index_page,
+                modify: 0,
+                run_with_next: false,
+            });
             for _ in 0..read_pages {
                 let d = data_page(&mut self.rng);
                 if self.rng.random_range(0.0..100.0) < run_pct {
                     push_pair(&mut touches, d, 0, 0);
                 } else {
-                    touches.push(Touch { page: d, modify: 0, run_with_next: false });
+                    touches.push(Touch {
+                        page: d,
+                        modify: 0,
+                        run_with_next: false,
+                    });
                 }
             }
         }
@@ -529,19 +637,32 @@ impl Instance {
             merged.push(t);
         }
         for i in 0..merged.len() {
-            let next_is_neighbour = merged.get(i + 1).is_some_and(|n| n.page == merged[i].page + 1);
+            let next_is_neighbour = merged
+                .get(i + 1)
+                .is_some_and(|n| n.page == merged[i].page + 1);
             merged[i].run_with_next &= next_is_neighbour;
         }
         let modifies = merged.iter().any(|t| t.modify > 0);
         let durable = modifies && self.rng.random_range(0.0..100.0) >= lazy;
         let id = self.next_txn;
         self.next_txn += 1;
-        Txn { id, intended, touches: merged, next: 0, frames: Vec::new(), pending: 0, durable, stalled_counted: false }
+        Txn {
+            id,
+            intended,
+            touches: merged,
+            next: 0,
+            frames: Vec::new(),
+            pending: 0,
+            durable,
+            stalled_counted: false,
+        }
     }
 
     /// Pins every page the session's transaction needs, reading the missing ones.
     fn acquire(&mut self, sid: usize) {
-        let Some(mut txn) = self.sessions[sid].txn.take() else { return };
+        let Some(mut txn) = self.sessions[sid].txn.take() else {
+            return;
+        };
         let paced = self.txn_rate.is_some();
         while txn.next < txn.touches.len() {
             let t = txn.touches[txn.next];
@@ -617,7 +738,11 @@ impl Instance {
 
     fn submit_page_read(&mut self, first_page: u64, frames: Vec<usize>, intended: Option<Instant>) {
         let len = frames.len() * self.ps;
-        let id = self.reads.insert(PageRead { frames, first_page, intended });
+        let id = self.reads.insert(PageRead {
+            frames,
+            first_page,
+            intended,
+        });
         self.io.submit(IoRequest {
             file: self.db.clone(),
             kind: OpKind::Read,
@@ -629,7 +754,9 @@ impl Instance {
 
     /// Every page is in: change the rows, log them, commit.
     fn apply(&mut self, sid: usize) {
-        let Some(txn) = self.sessions[sid].txn.take() else { return };
+        let Some(txn) = self.sessions[sid].txn.take() else {
+            return;
+        };
         let mut ok = true;
         for (i, t) in txn.touches.iter().enumerate() {
             if t.modify == 0 {
@@ -643,7 +770,12 @@ impl Instance {
             self.rng.fill_bytes(&mut self.scratch);
             self.cache.frames[f].data[offset..offset + len].copy_from_slice(&self.scratch);
             let begin = self.log.next_lsn();
-            let rec = Record::Update { txn: txn.id, page_no: t.page, offset: offset as u32, data: &self.scratch };
+            let rec = Record::Update {
+                txn: txn.id,
+                page_no: t.page,
+                offset: offset as u32,
+                data: &self.scratch,
+            };
             match self.log.append(&rec) {
                 Ok(lsn) => {
                     self.cache.mark_dirty(f, begin, lsn);
@@ -657,7 +789,11 @@ impl Instance {
                 }
             }
         }
-        let commit = if ok { self.log.append(&Record::Commit { txn: txn.id }) } else { Ok(0) };
+        let commit = if ok {
+            self.log.append(&Record::Commit { txn: txn.id })
+        } else {
+            Ok(0)
+        };
         for &f in &txn.frames {
             let fr = &mut self.cache.frames[f];
             fr.pins = fr.pins.saturating_sub(1);
@@ -675,7 +811,9 @@ impl Instance {
                     return;
                 }
                 self.interval.counters.lazy_commits += 1;
-                self.interval.transaction_latency.record(txn.intended.elapsed());
+                self.interval
+                    .transaction_latency
+                    .record(txn.intended.elapsed());
             }
             Ok(_) => self.interval.counters.failed_transactions += 1,
             Err(e) => {
@@ -710,7 +848,8 @@ impl Instance {
             && self.cache.writing_count() == 0;
         let due = !self.commit_waiters.is_empty()
             || self.log.unflushed() >= p.log_buffer_flush.0
-            || now.duration_since(self.last_log_flush) >= Duration::from_millis(p.log_flush_interval_ms)
+            || now.duration_since(self.last_log_flush)
+                >= Duration::from_millis(p.log_flush_interval_ms)
             || wal_blocked
             || aborting
             || !self.accepting();
@@ -761,7 +900,9 @@ impl Instance {
                 if lsn <= durable {
                     self.commit_waiters.swap_remove(i);
                     if let Some(txn) = self.sessions[sid].txn.take() {
-                        self.interval.transaction_latency.record(txn.intended.elapsed());
+                        self.interval
+                            .transaction_latency
+                            .record(txn.intended.elapsed());
                         self.interval.counters.durable_commits += 1;
                         if self.s.ack_stream {
                             println!("ACK {} {} {}", self.s.index, txn.id, lsn);
@@ -794,14 +935,19 @@ impl Instance {
         let depth_max = self.s.profile.checkpoint_depth.0;
         let shutting = !self.accepting();
         while self.write_ios < self.max_write_ios {
-            let oldest = self.cache.oldest_unwritten_lsn().unwrap_or(self.log.next_lsn());
+            let oldest = self
+                .cache
+                .oldest_unwritten_lsn()
+                .unwrap_or(self.log.next_lsn());
             let depth = self.log.next_lsn().saturating_sub(oldest);
             let need = self.flushing || depth > depth_max || self.any_stalled() || shutting;
             if !need {
                 break;
             }
             let max_pages = self.s.profile.max_write_pages as usize;
-            let Some((first_page, frames)) = self.cache.take_write_run(self.log.durable_lsn(), max_pages) else {
+            let Some((first_page, frames)) =
+                self.cache.take_write_run(self.log.durable_lsn(), max_pages)
+            else {
                 break;
             };
             let n = frames.len();
@@ -813,7 +959,8 @@ impl Instance {
             }
             self.write_seq += 1;
             if self.maint.is_some() {
-                self.recent_writes.push_back((self.write_seq, first_page, n as u64));
+                self.recent_writes
+                    .push_back((self.write_seq, first_page, n as u64));
             }
             let id = self.writes.insert(PageWrite { frames });
             self.write_ios += 1;
@@ -828,11 +975,17 @@ impl Instance {
     }
 
     fn drive_checkpoint(&mut self, now: Instant) {
-        if self.sync_in_flight.is_some() || now.duration_since(self.last_checkpoint) < Duration::from_secs(1) {
+        if self.sync_in_flight.is_some()
+            || now.duration_since(self.last_checkpoint) < Duration::from_secs(1)
+        {
             return;
         }
         self.last_checkpoint = now;
-        let lsn = self.cache.oldest_unwritten_lsn().unwrap_or(self.log.durable_lsn()).min(self.log.durable_lsn());
+        let lsn = self
+            .cache
+            .oldest_unwritten_lsn()
+            .unwrap_or(self.log.durable_lsn())
+            .min(self.log.durable_lsn());
         if lsn <= self.checkpoint_lsn {
             return;
         }
@@ -847,7 +1000,9 @@ impl Instance {
     }
 
     fn checkpoint_synced(&mut self, c: &IoCompletion) {
-        let Some(lsn) = self.sync_in_flight.take() else { return };
+        let Some(lsn) = self.sync_in_flight.take() else {
+            return;
+        };
         if let Err(e) = c.full() {
             self.record_error(io_error_text("syncing database", &self.s.db_path, 0, e));
             return;
@@ -875,7 +1030,11 @@ impl Instance {
 
     fn drive_maintenance(&mut self, now: Instant) {
         let p = &self.s.profile;
-        if !p.maintenance || p.maintenance_mb_per_s <= 0.0 || self.maint.is_some() || now < self.maint_next {
+        if !p.maintenance
+            || p.maintenance_mb_per_s <= 0.0
+            || self.maint.is_some()
+            || now < self.maint_next
+        {
             return;
         }
         let size = p.maintenance_read_size.0;
@@ -886,14 +1045,20 @@ impl Instance {
             self.maint_next + per_read
         };
         let page_count = self.s.header.page_count;
-        let pages = (size / self.ps as u64).min(page_count - self.maint_cursor).max(1);
+        let pages = (size / self.ps as u64)
+            .min(page_count - self.maint_cursor)
+            .max(1);
         let first = self.maint_cursor;
         self.maint_cursor += pages;
         if self.maint_cursor >= page_count {
             self.maint_cursor = 1;
         }
         self.recent_writes.clear();
-        self.maint = Some(MaintRead { first_page: first, pages, write_seq: self.write_seq });
+        self.maint = Some(MaintRead {
+            first_page: first,
+            pages,
+            write_seq: self.write_seq,
+        });
         self.io.submit(IoRequest {
             file: self.db.clone(),
             kind: OpKind::Read,
@@ -910,7 +1075,12 @@ impl Instance {
         st.latency.record(c.latency());
         if let Err(e) = c.full() {
             st.errors += 1;
-            self.record_error(io_error_text("reading database (maintenance)", &self.s.db_path, c.offset, e));
+            self.record_error(io_error_text(
+                "reading database (maintenance)",
+                &self.s.db_path,
+                c.offset,
+                e,
+            ));
             return;
         }
         st.bytes += c.buf.len() as u64;
@@ -971,26 +1141,42 @@ impl Instance {
         st.latency.record(c.latency());
         if let Err(e) = c.full() {
             st.errors += 1;
-            self.record_error(io_error_text("reading log (replication)", &self.s.log_dir, c.offset, e));
+            self.record_error(io_error_text(
+                "reading log (replication)",
+                &self.s.log_dir,
+                c.offset,
+                e,
+            ));
             return;
         }
         st.bytes += c.buf.len() as u64;
-        let Some(r) = self.repl.get_mut(i) else { return };
+        let Some(r) = self.repl.get_mut(i) else {
+            return;
+        };
         r.in_flight = false;
         let Some((g, off)) = r.current else { return };
         // A replica checks every block it ships.
         let first_block = (off / format::LOG_BLOCK as u64) as u32;
         let mut bad = 0;
         for (k, b) in c.buf.as_slice().chunks(format::LOG_BLOCK).enumerate() {
-            if format::check_log_block(b, self.s.header.db_id, g, first_block + k as u32) == format::LogBlock::Corrupt {
+            if format::check_log_block(b, self.s.header.db_id, g, first_block + k as u32)
+                == format::LogBlock::Corrupt
+            {
                 bad += 1;
             }
         }
         let next = off + c.buf.len() as u64;
-        r.current = if next >= file_size { None } else { Some((g, next)) };
+        r.current = if next >= file_size {
+            None
+        } else {
+            Some((g, next))
+        };
         if bad > 0 {
             self.interval.counters.bad_log_blocks += bad;
-            self.record_error(format!("{bad} bad log blocks in generation {g} of {}", self.s.log_dir.display()));
+            self.record_error(format!(
+                "{bad} bad log blocks in generation {g} of {}",
+                self.s.log_dir.display()
+            ));
         }
     }
 
@@ -1011,7 +1197,9 @@ impl Instance {
     }
 
     fn page_read_done(&mut self, id: usize, c: IoCompletion) {
-        let Some(r) = self.reads.remove(id) else { return };
+        let Some(r) = self.reads.remove(id) else {
+            return;
+        };
         let latency = match r.intended {
             Some(i) => c.completed.saturating_duration_since(i.min(c.submitted)),
             None => c.latency(),
@@ -1041,7 +1229,10 @@ impl Instance {
                 Ok(h) => self.cache.frames[f].lsn = h.lsn,
                 Err(e) => {
                     self.interval.counters.bad_pages += 1;
-                    self.record_error(format!("bad page {page} in {}: {e:?}", self.s.db_path.display()));
+                    self.record_error(format!(
+                        "bad page {page} in {}: {e:?}",
+                        self.s.db_path.display()
+                    ));
                 }
             }
             let fr = &mut self.cache.frames[f];
@@ -1065,7 +1256,9 @@ impl Instance {
     }
 
     fn page_write_done(&mut self, id: usize, c: &IoCompletion) {
-        let Some(w) = self.writes.remove(id) else { return };
+        let Some(w) = self.writes.remove(id) else {
+            return;
+        };
         self.write_ios -= 1;
         let st = self.interval.class_mut(Class::DbWrite);
         st.ops += 1;
@@ -1081,7 +1274,12 @@ impl Instance {
             self.cache.write_done(f, ok);
         }
         if let Err(e) = c.full() {
-            self.record_error(io_error_text("writing database", &self.s.db_path, c.offset, e));
+            self.record_error(io_error_text(
+                "writing database",
+                &self.s.db_path,
+                c.offset,
+                e,
+            ));
         }
     }
 
@@ -1090,10 +1288,18 @@ impl Instance {
         let mut stats = std::mem::take(&mut self.interval);
         stats.counters.cache_frames = self.cache.len() as u64;
         stats.counters.dirty_pages = self.cache.dirty_count() as u64;
-        let oldest = self.cache.oldest_unwritten_lsn().unwrap_or(self.log.next_lsn());
+        let oldest = self
+            .cache
+            .oldest_unwritten_lsn()
+            .unwrap_or(self.log.next_lsn());
         stats.counters.checkpoint_depth_bytes = self.log.next_lsn().saturating_sub(oldest);
         let end_s = now.duration_since(self.t0).as_secs_f64();
-        let _ = self.events.send(Event::Interval { instance: self.s.index, seq: self.seq, end_s, stats: Box::new(stats) });
+        let _ = self.events.send(Event::Interval {
+            instance: self.s.index,
+            seq: self.seq,
+            end_s,
+            stats: Box::new(stats),
+        });
         while self.next_tick <= now {
             self.next_tick += self.s.sample_interval;
         }
@@ -1102,7 +1308,10 @@ impl Instance {
 
 fn io_error_text(what: &str, path: &std::path::Path, offset: u64, errno: i32) -> String {
     let e = std::io::Error::from_raw_os_error(errno);
-    format!("I/O error {what} {} at offset {offset}: {e}", path.display())
+    format!(
+        "I/O error {what} {} at offset {offset}: {e}",
+        path.display()
+    )
 }
 
 /// The generation after the newest log file in `dir` (1 for an empty folder), so a

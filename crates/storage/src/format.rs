@@ -100,13 +100,18 @@ pub enum PageError {
 
 /// Checks a page read from disk as page `page_no` of database `db_id`.
 pub fn check_page(buf: &[u8], db_id: u64, page_no: u64) -> Result<PageHeader, PageError> {
-    if buf.len() < PAGE_HEADER || get_u32(buf, 0) != PAGE_MAGIC || get_u16(buf, 4) != FORMAT_VERSION {
+    if buf.len() < PAGE_HEADER || get_u32(buf, 0) != PAGE_MAGIC || get_u16(buf, 4) != FORMAT_VERSION
+    {
         return Err(PageError::BadChecksum);
     }
     if get_u32(buf, CRC_AT) != crc_skipping(buf, CRC_AT) {
         return Err(PageError::BadChecksum);
     }
-    let h = PageHeader { db_id: get_u64(buf, 8), page_no: get_u64(buf, 16), lsn: get_u64(buf, 24) };
+    let h = PageHeader {
+        db_id: get_u64(buf, 8),
+        page_no: get_u64(buf, 16),
+        lsn: get_u64(buf, 24),
+    };
     if h.db_id != db_id {
         return Err(PageError::WrongDatabase(h.db_id));
     }
@@ -159,7 +164,10 @@ impl DbHeader {
             return Err("not a mailbench database (no header magic)".into());
         }
         if get_u16(buf, 4) != FORMAT_VERSION {
-            return Err(format!("database format version {} is not supported", get_u16(buf, 4)));
+            return Err(format!(
+                "database format version {} is not supported",
+                get_u16(buf, 4)
+            ));
         }
         if get_u32(buf, CRC_AT) != crc_skipping(buf, CRC_AT) {
             return Err("database header checksum is wrong".into());
@@ -184,7 +192,13 @@ impl DbHeader {
 /// `0 magic u32 | 4 version u16 | 6 data_len u16 | 8 db_id u64 | 16 generation u64 |
 ///  24 block_no u32 | 28 crc32c u32 | 32.. data`. The CRC covers the block except itself.
 /// The log stream is the concatenation of each block's `data[..data_len]`.
-pub fn seal_log_block(block: &mut [u8], db_id: u64, generation: u64, block_no: u32, data_len: usize) {
+pub fn seal_log_block(
+    block: &mut [u8],
+    db_id: u64,
+    generation: u64,
+    block_no: u32,
+    data_len: usize,
+) {
     put_u32(block, 0, LOG_MAGIC);
     put_u16(block, 4, FORMAT_VERSION);
     put_u16(block, 6, data_len as u16);
@@ -209,10 +223,16 @@ pub enum LogBlock {
 
 pub fn check_log_block(block: &[u8], db_id: u64, generation: u64, block_no: u32) -> LogBlock {
     if get_u32(block, 0) != LOG_MAGIC {
-        return if block.iter().all(|b| *b == 0) { LogBlock::End } else { LogBlock::Corrupt };
+        return if block.iter().all(|b| *b == 0) {
+            LogBlock::End
+        } else {
+            LogBlock::Corrupt
+        };
     }
     let crc_ok = get_u32(block, 28) == crc_skipping(block, 28);
-    let same = get_u64(block, 8) == db_id && get_u64(block, 16) == generation && get_u32(block, 24) == block_no;
+    let same = get_u64(block, 8) == db_id
+        && get_u64(block, 16) == generation
+        && get_u32(block, 24) == block_no;
     if crc_ok && !same {
         return LogBlock::End;
     }
@@ -228,8 +248,15 @@ pub fn check_log_block(block: &[u8], db_id: u64, generation: u64, block_no: u32)
 /// * Commit: nothing more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
-    Update { txn: u64, page_no: u64, offset: u32, data: &'a [u8] },
-    Commit { txn: u64 },
+    Update {
+        txn: u64,
+        page_no: u64,
+        offset: u32,
+        data: &'a [u8],
+    },
+    Commit {
+        txn: u64,
+    },
 }
 
 pub const RECORD_UPDATE: u8 = 1;
@@ -251,7 +278,12 @@ impl Record<'_> {
         let b = &mut out[start..];
         put_u32(b, 0, self.encoded_len() as u32);
         match self {
-            Record::Update { txn, page_no, offset, data } => {
+            Record::Update {
+                txn,
+                page_no,
+                offset,
+                data,
+            } => {
                 b[4] = RECORD_UPDATE;
                 put_u64(b, 8, *txn);
                 put_u64(b, 16, *page_no);
@@ -273,7 +305,7 @@ impl Record<'_> {
             return Ok(None);
         }
         let len = get_u32(b, 0) as usize;
-        if len < COMMIT_LEN || len > (1 << 24) {
+        if !(COMMIT_LEN..=(1 << 24)).contains(&len) {
             return Err(format!("record length {len} is impossible"));
         }
         if b.len() < len {
@@ -368,23 +400,43 @@ mod tests {
         assert_eq!(check_page(&p, 7, 42).unwrap().lsn, 0);
         let mut q = vec![0u8; 32768];
         format_page(&mut q, 8, 42);
-        assert_ne!(p[PAGE_HEADER..], q[PAGE_HEADER..], "payload unique per database");
+        assert_ne!(
+            p[PAGE_HEADER..],
+            q[PAGE_HEADER..],
+            "payload unique per database"
+        );
         assert_eq!(check_page(&p, 7, 43), Err(PageError::WrongPageNumber(42)));
         assert_eq!(check_page(&p, 9, 42), Err(PageError::WrongDatabase(7)));
         p[20000] ^= 0x40;
         assert_eq!(check_page(&p, 7, 42), Err(PageError::BadChecksum));
-        assert_eq!(check_page(&vec![0u8; 32768], 7, 42), Err(PageError::BadChecksum));
+        assert_eq!(
+            check_page(&vec![0u8; 32768], 7, 42),
+            Err(PageError::BadChecksum)
+        );
     }
 
     #[test]
     fn header_and_checkpoint_round_trip() {
-        let h = DbHeader { db_id: 5, page_size: 32768, log_file_size: 1 << 20, page_count: 99, clean: true, profile: "exchange2013".into(), created: 17 };
+        let h = DbHeader {
+            db_id: 5,
+            page_size: 32768,
+            log_file_size: 1 << 20,
+            page_count: 99,
+            clean: true,
+            profile: "exchange2013".into(),
+            created: 17,
+        };
         let mut b = vec![0u8; 32768];
         h.encode(&mut b);
         assert_eq!(DbHeader::decode(&b).unwrap(), h);
         b[36] = 0;
         assert!(DbHeader::decode(&b).unwrap_err().contains("checksum"));
-        let c = Checkpoint { db_id: 5, checkpoint_lsn: 123456, first_generation: 3, log_file_size: 1 << 20 };
+        let c = Checkpoint {
+            db_id: 5,
+            checkpoint_lsn: 123456,
+            first_generation: 3,
+            log_file_size: 1 << 20,
+        };
         assert_eq!(Checkpoint::decode(&c.encode()).unwrap(), c);
         let mut e = c.encode();
         e[17] ^= 1;
@@ -397,8 +449,15 @@ mod tests {
         assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::End);
         b[LOG_BLOCK_HEADER..LOG_BLOCK_HEADER + 10].fill(9);
         seal_log_block(&mut b, 1, 2, 3, 10);
-        assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::Valid { data_len: 10 });
-        assert_eq!(check_log_block(&b, 1, 1, 3), LogBlock::End, "older generation's leftover");
+        assert_eq!(
+            check_log_block(&b, 1, 2, 3),
+            LogBlock::Valid { data_len: 10 }
+        );
+        assert_eq!(
+            check_log_block(&b, 1, 1, 3),
+            LogBlock::End,
+            "older generation's leftover"
+        );
         b[100] ^= 1;
         assert_eq!(check_log_block(&b, 1, 2, 3), LogBlock::Corrupt);
     }

@@ -55,17 +55,23 @@ fn progress_path(db: &Path) -> PathBuf {
 /// Reads the header of an existing database.
 pub fn read_header(path: &Path) -> Result<DbHeader> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io("cannot open database", path, e))?;
+    let mut f =
+        std::fs::File::open(path).map_err(|e| Error::io("cannot open database", path, e))?;
     let mut buf = vec![0u8; 4096];
-    f.read_exact(&mut buf).map_err(|e| Error::io("cannot read the header of", path, e))?;
+    f.read_exact(&mut buf)
+        .map_err(|e| Error::io("cannot read the header of", path, e))?;
     // Headers are checked over the whole first page.
     let ps = format::get_u32(&buf, 16) as usize;
     if !(4096..=65536).contains(&ps) {
-        return Err(Error::usage(format!("{} is not a mailbench database", path.display())));
+        return Err(Error::usage(format!(
+            "{} is not a mailbench database",
+            path.display()
+        )));
     }
     let mut page = vec![0u8; ps];
     page[..4096].copy_from_slice(&buf);
-    f.read_exact(&mut page[4096..]).map_err(|e| Error::io("cannot read the header of", path, e))?;
+    f.read_exact(&mut page[4096..])
+        .map_err(|e| Error::io("cannot read the header of", path, e))?;
     DbHeader::decode(&page).map_err(|e| Error::usage(format!("{}: {e}", path.display())))
 }
 
@@ -85,10 +91,16 @@ pub fn init_all(spec: &StorageSpec, log: &TestLog, interrupt: &Interrupt) -> Res
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::runtime("database creation thread failed"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::runtime("database creation thread failed")))
+            })
             .collect()
     });
-    let mut out = InitSummary { o_direct: caps.o_direct, ..Default::default() };
+    let mut out = InitSummary {
+        o_direct: caps.o_direct,
+        ..Default::default()
+    };
     let mut first_err = None;
     for r in results {
         match r {
@@ -108,7 +120,11 @@ pub fn init_all(spec: &StorageSpec, log: &TestLog, interrupt: &Interrupt) -> Res
         return Err(e);
     }
     out.seconds = t0.elapsed().as_secs_f64();
-    out.mb_per_s = if out.seconds > 0.0 { out.written_bytes as f64 / out.seconds / 1e6 } else { 0.0 };
+    out.mb_per_s = if out.seconds > 0.0 {
+        out.written_bytes as f64 / out.seconds / 1e6
+    } else {
+        0.0
+    };
     Ok(out)
 }
 
@@ -120,14 +136,19 @@ fn init_one(
     interrupt: &Interrupt,
 ) -> Result<(InitDb, String)> {
     let ps = spec.profile.page_size.0;
-    std::fs::create_dir_all(&inst.log_dir).map_err(|e| Error::io("cannot create log folder", &inst.log_dir, e))?;
+    std::fs::create_dir_all(&inst.log_dir)
+        .map_err(|e| Error::io("cannot create log folder", &inst.log_dir, e))?;
     let progress_file = progress_path(&inst.db_path);
     let t0 = Instant::now();
     let (db_id, start_page, action) = if progress_file.exists() {
         let text = std::fs::read_to_string(&progress_file)
             .map_err(|e| Error::io("cannot read", &progress_file, e))?;
-        let p: Progress = serde_json::from_str(&text)
-            .map_err(|e| Error::usage(format!("{} is damaged ({e}); delete the folder", progress_file.display())))?;
+        let p: Progress = serde_json::from_str(&text).map_err(|e| {
+            Error::usage(format!(
+                "{} is damaged ({e}); delete the folder",
+                progress_file.display()
+            ))
+        })?;
         if p.pages != inst.pages {
             return Err(Error::usage(format!(
                 "{} was being created with {} pages, this test wants {}; delete it or use the same size",
@@ -136,7 +157,10 @@ fn init_one(
                 inst.pages
             )));
         }
-        log.line(format!("{}: resuming creation at page {} of {}", inst.name, p.pages_done, p.pages));
+        log.line(format!(
+            "{}: resuming creation at page {} of {}",
+            inst.name, p.pages_done, p.pages
+        ));
         (p.db_id, p.pages_done.max(1), "resumed")
     } else if inst.db_path.exists() {
         let h = read_header(&inst.db_path)?;
@@ -151,7 +175,11 @@ fn init_one(
                 ps
             )));
         }
-        log.line(format!("{}: opened existing database {}", inst.name, inst.db_path.display()));
+        log.line(format!(
+            "{}: opened existing database {}",
+            inst.name,
+            inst.db_path.display()
+        ));
         let db = InitDb {
             name: inst.name.clone(),
             path: inst.db_path.clone(),
@@ -173,7 +201,11 @@ fn init_one(
         (db_id, 1, "created")
     };
     let save = |done: u64| -> Result<()> {
-        let p = Progress { db_id, pages: inst.pages, pages_done: done };
+        let p = Progress {
+            db_id,
+            pages: inst.pages,
+            pages_done: done,
+        };
         let text = serde_json::to_vec(&p).map_err(|e| Error::runtime(e.to_string()))?;
         write_atomic(&progress_file, &text)
     };
@@ -182,7 +214,8 @@ fn init_one(
         .map_err(|e| Error::io("cannot create database", &inst.db_path, e))?;
     let file = Arc::new(file);
     let mut io: Box<dyn IoEngine> =
-        mailbench_io::build(mailbench_io::EngineChoice::Auto, caps, DEPTH).map_err(Error::runtime)?;
+        mailbench_io::build(mailbench_io::EngineChoice::Auto, caps, DEPTH)
+            .map_err(Error::runtime)?;
     let engine_name = io.name();
     let pages_per_chunk = (CHUNK as u64 / ps).max(1);
     let mut next = start_page;
@@ -193,14 +226,21 @@ fn init_one(
     let mut out = Vec::new();
     let mut error: Option<Error> = None;
     loop {
-        while error.is_none() && !interrupt.raised() && next < inst.pages && io.in_flight() < DEPTH {
+        while error.is_none() && !interrupt.raised() && next < inst.pages && io.in_flight() < DEPTH
+        {
             let n = pages_per_chunk.min(inst.pages - next);
             let mut buf = AlignedBuf::new((n * ps) as usize);
             for k in 0..n {
                 let b = &mut buf.as_mut_slice()[(k * ps) as usize..((k + 1) * ps) as usize];
                 format::format_page(b, db_id, next + k);
             }
-            io.submit(IoRequest { file: file.clone(), kind: OpKind::Write, offset: next * ps, buf, tag: next });
+            io.submit(IoRequest {
+                file: file.clone(),
+                kind: OpKind::Write,
+                offset: next * ps,
+                buf,
+                tag: next,
+            });
             next += n;
         }
         if io.in_flight() == 0 {
@@ -216,7 +256,11 @@ fn init_one(
                         "writing {} at offset {} failed: {err}{}",
                         inst.db_path.display(),
                         c.offset,
-                        if e == libc::ENOSPC { " (the volume is full)" } else { "" }
+                        if e == libc::ENOSPC {
+                            " (the volume is full)"
+                        } else {
+                            ""
+                        }
                     )));
                 }
                 continue;
@@ -236,7 +280,10 @@ fn init_one(
         return Err(e);
     }
     if interrupt.raised() {
-        log.line(format!("{}: creation interrupted at page {prefix} of {}", inst.name, inst.pages));
+        log.line(format!(
+            "{}: creation interrupted at page {prefix} of {}",
+            inst.name, inst.pages
+        ));
         return Err(Error::Interrupted);
     }
     // The header last: a database without one is still being created.
@@ -284,7 +331,10 @@ fn new_db_id(seed: u64, index: usize) -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let mut x = seed ^ t ^ ((index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ (std::process::id() as u64) << 32;
+    let mut x = seed
+        ^ t
+        ^ ((index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        ^ (std::process::id() as u64) << 32;
     // splitmix64 finaliser
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -42,7 +42,13 @@ pub struct LogWrite {
 
 impl LogWriter {
     /// Starts a log in `dir` at generation `first_gen` (a new, empty file).
-    pub fn create(dir: &Path, db_id: u64, file_size: u64, first_gen: u64, direct: bool) -> Result<LogWriter> {
+    pub fn create(
+        dir: &Path,
+        db_id: u64,
+        file_size: u64,
+        first_gen: u64,
+        direct: bool,
+    ) -> Result<LogWriter> {
         let mut w = LogWriter {
             dir: dir.to_path_buf(),
             db_id,
@@ -69,7 +75,9 @@ impl LogWriter {
     }
 
     fn position(&self, generation: u64, block: u32, data_off: usize) -> u64 {
-        generation * self.file_size + block as u64 * LOG_BLOCK as u64 + (LOG_BLOCK_HEADER + data_off) as u64
+        generation * self.file_size
+            + block as u64 * LOG_BLOCK as u64
+            + (LOG_BLOCK_HEADER + data_off) as u64
     }
 
     pub fn path_of(dir: &Path, generation: u64) -> PathBuf {
@@ -120,7 +128,8 @@ impl LogWriter {
     /// Generations closed since the last call (all their blocks durable).
     pub fn take_closed(&mut self) -> Vec<u64> {
         let durable_gen = self.durable_lsn / self.file_size;
-        let (ready, later): (Vec<u64>, Vec<u64>) = self.closed.iter().partition(|g| **g < durable_gen);
+        let (ready, later): (Vec<u64>, Vec<u64>) =
+            self.closed.iter().partition(|g| **g < durable_gen);
         self.closed = later;
         ready
     }
@@ -194,8 +203,14 @@ impl LogWriter {
                 b[LOG_BLOCK_HEADER..LOG_BLOCK_HEADER + data.len()].copy_from_slice(data);
                 format::seal_log_block(b, self.db_id, *generation, *block_no, data.len());
             }
-            let file = self.file(g).ok_or_else(|| Error::runtime(format!("log generation {g} has no open file")))?;
-            writes.push(LogWrite { file, offset: blocks[i].1 as u64 * LOG_BLOCK as u64, buf });
+            let file = self
+                .file(g)
+                .ok_or_else(|| Error::runtime(format!("log generation {g} has no open file")))?;
+            writes.push(LogWrite {
+                file,
+                offset: blocks[i].1 as u64 * LOG_BLOCK as u64,
+                buf,
+            });
             i = j;
         }
         // The next record starts in a fresh block.
@@ -239,7 +254,14 @@ mod tests {
         let data = vec![7u8; 5000];
         let mut last = 0;
         for i in 0..20u64 {
-            let l = w.append(&Record::Update { txn: i, page_no: i, offset: 64, data: &data }).unwrap();
+            let l = w
+                .append(&Record::Update {
+                    txn: i,
+                    page_no: i,
+                    offset: 64,
+                    data: &data,
+                })
+                .unwrap();
             assert!(l > last);
             last = l;
         }

@@ -6,9 +6,18 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 const BUILTIN: [(&str, &str); 3] = [
-    ("exchange2013", include_str!("../../../profiles/storage/exchange2013.toml")),
-    ("exchange2007", include_str!("../../../profiles/storage/exchange2007.toml")),
-    ("exchange2003", include_str!("../../../profiles/storage/exchange2003.toml")),
+    (
+        "exchange2013",
+        include_str!("../../../profiles/storage/exchange2013.toml"),
+    ),
+    (
+        "exchange2007",
+        include_str!("../../../profiles/storage/exchange2007.toml"),
+    ),
+    (
+        "exchange2003",
+        include_str!("../../../profiles/storage/exchange2003.toml"),
+    ),
 ];
 
 /// Every value that shapes the engine's workload. See the shipped profiles for
@@ -83,8 +92,9 @@ impl Profile {
                 table.insert(k.clone(), v.clone());
             }
         }
-        let p: Profile = Profile::deserialize(toml::Value::Table(table))
-            .map_err(|e| Error::usage(format!("{origin} with [storage.profile]: {}", e.message())))?;
+        let p: Profile = Profile::deserialize(toml::Value::Table(table)).map_err(|e| {
+            Error::usage(format!("{origin} with [storage.profile]: {}", e.message()))
+        })?;
         p.validate()?;
         Ok(p)
     }
@@ -120,14 +130,20 @@ impl Profile {
             return bad("page_size", "must be a power of two from 4KiB to 64KiB");
         }
         let lf = self.log_file_size.0;
-        if lf < 65536 || lf % 4096 != 0 || lf > 1 << 30 {
-            return bad("log_file_size", "must be a multiple of 4KiB from 64KiB to 1GiB");
+        if lf < 65536 || !lf.is_multiple_of(4096) || lf > 1 << 30 {
+            return bad(
+                "log_file_size",
+                "must be a multiple of 4KiB from 64KiB to 1GiB",
+            );
         }
         if self.record_size.0 == 0 || self.record_size.0 > ps / 2 {
             return bad("record_size", "must be between 1 byte and half a page");
         }
         if self.index_record_size.0 == 0 || self.index_record_size.0 > ps / 2 {
-            return bad("index_record_size", "must be between 1 byte and half a page");
+            return bad(
+                "index_record_size",
+                "must be between 1 byte and half a page",
+            );
         }
         if self.cache_min_per_db > self.cache_max_per_db {
             return bad("cache_min_per_db", "is larger than cache_max_per_db");
@@ -147,10 +163,13 @@ impl Profile {
         if !(0.0..=5.0).contains(&self.hot_mailbox_skew) {
             return bad("hot_mailbox_skew", "must be 0 (uniform) .. 5");
         }
-        if self.maintenance_read_size.0 % 4096 != 0 || self.maintenance_read_size.0 < ps {
-            return bad("maintenance_read_size", "must be a multiple of 4KiB and at least a page");
+        if !self.maintenance_read_size.0.is_multiple_of(4096) || self.maintenance_read_size.0 < ps {
+            return bad(
+                "maintenance_read_size",
+                "must be a multiple of 4KiB and at least a page",
+            );
         }
-        if self.replication_read_size.0 % 4096 != 0 || self.replication_read_size.0 == 0 {
+        if !self.replication_read_size.0.is_multiple_of(4096) || self.replication_read_size.0 == 0 {
             return bad("replication_read_size", "must be a multiple of 4KiB");
         }
         if self.maintenance_mb_per_s < 0.0 {
@@ -179,8 +198,14 @@ mod tests {
         assert_eq!(b.page_size.0, 8192);
         assert_eq!(c.page_size.0, 4096);
         assert_eq!(c.log_file_size.0, 5 << 20);
-        assert_eq!((a.insert_pct, a.delete_pct, a.replace_pct, a.read_pct), (40.0, 20.0, 5.0, 35.0));
-        assert_eq!((b.insert_pct, b.delete_pct, b.replace_pct, b.read_pct), (40.0, 30.0, 5.0, 25.0));
+        assert_eq!(
+            (a.insert_pct, a.delete_pct, a.replace_pct, a.read_pct),
+            (40.0, 20.0, 5.0, 35.0)
+        );
+        assert_eq!(
+            (b.insert_pct, b.delete_pct, b.replace_pct, b.read_pct),
+            (40.0, 30.0, 5.0, 25.0)
+        );
         assert!(a.maintenance && !b.maintenance);
     }
 
@@ -192,18 +217,27 @@ mod tests {
         assert_eq!(p.page_size.0, 8192);
 
         let o: toml::Table = toml::from_str("read_pct = 50").unwrap();
-        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        let e = Profile::load("exchange2013", Some(&o))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sums to 115"), "{e}");
 
         let o: toml::Table = toml::from_str("pagesize = 1").unwrap();
-        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        let e = Profile::load("exchange2013", Some(&o))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pagesize"), "{e}");
 
         let o: toml::Table = toml::from_str("record_size = \"-5KiB\"").unwrap();
-        let e = Profile::load("exchange2013", Some(&o)).unwrap_err().to_string();
+        let e = Profile::load("exchange2013", Some(&o))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("negative"), "{e}");
 
         let e = Profile::load("exchange2099", None).unwrap_err().to_string();
-        assert!(e.contains("exchange2099") && e.contains("exchange2013"), "{e}");
+        assert!(
+            e.contains("exchange2099") && e.contains("exchange2013"),
+            "{e}"
+        );
     }
 }

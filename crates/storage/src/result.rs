@@ -114,8 +114,11 @@ pub fn class_map(s: &Stats, secs: f64) -> BTreeMap<String, ClassFigures> {
 }
 
 pub fn hist_map(s: &Stats) -> BTreeMap<String, LatencyHist> {
-    let mut m: BTreeMap<String, LatencyHist> =
-        CLASS_NAMES.iter().zip(s.classes.iter()).map(|(n, c)| (n.to_string(), c.latency.clone())).collect();
+    let mut m: BTreeMap<String, LatencyHist> = CLASS_NAMES
+        .iter()
+        .zip(s.classes.iter())
+        .map(|(n, c)| (n.to_string(), c.latency.clone()))
+        .collect();
     m.insert("transaction".into(), s.transaction_latency.clone());
     m
 }

@@ -56,7 +56,10 @@ impl Progress for LineProgress {
         if self.quiet {
             return;
         }
-        let target = p.target_iops.map(|t| format!(" / target {t:.0}")).unwrap_or_default();
+        let target = p
+            .target_iops
+            .map(|t| format!(" / target {t:.0}"))
+            .unwrap_or_default();
         eprintln!(
             "[{:>6.0}s {:<8}] IOPS {:>8.1}{target} | db read {:>6.2} ms (<= {:.0}) | log write {:>6.2} ms (<= {:.0}) | errors {} | {} | {:.0}s left",
             p.elapsed_s,
@@ -115,17 +118,30 @@ pub fn run(
     let init = match init::init_all(spec, log, interrupt) {
         Ok(s) => Some(s),
         Err(Error::Interrupted) => {
-            return finish_early(spec, dir, header, started, "interrupted during database creation", Status::Interrupted, None);
+            return finish_early(
+                spec,
+                dir,
+                header,
+                started,
+                "interrupted during database creation",
+                Status::Interrupted,
+                None,
+            );
         }
         Err(Error::Runtime(m)) => {
             return finish_early(spec, dir, header, started, &m, Status::Error, None);
         }
         Err(e) => return Err(e),
     };
-    if let Some(i) = &init {
-        if i.written_bytes > 0 {
-            log.line(format!("created {:.0} MB in {:.1} s: {:.0} MB/s", i.written_bytes as f64 / 1e6, i.seconds, i.mb_per_s));
-        }
+    if let Some(i) = &init
+        && i.written_bytes > 0
+    {
+        log.line(format!(
+            "created {:.0} MB in {:.1} s: {:.0} MB/s",
+            i.written_bytes as f64 / 1e6,
+            i.seconds,
+            i.mb_per_s
+        ));
     }
     let caps = mailbench_io::probe(&spec.volumes[0]);
     let mut setups = Vec::new();
@@ -161,7 +177,11 @@ pub fn run(
             sessions: inst.sessions,
             mailboxes: inst.mailboxes,
             copies: spec.copies,
-            target_iops: if spec.paced { spec.target_iops.map(|t| t / spec.instances.len() as f64) } else { None },
+            target_iops: if spec.paced {
+                spec.target_iops.map(|t| t / spec.instances.len() as f64)
+            } else {
+                None
+            },
             engine: spec.engine_choice(),
             direct: caps.o_direct,
             sample_interval: spec.sample_interval,
@@ -182,7 +202,12 @@ pub fn run(
                             d.paths.push(ps)
                         }
                     }
-                    None => disks.push(DiskProbe { device: dev, paths: vec![ps], start: None, last: None }),
+                    None => disks.push(DiskProbe {
+                        device: dev,
+                        paths: vec![ps],
+                        start: None,
+                        last: None,
+                    }),
                 }
             }
         }
@@ -206,12 +231,30 @@ pub fn run(
     drop(tx);
     if !errors.is_empty() {
         drop(opened);
-        return finish_early(spec, dir, header, started, &errors.join("; "), Status::Error, init);
+        return finish_early(
+            spec,
+            dir,
+            header,
+            started,
+            &errors.join("; "),
+            Status::Error,
+            init,
+        );
     }
-    let io_engine = opened.first().map(|i| i.io_engine_name()).unwrap_or_default();
-    log.line(format!("I/O engine {io_engine}, O_DIRECT {}", caps.o_direct));
+    let io_engine = opened
+        .first()
+        .map(|i| i.io_engine_name())
+        .unwrap_or_default();
+    log.line(format!(
+        "I/O engine {io_engine}, O_DIRECT {}",
+        caps.o_direct
+    ));
     for inst in opened {
-        handles.push(std::thread::Builder::new().name("mb-instance".into()).spawn(move || inst.run()));
+        handles.push(
+            std::thread::Builder::new()
+                .name("mb-instance".into())
+                .spawn(move || inst.run()),
+        );
     }
     progress.phase(&format!(
         "running {} for {:?} after {:?} warm-up ({} databases, {} threads, {io_engine})",
@@ -257,15 +300,27 @@ pub fn run(
                 ctl.stop.store(true, Ordering::Relaxed);
                 stop_sent = true;
                 // Ctrl-C must end within 2 s: write back what fits, then abort.
-                abort_at = Some(Instant::now() + if interrupted { Duration::from_millis(1200) } else { Duration::from_secs(120) });
-                log.line(if failing { "phase: stopping after an error" } else { "phase: shutdown (writing back dirty pages)" });
+                abort_at = Some(
+                    Instant::now()
+                        + if interrupted {
+                            Duration::from_millis(1200)
+                        } else {
+                            Duration::from_secs(120)
+                        },
+                );
+                log.line(if failing {
+                    "phase: stopping after an error"
+                } else {
+                    "phase: shutdown (writing back dirty pages)"
+                });
             }
         }
-        if let Some(a) = abort_at {
-            if Instant::now() >= a && !ctl.abort.load(Ordering::Relaxed) {
-                ctl.abort.store(true, Ordering::Relaxed);
-                log.line("shutdown took too long: leaving databases for recovery");
-            }
+        if let Some(a) = abort_at
+            && Instant::now() >= a
+            && !ctl.abort.load(Ordering::Relaxed)
+        {
+            ctl.abort.store(true, Ordering::Relaxed);
+            log.line("shutdown took too long: leaving databases for recovery");
         }
         if !measuring && elapsed >= measure_from {
             measuring = true;
@@ -282,32 +337,52 @@ pub fn run(
         };
         match ev {
             Event::Error { instance, message } => {
-                log.line(format!("error in {}: {message}", spec.instances[instance].name));
+                log.line(format!(
+                    "error in {}: {message}",
+                    spec.instances[instance].name
+                ));
                 progress.phase(&format!("error: {message}"));
                 errors.push(message);
             }
-            Event::Finished { instance, clean: c, .. } => {
+            Event::Finished {
+                instance, clean: c, ..
+            } => {
                 finished[instance] = true;
                 clean[instance] = c;
                 log.line(format!(
                     "{}: stopped, {}",
                     spec.instances[instance].name,
-                    if c { "shut down clean" } else { "left needing recovery" }
+                    if c {
+                        "shut down clean"
+                    } else {
+                        "left needing recovery"
+                    }
                 ));
             }
-            Event::Interval { instance, seq, end_s, stats } => {
+            Event::Interval {
+                instance,
+                seq,
+                end_s,
+                stats,
+            } => {
                 let e = pending.entry(seq).or_insert_with(|| (end_s, vec![None; n]));
                 e.0 = e.0.max(end_s);
                 e.1[instance] = Some(*stats);
                 // An interval is complete when every running instance reported it.
                 while let Some((&s, (_, parts))) = pending.iter().next() {
-                    let complete = parts.iter().enumerate().all(|(i, p)| p.is_some() || finished[i]);
+                    let complete = parts
+                        .iter()
+                        .enumerate()
+                        .all(|(i, p)| p.is_some() || finished[i]);
                     if !complete {
                         break;
                     }
                     let _ = s;
-                    let Some((s, (end, parts))) = pending.pop_first() else { break };
-                    let parts: Vec<Stats> = parts.into_iter().map(|p| p.unwrap_or_default()).collect();
+                    let Some((s, (end, parts))) = pending.pop_first() else {
+                        break;
+                    };
+                    let parts: Vec<Stats> =
+                        parts.into_iter().map(|p| p.unwrap_or_default()).collect();
                     let secs = (end - last_tick_s).max(1e-3);
                     let start_s = last_tick_s;
                     last_tick_s = end;
@@ -347,7 +422,13 @@ pub fn run(
                         seq: s,
                         end_s: end,
                         seconds: secs,
-                        phase: if in_window { "measured".into() } else if start_s < measure_from { "warmup".into() } else { "shutdown".into() },
+                        phase: if in_window {
+                            "measured".into()
+                        } else if start_s < measure_from {
+                            "warmup".into()
+                        } else {
+                            "shutdown".into()
+                        },
                         instances: parts,
                         cpu_busy_pct: busy,
                         cpu_iowait_pct: iow,
@@ -394,7 +475,12 @@ pub fn run(
         log.line("phase: verification");
         match verify::verify_all(spec, interrupt) {
             Ok(v) => {
-                log.line(format!("verified {} databases: {} bad, {:.0} MB/s", v.databases.len(), v.bad_total, v.mb_per_s));
+                log.line(format!(
+                    "verified {} databases: {} bad, {:.0} MB/s",
+                    v.databases.len(),
+                    v.bad_total,
+                    v.mb_per_s
+                ));
                 verify_result = Some(v);
             }
             Err(Error::Interrupted) => interrupted = true,
@@ -429,8 +515,16 @@ pub fn run(
     let totals = Totals {
         target_iops: spec.target_iops,
         transactional_iops: trans / secs,
-        db_read_share_pct: if trans > 0.0 { 100.0 * total.class(Class::DbRead).ops as f64 / trans } else { 0.0 },
-        log_write_share_pct: if trans > 0.0 { 100.0 * log_writes / trans } else { 0.0 },
+        db_read_share_pct: if trans > 0.0 {
+            100.0 * total.class(Class::DbRead).ops as f64 / trans
+        } else {
+            0.0
+        },
+        log_write_share_pct: if trans > 0.0 {
+            100.0 * log_writes / trans
+        } else {
+            0.0
+        },
         transactions_per_s: total.counters.transactions as f64 / secs,
         page_fault_stalls_per_s: total.counters.page_fault_stalls as f64 / secs,
         io_errors: total.io_errors(),
@@ -441,9 +535,21 @@ pub fn run(
         thresholds: spec.thresholds,
     };
     let host = HostPerf {
-        cpu_busy_avg_pct: if host_sum.3 > 0 { host_sum.0 / host_sum.3 as f64 } else { 0.0 },
-        cpu_iowait_avg_pct: if host_sum.3 > 0 { host_sum.1 / host_sum.3 as f64 } else { 0.0 },
-        memory_used_avg_pct: if host_sum.3 > 0 { host_sum.2 / host_sum.3 as f64 } else { 0.0 },
+        cpu_busy_avg_pct: if host_sum.3 > 0 {
+            host_sum.0 / host_sum.3 as f64
+        } else {
+            0.0
+        },
+        cpu_iowait_avg_pct: if host_sum.3 > 0 {
+            host_sum.1 / host_sum.3 as f64
+        } else {
+            0.0
+        },
+        memory_used_avg_pct: if host_sum.3 > 0 {
+            host_sum.2 / host_sum.3 as f64
+        } else {
+            0.0
+        },
         memory_total_bytes: Memory::read().map(|m| m.total_bytes).unwrap_or(0),
         mailbench_cpu_s: self_cpu,
     };
@@ -469,7 +575,12 @@ pub fn run(
         spec: spec.clone(),
         io_engine,
         o_direct: caps.o_direct,
-        window: Window { warmup_s: spec.warmup.as_secs_f64(), measured_s, intervals, interrupted },
+        window: Window {
+            warmup_s: spec.warmup.as_secs_f64(),
+            measured_s,
+            intervals,
+            interrupted,
+        },
         init,
         instances,
         total: totals,
@@ -496,27 +607,41 @@ pub fn judge(
     let rd = &t.classes["db_read"].latency_ms;
     let lw = &t.classes["log_write"].latency_ms;
     if measured_s <= 0.0 {
-        r.push("No interval of the measured window completed, so nothing was measured.".to_string());
+        r.push(
+            "No interval of the measured window completed, so nothing was measured.".to_string(),
+        );
     }
     if rd.avg > th.db_read_avg_ms {
-        r.push(format!("Database read latency averaged {:.2} ms, above the {:.0} ms limit.", rd.avg, th.db_read_avg_ms));
+        r.push(format!(
+            "Database read latency averaged {:.2} ms, above the {:.0} ms limit.",
+            rd.avg, th.db_read_avg_ms
+        ));
     }
     if rd.max > th.db_read_max_ms {
-        r.push(format!("The slowest database read took {:.1} ms, above the {:.0} ms limit.", rd.max, th.db_read_max_ms));
+        r.push(format!(
+            "The slowest database read took {:.1} ms, above the {:.0} ms limit.",
+            rd.max, th.db_read_max_ms
+        ));
     }
     if lw.avg > th.log_write_avg_ms {
-        r.push(format!("Log write latency averaged {:.2} ms, above the {:.0} ms limit.", lw.avg, th.log_write_avg_ms));
+        r.push(format!(
+            "Log write latency averaged {:.2} ms, above the {:.0} ms limit.",
+            lw.avg, th.log_write_avg_ms
+        ));
     }
     if lw.max > th.log_write_max_ms {
-        r.push(format!("The slowest log write took {:.1} ms, above the {:.0} ms limit.", lw.max, th.log_write_max_ms));
+        r.push(format!(
+            "The slowest log write took {:.1} ms, above the {:.0} ms limit.",
+            lw.max, th.log_write_max_ms
+        ));
     }
-    if let Some(target) = t.target_iops {
-        if t.transactional_iops < target {
-            r.push(format!(
-                "Achieved {:.1} transactional IOPS, below the target of {:.1}.",
-                t.transactional_iops, target
-            ));
-        }
+    if let Some(target) = t.target_iops
+        && t.transactional_iops < target
+    {
+        r.push(format!(
+            "Achieved {:.1} transactional IOPS, below the target of {:.1}.",
+            t.transactional_iops, target
+        ));
     }
     if t.page_fault_stalls_per_s > th.page_fault_stalls_per_s {
         r.push(format!(
@@ -525,8 +650,14 @@ pub fn judge(
         ));
     }
     if t.io_errors > 0 || !errors.is_empty() {
-        let first = errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default();
-        r.push(format!("{} I/O or data errors occurred{first}.", t.io_errors.max(errors.len() as u64)));
+        let first = errors
+            .first()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default();
+        r.push(format!(
+            "{} I/O or data errors occurred{first}.",
+            t.io_errors.max(errors.len() as u64)
+        ));
     }
     if let Some(v) = verify {
         for d in &v.databases {
@@ -555,11 +686,17 @@ fn finish_early(
     let empty = Stats::default();
     let result = StorageResult {
         run: header,
-        verdict: Verdict { status, reasons: vec![format!("The run stopped before measuring: {why}.")] },
+        verdict: Verdict {
+            status,
+            reasons: vec![format!("The run stopped before measuring: {why}.")],
+        },
         spec: spec.clone(),
         io_engine: String::new(),
         o_direct: false,
-        window: Window { interrupted: status == Status::Interrupted, ..Default::default() },
+        window: Window {
+            interrupted: status == Status::Interrupted,
+            ..Default::default()
+        },
         init,
         instances: Vec::new(),
         total: Totals {

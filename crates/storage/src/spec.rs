@@ -24,7 +24,9 @@ impl std::str::FromStr for TestType {
         match s {
             "performance" => Ok(TestType::Performance),
             "stress" => Ok(TestType::Stress),
-            o => Err(format!("unknown test type `{o}` (use performance or stress)")),
+            o => Err(format!(
+                "unknown test type `{o}` (use performance or stress)"
+            )),
         }
     }
 }
@@ -44,7 +46,9 @@ impl std::str::FromStr for Threads {
         }
         match s.parse::<u32>() {
             Ok(n) if n > 0 && n <= 4096 => Ok(Threads::Fixed(n)),
-            _ => Err(format!("threads `{s}` must be a number from 1 to 4096, or auto")),
+            _ => Err(format!(
+                "threads `{s}` must be a number from 1 to 4096, or auto"
+            )),
         }
     }
 }
@@ -169,7 +173,9 @@ impl StorageToml {
                     db_read_max_ms: a.db_read_max_ms.or(b.db_read_max_ms),
                     log_write_avg_ms: a.log_write_avg_ms.or(b.log_write_avg_ms),
                     log_write_max_ms: a.log_write_max_ms.or(b.log_write_max_ms),
-                    page_fault_stalls_per_s: a.page_fault_stalls_per_s.or(b.page_fault_stalls_per_s),
+                    page_fault_stalls_per_s: a
+                        .page_fault_stalls_per_s
+                        .or(b.page_fault_stalls_per_s),
                 }),
                 (a, b) => a.or(b),
             },
@@ -234,7 +240,11 @@ impl StorageSpec {
 
     /// Resolves flags over the config file. `default_data` is the folder used
     /// when no paths are given (`./mailbench-data`).
-    pub fn resolve(flags: StorageToml, cfg: &ConfigFile, default_data: &Path) -> Result<StorageSpec> {
+    pub fn resolve(
+        flags: StorageToml,
+        cfg: &ConfigFile,
+        default_data: &Path,
+    ) -> Result<StorageSpec> {
         let file: StorageToml = cfg.section("storage")?;
         let t = flags.over(file);
         let quick = t.quick.unwrap_or(false);
@@ -243,14 +253,23 @@ impl StorageSpec {
         let profile = Profile::load(&profile_name, t.profile_overrides.as_ref())?;
         let ps = profile.page_size.0;
 
-        let volumes = t.paths.clone().unwrap_or_else(|| vec![default_data.to_path_buf()]);
+        let volumes = t
+            .paths
+            .clone()
+            .unwrap_or_else(|| vec![default_data.to_path_buf()]);
         if volumes.is_empty() {
-            return Err(Error::usage("`paths` is empty: give at least one database folder"));
+            return Err(Error::usage(
+                "`paths` is empty: give at least one database folder",
+            ));
         }
         let log_volumes = t.log_paths.clone().unwrap_or_default();
-        let databases = t.databases.unwrap_or(if quick { 2 } else { volumes.len() as u32 });
+        let databases = t
+            .databases
+            .unwrap_or(if quick { 2 } else { volumes.len() as u32 });
         if databases == 0 || databases > 256 {
-            return Err(Error::usage(format!("`databases` = {databases}: use 1 to 256")));
+            return Err(Error::usage(format!(
+                "`databases` = {databases}: use 1 to 256"
+            )));
         }
         let copies = t.copies.unwrap_or(profile.copies);
         if copies == 0 || copies > 16 {
@@ -258,18 +277,23 @@ impl StorageSpec {
         }
         let pct = |k: &str, v: Option<f64>| -> Result<()> {
             match v {
-                Some(x) if !(x > 0.0 && x <= 100.0) => {
-                    Err(Error::usage(format!("`{k}` = {x}: must be more than 0 and at most 100")))
-                }
+                Some(x) if !(x > 0.0 && x <= 100.0) => Err(Error::usage(format!(
+                    "`{k}` = {x}: must be more than 0 and at most 100"
+                ))),
                 _ => Ok(()),
             }
         };
         pct("capacity_pct", t.capacity_pct)?;
-        for (k, v) in [("iops_per_mailbox", t.iops_per_mailbox), ("target_iops", t.target_iops)] {
-            if let Some(x) = v {
-                if !(x > 0.0 && x.is_finite()) {
-                    return Err(Error::usage(format!("`{k}` = {x}: must be a positive number")));
-                }
+        for (k, v) in [
+            ("iops_per_mailbox", t.iops_per_mailbox),
+            ("target_iops", t.target_iops),
+        ] {
+            if let Some(x) = v
+                && !(x > 0.0 && x.is_finite())
+            {
+                return Err(Error::usage(format!(
+                    "`{k}` = {x}: must be a positive number"
+                )));
             }
         }
         if t.mailboxes == Some(0) {
@@ -278,10 +302,14 @@ impl StorageSpec {
 
         // Database size: per database, from mailboxes x quota, --db-size or --capacity-pct.
         let reserve_pct = profile.growth_reserve_pct;
-        let ways = [t.db_size.is_some(), t.mailbox_quota.is_some(), t.capacity_pct.is_some()]
-            .iter()
-            .filter(|x| **x)
-            .count();
+        let ways = [
+            t.db_size.is_some(),
+            t.mailbox_quota.is_some(),
+            t.capacity_pct.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
         if ways > 1 {
             return Err(Error::usage(
                 "give only one of `db_size`, `mailbox_quota` (with `mailboxes`) and `capacity_pct`",
@@ -290,7 +318,9 @@ impl StorageSpec {
         let db_bytes = if let Some(s) = t.db_size {
             s.0
         } else if let Some(q) = t.mailbox_quota {
-            let m = t.mailboxes.ok_or_else(|| Error::usage("`mailbox_quota` needs `mailboxes`"))?;
+            let m = t
+                .mailboxes
+                .ok_or_else(|| Error::usage("`mailbox_quota` needs `mailboxes`"))?;
             (q.0 as u128 * m as u128 / databases as u128).min(u64::MAX as u128) as u64
         } else if let Some(p) = t.capacity_pct {
             let free = volumes
@@ -346,7 +376,9 @@ impl StorageSpec {
             (Some(x), _, _) => Some(x),
             (None, Some(m), Some(i)) => Some(m as f64 * i),
             (None, Some(_), None) => {
-                return Err(Error::usage("`mailboxes` for a target needs `iops_per_mailbox` (or give `target_iops`)"));
+                return Err(Error::usage(
+                    "`mailboxes` for a target needs `iops_per_mailbox` (or give `target_iops`)",
+                ));
             }
             _ => None,
         };
@@ -360,11 +392,17 @@ impl StorageSpec {
         } else {
             Duration::from_secs(15)
         });
-        if sample_interval < Duration::from_millis(200) || sample_interval > Duration::from_secs(3600) {
-            return Err(Error::usage("`sample_interval` must be between 200ms and 1h"));
+        if sample_interval < Duration::from_millis(200)
+            || sample_interval > Duration::from_secs(3600)
+        {
+            return Err(Error::usage(
+                "`sample_interval` must be between 200ms and 1h",
+            ));
         }
         if duration < sample_interval {
-            return Err(Error::usage("`duration` must be at least one `sample_interval`"));
+            return Err(Error::usage(
+                "`duration` must be at least one `sample_interval`",
+            ));
         }
         let warmup = t.warmup.unwrap_or(if quick {
             Duration::from_secs(10)
@@ -372,24 +410,48 @@ impl StorageSpec {
             (duration / 20).clamp(sample_interval, Duration::from_secs(600))
         });
         let io_engine = t.io_engine.clone().unwrap_or_else(|| "auto".into());
-        io_engine.parse::<EngineChoice>().map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
+        io_engine
+            .parse::<EngineChoice>()
+            .map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
 
         let mut thresholds = Thresholds::defaults(test_type);
         if let Some(o) = t.thresholds {
             let set = |dst: &mut f64, v: Option<f64>, k: &str| -> Result<()> {
                 if let Some(x) = v {
                     if !(x > 0.0 && x.is_finite()) {
-                        return Err(Error::usage(format!("`thresholds.{k}` = {x}: must be positive")));
+                        return Err(Error::usage(format!(
+                            "`thresholds.{k}` = {x}: must be positive"
+                        )));
                     }
                     *dst = x;
                 }
                 Ok(())
             };
-            set(&mut thresholds.db_read_avg_ms, o.db_read_avg_ms, "db_read_avg_ms")?;
-            set(&mut thresholds.db_read_max_ms, o.db_read_max_ms, "db_read_max_ms")?;
-            set(&mut thresholds.log_write_avg_ms, o.log_write_avg_ms, "log_write_avg_ms")?;
-            set(&mut thresholds.log_write_max_ms, o.log_write_max_ms, "log_write_max_ms")?;
-            set(&mut thresholds.page_fault_stalls_per_s, o.page_fault_stalls_per_s, "page_fault_stalls_per_s")?;
+            set(
+                &mut thresholds.db_read_avg_ms,
+                o.db_read_avg_ms,
+                "db_read_avg_ms",
+            )?;
+            set(
+                &mut thresholds.db_read_max_ms,
+                o.db_read_max_ms,
+                "db_read_max_ms",
+            )?;
+            set(
+                &mut thresholds.log_write_avg_ms,
+                o.log_write_avg_ms,
+                "log_write_avg_ms",
+            )?;
+            set(
+                &mut thresholds.log_write_max_ms,
+                o.log_write_max_ms,
+                "log_write_max_ms",
+            )?;
+            set(
+                &mut thresholds.page_fault_stalls_per_s,
+                o.page_fault_stalls_per_s,
+                "page_fault_stalls_per_s",
+            )?;
         }
 
         let mailboxes_per_db = match mailboxes_total {
@@ -457,29 +519,32 @@ impl StorageSpec {
     pub fn check_paths(&self, allow_block_device: bool) -> Result<()> {
         use std::os::unix::fs::FileTypeExt;
         for v in self.volumes.iter().chain(self.log_volumes.iter()) {
-            if let Ok(m) = std::fs::metadata(v) {
-                if m.file_type().is_block_device() {
-                    return Err(Error::usage(if allow_block_device {
-                        format!(
-                            "{} is a block device: raw devices are not supported as database paths yet; \
+            if let Ok(m) = std::fs::metadata(v)
+                && m.file_type().is_block_device()
+            {
+                return Err(Error::usage(if allow_block_device {
+                    format!(
+                        "{} is a block device: raw devices are not supported as database paths yet; \
                              make a file system on it and give a folder",
-                            v.display()
-                        )
-                    } else {
-                        format!(
-                            "{} is a raw block device: refusing to write to it (give a folder, or \
+                        v.display()
+                    )
+                } else {
+                    format!(
+                        "{} is a raw block device: refusing to write to it (give a folder, or \
                              --allow-block-device)",
-                            v.display()
-                        )
-                    }));
-                }
+                        v.display()
+                    )
+                }));
             }
             mailbench_base::rundir::claim_folder(v, true)?;
             let anc = existing_ancestor(v);
             let meta = std::fs::metadata(anc)
                 .map_err(|e| Error::usage(format!("path {} is not usable: {e}", v.display())))?;
             if meta.permissions().readonly() || !writable(anc) {
-                return Err(Error::usage(format!("path {} is not writable", v.display())));
+                return Err(Error::usage(format!(
+                    "path {} is not writable",
+                    v.display()
+                )));
             }
         }
         // Free space per file system (several folders may share one).
@@ -487,7 +552,11 @@ impl StorageSpec {
         use std::os::unix::fs::MetadataExt;
         let mut need: BTreeMap<u64, (u64, PathBuf)> = BTreeMap::new();
         for i in &self.instances {
-            let db_need = if i.db_path.exists() { 0 } else { i.size_bytes + self.growth_reserve_bytes };
+            let db_need = if i.db_path.exists() {
+                0
+            } else {
+                i.size_bytes + self.growth_reserve_bytes
+            };
             for (p, n) in [(&i.volume, db_need), (&i.log_dir, self.log_space_bytes)] {
                 let anc = existing_ancestor(p);
                 let dev = std::fs::metadata(anc).map(|m| m.dev()).unwrap_or(0);
@@ -496,8 +565,9 @@ impl StorageSpec {
             }
         }
         for (needed, path) in need.values() {
-            let free = mailbench_io::free_space(path)
-                .map_err(|e| Error::usage(format!("cannot read free space of {}: {e}", path.display())))?;
+            let free = mailbench_io::free_space(path).map_err(|e| {
+                Error::usage(format!("cannot read free space of {}: {e}", path.display()))
+            })?;
             if *needed > free {
                 return Err(Error::usage(format!(
                     "not enough free space on {}: the databases (with their {}% growth reserve) and logs \
@@ -548,7 +618,9 @@ mod tests {
 
     #[test]
     fn sizes_from_mailboxes_and_quota() {
-        let c = cfg("[storage]\nmailboxes = 100\nmailbox_quota = \"100MiB\"\ndatabases = 4\niops_per_mailbox = 0.5\n");
+        let c = cfg(
+            "[storage]\nmailboxes = 100\nmailbox_quota = \"100MiB\"\ndatabases = 4\niops_per_mailbox = 0.5\n",
+        );
         let s = StorageSpec::resolve(StorageToml::default(), &c, Path::new("/tmp/x")).unwrap();
         assert_eq!(s.instances.len(), 4);
         assert_eq!(s.instances[0].size_bytes, 25 * (100 << 20));
@@ -561,26 +633,46 @@ mod tests {
     #[test]
     fn flags_override_file_and_bad_values_name_their_key() {
         let c = cfg("[storage]\ndb_size = \"1GiB\"\nthreads = 4\n");
-        let flags = StorageToml { threads: Some(Threads::Fixed(2)), ..Default::default() };
+        let flags = StorageToml {
+            threads: Some(Threads::Fixed(2)),
+            ..Default::default()
+        };
         let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
         assert_eq!(s.threads, 2);
 
         for (text, key) in [
             ("[storage]\ndb_size = \"1GiB\"\ncopies = 0\n", "copies"),
-            ("[storage]\ndb_size = \"1GiB\"\ncapacity_pct = 150\n", "db_size"),
+            (
+                "[storage]\ndb_size = \"1GiB\"\ncapacity_pct = 150\n",
+                "db_size",
+            ),
             ("[storage]\ncapacity_pct = 150\n", "capacity_pct"),
-            ("[storage]\ndb_size = \"1GiB\"\ntarget_iops = -3\n", "target_iops"),
-            ("[storage]\ndb_size = \"1GiB\"\nio_engine = \"spdk\"\n", "io_engine"),
+            (
+                "[storage]\ndb_size = \"1GiB\"\ntarget_iops = -3\n",
+                "target_iops",
+            ),
+            (
+                "[storage]\ndb_size = \"1GiB\"\nio_engine = \"spdk\"\n",
+                "io_engine",
+            ),
             ("[storage]\ndb_size = \"64KiB\"\n", "too small"),
-            ("[storage]\ndb_size = \"1GiB\"\n[storage.profile_overrides]\nread_pct = 90\n", "sums to"),
+            (
+                "[storage]\ndb_size = \"1GiB\"\n[storage.profile_overrides]\nread_pct = 90\n",
+                "sums to",
+            ),
         ] {
-            let e = StorageSpec::resolve(StorageToml::default(), &cfg(text), Path::new("/tmp/x")).unwrap_err();
+            let e = StorageSpec::resolve(StorageToml::default(), &cfg(text), Path::new("/tmp/x"))
+                .unwrap_err();
             assert_eq!(e.exit_status().code(), 2);
             assert!(e.to_string().contains(key), "{text}: {e}");
         }
-        let e = cfg("[storage]\nthreads = \"many\"\n").section::<StorageToml>("storage").unwrap_err();
+        let e = cfg("[storage]\nthreads = \"many\"\n")
+            .section::<StorageToml>("storage")
+            .unwrap_err();
         assert!(e.to_string().contains("many"), "{e}");
-        let e = cfg("[storage]\nmailbox_quota = \"-1GiB\"\n").section::<StorageToml>("storage").unwrap_err();
+        let e = cfg("[storage]\nmailbox_quota = \"-1GiB\"\n")
+            .section::<StorageToml>("storage")
+            .unwrap_err();
         assert!(e.to_string().contains("negative"), "{e}");
     }
 
@@ -588,16 +680,30 @@ mod tests {
     fn free_space_and_foreign_folders_are_checked_before_writing() {
         let t = tempfile::tempdir().unwrap();
         let c = cfg("[storage]\ndb_size = \"1000TiB\"\n");
-        let flags = StorageToml { paths: Some(vec![t.path().join("db")]), ..Default::default() };
+        let flags = StorageToml {
+            paths: Some(vec![t.path().join("db")]),
+            ..Default::default()
+        };
         let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
         let e = s.check_paths(false).unwrap_err().to_string();
-        assert!(e.contains("not enough free space") && e.contains("available"), "{e}");
+        assert!(
+            e.contains("not enough free space") && e.contains("available"),
+            "{e}"
+        );
         assert!(!t.path().join("db").exists(), "nothing written");
 
         std::fs::create_dir(t.path().join("mine")).unwrap();
         std::fs::write(t.path().join("mine/notes.txt"), "x").unwrap();
-        let flags = StorageToml { paths: Some(vec![t.path().join("mine")]), ..Default::default() };
-        let s = StorageSpec::resolve(flags, &cfg("[storage]\ndb_size = \"1GiB\"\n"), Path::new("/x")).unwrap();
+        let flags = StorageToml {
+            paths: Some(vec![t.path().join("mine")]),
+            ..Default::default()
+        };
+        let s = StorageSpec::resolve(
+            flags,
+            &cfg("[storage]\ndb_size = \"1GiB\"\n"),
+            Path::new("/x"),
+        )
+        .unwrap();
         let e = s.check_paths(false).unwrap_err().to_string();
         assert!(e.contains("notes.txt"), "{e}");
     }

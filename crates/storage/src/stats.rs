@@ -14,7 +14,13 @@ pub enum Class {
     MaintRead = 4,
 }
 
-pub const CLASS_NAMES: [&str; 5] = ["db_read", "db_write", "log_write", "log_read", "maintenance_read"];
+pub const CLASS_NAMES: [&str; 5] = [
+    "db_read",
+    "db_write",
+    "log_write",
+    "log_read",
+    "maintenance_read",
+];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClassStats {
@@ -33,7 +39,11 @@ impl ClassStats {
     }
 
     pub fn avg_bytes(&self) -> f64 {
-        if self.ops == 0 { 0.0 } else { self.bytes as f64 / self.ops as f64 }
+        if self.ops == 0 {
+            0.0
+        } else {
+            self.bytes as f64 / self.ops as f64
+        }
     }
 }
 

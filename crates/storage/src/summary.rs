@@ -8,13 +8,21 @@ use std::fmt::Write;
 
 fn lat(c: &ClassFigures) -> String {
     let l = &c.latency_ms;
-    format!("{:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3}", l.avg, l.p50, l.p95, l.p99, l.max)
+    format!(
+        "{:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3}",
+        l.avg, l.p50, l.p95, l.p99, l.max
+    )
 }
 
 pub fn render(r: &StorageResult) -> String {
     let mut o = String::new();
     let s = &r.spec;
-    let _ = writeln!(o, "mailbench storage {} test — {}", format!("{:?}", s.test_type).to_lowercase(), r.verdict.label());
+    let _ = writeln!(
+        o,
+        "mailbench storage {} test — {}",
+        format!("{:?}", s.test_type).to_lowercase(),
+        r.verdict.label()
+    );
     let _ = writeln!(o, "{}", "=".repeat(78));
     let _ = writeln!(o, "\nTest Summary");
     let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
@@ -22,90 +30,307 @@ pub fn render(r: &StorageResult) -> String {
         let _ = writeln!(o, "    - {reason}");
     }
     let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
-    let _ = writeln!(o, "  Operating System        {} (kernel {})", r.run.host.os, r.run.host.kernel);
+    let _ = writeln!(
+        o,
+        "  Operating System        {} (kernel {})",
+        r.run.host.os, r.run.host.kernel
+    );
     let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
-    let _ = writeln!(o, "  Started / Ended         {} / {}", r.run.started, r.run.ended);
-    let _ = writeln!(o, "  Measured Window         {:.0} s after {:.0} s warm-up ({} intervals){}", r.window.measured_s, r.window.warmup_s, r.window.intervals, if r.window.interrupted { ", INTERRUPTED" } else { "" });
-    let _ = writeln!(o, "  Command Line            {}", r.run.command_line.join(" "));
+    let _ = writeln!(
+        o,
+        "  Started / Ended         {} / {}",
+        r.run.started, r.run.ended
+    );
+    let _ = writeln!(
+        o,
+        "  Measured Window         {:.0} s after {:.0} s warm-up ({} intervals){}",
+        r.window.measured_s,
+        r.window.warmup_s,
+        r.window.intervals,
+        if r.window.interrupted {
+            ", INTERRUPTED"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  Command Line            {}",
+        r.run.command_line.join(" ")
+    );
 
     let t = &r.total;
     let _ = writeln!(o, "\nDatabase Sizing and Throughput");
-    let target = t.target_iops.map(|x| format!("{x:.2}")).unwrap_or_else(|| "none".into());
-    let _ = writeln!(o, "  Achieved Transactional I/O per Second   {:.2}", t.transactional_iops);
+    let target = t
+        .target_iops
+        .map(|x| format!("{x:.2}"))
+        .unwrap_or_else(|| "none".into());
+    let _ = writeln!(
+        o,
+        "  Achieved Transactional I/O per Second   {:.2}",
+        t.transactional_iops
+    );
     let _ = writeln!(o, "  Target Transactional I/O per Second     {target}");
-    let _ = writeln!(o, "  Database reads share of transactional   {:.1} %", t.db_read_share_pct);
-    let _ = writeln!(o, "  Log writes per transactional I/O        {:.1} %", t.log_write_share_pct);
-    let _ = writeln!(o, "  Transactions per second                 {:.1}", t.transactions_per_s);
-    let _ = writeln!(o, "  Page-fault stalls per second            {:.3}", t.page_fault_stalls_per_s);
+    let _ = writeln!(
+        o,
+        "  Database reads share of transactional   {:.1} %",
+        t.db_read_share_pct
+    );
+    let _ = writeln!(
+        o,
+        "  Log writes per transactional I/O        {:.1} %",
+        t.log_write_share_pct
+    );
+    let _ = writeln!(
+        o,
+        "  Transactions per second                 {:.1}",
+        t.transactions_per_s
+    );
+    let _ = writeln!(
+        o,
+        "  Page-fault stalls per second            {:.3}",
+        t.page_fault_stalls_per_s
+    );
     if let Some(i) = &r.init {
         let total: u64 = i.databases.iter().map(|d| d.size_bytes).sum();
-        let _ = writeln!(o, "  Initial database size (all)             {}", ByteSize(total));
+        let _ = writeln!(
+            o,
+            "  Initial database size (all)             {}",
+            ByteSize(total)
+        );
         if i.written_bytes > 0 {
-            let _ = writeln!(o, "  Database creation                       {:.0} MB in {:.1} s ({:.0} MB/s)", i.written_bytes as f64 / 1e6, i.seconds, i.mb_per_s);
+            let _ = writeln!(
+                o,
+                "  Database creation                       {:.0} MB in {:.1} s ({:.0} MB/s)",
+                i.written_bytes as f64 / 1e6,
+                i.seconds,
+                i.mb_per_s
+            );
         }
     }
 
     let _ = writeln!(o, "\nSystem Parameters");
     let p = &s.profile;
-    let _ = writeln!(o, "  Profile                 {} ({})", p.name, p.description);
-    let _ = writeln!(o, "  Databases / threads     {} / {}{}", s.instances.len(), s.threads, if s.threads_auto { " (auto)" } else { "" });
-    let _ = writeln!(o, "  Page / log file size    {} / {}", p.page_size, p.log_file_size);
-    let _ = writeln!(o, "  Operation mix           insert {} / delete {} / replace {} / read {} %", p.insert_pct, p.delete_pct, p.replace_pct, p.read_pct);
+    let _ = writeln!(
+        o,
+        "  Profile                 {} ({})",
+        p.name, p.description
+    );
+    let _ = writeln!(
+        o,
+        "  Databases / threads     {} / {}{}",
+        s.instances.len(),
+        s.threads,
+        if s.threads_auto { " (auto)" } else { "" }
+    );
+    let _ = writeln!(
+        o,
+        "  Page / log file size    {} / {}",
+        p.page_size, p.log_file_size
+    );
+    let _ = writeln!(
+        o,
+        "  Operation mix           insert {} / delete {} / replace {} / read {} %",
+        p.insert_pct, p.delete_pct, p.replace_pct, p.read_pct
+    );
     let _ = writeln!(o, "  Lazy commits            {} %", p.lazy_commit_pct);
-    let _ = writeln!(o, "  Cache per database      {} max, {} min", ByteSize(s.cache_max_per_db), ByteSize(s.cache_min_per_db));
-    let _ = writeln!(o, "  Flush thresholds        start {} % / stop {} % dirty; checkpoint depth {}", p.flush_start_pct, p.flush_stop_pct, p.checkpoint_depth);
-    let _ = writeln!(o, "  Background maintenance  {}", if p.maintenance { format!("on, {} reads at {} MB/s", p.maintenance_read_size, p.maintenance_mb_per_s) } else { "off".into() });
+    let _ = writeln!(
+        o,
+        "  Cache per database      {} max, {} min",
+        ByteSize(s.cache_max_per_db),
+        ByteSize(s.cache_min_per_db)
+    );
+    let _ = writeln!(
+        o,
+        "  Flush thresholds        start {} % / stop {} % dirty; checkpoint depth {}",
+        p.flush_start_pct, p.flush_stop_pct, p.checkpoint_depth
+    );
+    let _ = writeln!(
+        o,
+        "  Background maintenance  {}",
+        if p.maintenance {
+            format!(
+                "on, {} reads at {} MB/s",
+                p.maintenance_read_size, p.maintenance_mb_per_s
+            )
+        } else {
+            "off".into()
+        }
+    );
     let _ = writeln!(o, "  Database copies         {}", s.copies);
-    let _ = writeln!(o, "  I/O engine              {} (O_DIRECT {})", r.io_engine, if r.o_direct { "yes" } else { "no" });
+    let _ = writeln!(
+        o,
+        "  I/O engine              {} (O_DIRECT {})",
+        r.io_engine,
+        if r.o_direct { "yes" } else { "no" }
+    );
     let th = &s.thresholds;
-    let _ = writeln!(o, "  Thresholds              db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; stalls <= {}/s", th.db_read_avg_ms, th.db_read_max_ms, th.log_write_avg_ms, th.log_write_max_ms, th.page_fault_stalls_per_s);
+    let _ = writeln!(
+        o,
+        "  Thresholds              db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; stalls <= {}/s",
+        th.db_read_avg_ms,
+        th.db_read_max_ms,
+        th.log_write_avg_ms,
+        th.log_write_max_ms,
+        th.page_fault_stalls_per_s
+    );
 
-    let _ = writeln!(o, "\nTransactional I/O Performance (latency in ms: avg p50 p95 p99 max)");
-    let _ = writeln!(o, "  {:<6} {:>9} {:>9} {:>9} {:>9}  {:<44} {:>9} {:>9}  {}", "DB", "reads/s", "writes/s", "rd bytes", "wr bytes", "db read latency", "log wr/s", "log bytes", "log write latency");
+    let _ = writeln!(
+        o,
+        "\nTransactional I/O Performance (latency in ms: avg p50 p95 p99 max)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>9} {:>9} {:>9} {:>9}  {:<44} {:>9} {:>9}  log write latency",
+        "DB",
+        "reads/s",
+        "writes/s",
+        "rd bytes",
+        "wr bytes",
+        "db read latency",
+        "log wr/s",
+        "log bytes"
+    );
     for i in &r.instances {
         let rd = &i.classes["db_read"];
         let wr = &i.classes["db_write"];
         let lw = &i.classes["log_write"];
-        let _ = writeln!(o, "  {:<6} {:>9.2} {:>9.2} {:>9.0} {:>9.0}  {} {:>9.2} {:>9.0}  {}", i.name, rd.ops_per_s, wr.ops_per_s, rd.avg_bytes, wr.avg_bytes, lat(rd), lw.ops_per_s, lw.avg_bytes, lat(lw));
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>9.2} {:>9.2} {:>9.0} {:>9.0}  {} {:>9.2} {:>9.0}  {}",
+            i.name,
+            rd.ops_per_s,
+            wr.ops_per_s,
+            rd.avg_bytes,
+            wr.avg_bytes,
+            lat(rd),
+            lw.ops_per_s,
+            lw.avg_bytes,
+            lat(lw)
+        );
     }
-    let _ = writeln!(o, "\n  Database write latency per instance (ms: avg p50 p95 p99 max)");
+    let _ = writeln!(
+        o,
+        "\n  Database write latency per instance (ms: avg p50 p95 p99 max)"
+    );
     for i in &r.instances {
         let _ = writeln!(o, "  {:<6} {}", i.name, lat(&i.classes["db_write"]));
     }
 
     let _ = writeln!(o, "\nBackground Database Maintenance I/O Performance");
-    let _ = writeln!(o, "  {:<6} {:>9} {:>10}  {}", "DB", "reads/s", "avg bytes", "latency ms: avg p50 p95 p99 max");
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
+        "DB", "reads/s", "avg bytes"
+    );
     for i in &r.instances {
         let m = &i.classes["maintenance_read"];
-        let _ = writeln!(o, "  {:<6} {:>9.2} {:>10.0}  {}", i.name, m.ops_per_s, m.avg_bytes, lat(m));
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>9.2} {:>10.0}  {}",
+            i.name,
+            m.ops_per_s,
+            m.avg_bytes,
+            lat(m)
+        );
     }
     let _ = writeln!(o, "\nLog Replication I/O Performance");
-    let _ = writeln!(o, "  {:<6} {:>9} {:>10}  {}", "DB", "reads/s", "avg bytes", "latency ms: avg p50 p95 p99 max");
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
+        "DB", "reads/s", "avg bytes"
+    );
     for i in &r.instances {
         let m = &i.classes["log_read"];
-        let _ = writeln!(o, "  {:<6} {:>9.2} {:>10.0}  {}", i.name, m.ops_per_s, m.avg_bytes, lat(m));
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>9.2} {:>10.0}  {}",
+            i.name,
+            m.ops_per_s,
+            m.avg_bytes,
+            lat(m)
+        );
     }
 
     let _ = writeln!(o, "\nTotal I/O Performance");
-    let _ = writeln!(o, "  {:<18} {:>10} {:>10} {:>9} {:>7}  {}", "class", "ops/s", "avg bytes", "MB/s", "errors", "latency ms: avg p50 p95 p99 max");
+    let _ = writeln!(
+        o,
+        "  {:<18} {:>10} {:>10} {:>9} {:>7}  latency ms: avg p50 p95 p99 max",
+        "class", "ops/s", "avg bytes", "MB/s", "errors"
+    );
     for (name, c) in &t.classes {
-        let _ = writeln!(o, "  {:<18} {:>10.2} {:>10.0} {:>9.2} {:>7}  {}", name, c.ops_per_s, c.avg_bytes, c.mb_per_s, c.errors, lat(c));
+        let _ = writeln!(
+            o,
+            "  {:<18} {:>10.2} {:>10.0} {:>9.2} {:>7}  {}",
+            name,
+            c.ops_per_s,
+            c.avg_bytes,
+            c.mb_per_s,
+            c.errors,
+            lat(c)
+        );
     }
     let tl = &t.transaction_latency_ms;
-    let _ = writeln!(o, "  transactions       {:>10.2}  response from intended start: avg {:.2} p95 {:.2} p99 {:.2} max {:.1} ms", t.transactions_per_s, tl.avg, tl.p95, tl.p99, tl.max);
+    let _ = writeln!(
+        o,
+        "  transactions       {:>10.2}  response from intended start: avg {:.2} p95 {:.2} p99 {:.2} max {:.1} ms",
+        t.transactions_per_s, tl.avg, tl.p95, tl.p99, tl.max
+    );
 
     let _ = writeln!(o, "\nHost System Performance");
-    let _ = writeln!(o, "  CPU busy {:.1} % (I/O wait {:.1} %), memory used {:.1} % of {}; mailbench used {:.1} CPU s", r.host.cpu_busy_avg_pct, r.host.cpu_iowait_avg_pct, r.host.memory_used_avg_pct, ByteSize(r.host.memory_total_bytes), r.host.mailbench_cpu_s);
+    let _ = writeln!(
+        o,
+        "  CPU busy {:.1} % (I/O wait {:.1} %), memory used {:.1} % of {}; mailbench used {:.1} CPU s",
+        r.host.cpu_busy_avg_pct,
+        r.host.cpu_iowait_avg_pct,
+        r.host.memory_used_avg_pct,
+        ByteSize(r.host.memory_total_bytes),
+        r.host.mailbench_cpu_s
+    );
     for d in &r.disks {
         let x = &d.rates;
-        let _ = writeln!(o, "  {:<8} reads {:.1}/s ({:.2} MB/s, {:.2} ms)  writes {:.1}/s ({:.2} MB/s, {:.2} ms)  util {:.0} %  qd {:.1}", d.device, x.reads_per_s, x.read_bytes_per_s / 1e6, x.read_latency_ms, x.writes_per_s, x.write_bytes_per_s / 1e6, x.write_latency_ms, x.utilisation_pct, x.queue_depth);
+        let _ = writeln!(
+            o,
+            "  {:<8} reads {:.1}/s ({:.2} MB/s, {:.2} ms)  writes {:.1}/s ({:.2} MB/s, {:.2} ms)  util {:.0} %  qd {:.1}",
+            d.device,
+            x.reads_per_s,
+            x.read_bytes_per_s / 1e6,
+            x.read_latency_ms,
+            x.writes_per_s,
+            x.write_bytes_per_s / 1e6,
+            x.write_latency_ms,
+            x.utilisation_pct,
+            x.queue_depth
+        );
     }
 
     if let Some(v) = &r.verify {
         let _ = writeln!(o, "\nChecksum Statistics");
-        let _ = writeln!(o, "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8}", "DB", "seen pages", "bad pages", "wrong page#", "newer than", "log blocks", "bad blks", "MB/s");
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8}",
+            "DB",
+            "seen pages",
+            "bad pages",
+            "wrong page#",
+            "newer than",
+            "log blocks",
+            "bad blks",
+            "MB/s"
+        );
         for d in &v.databases {
-            let _ = writeln!(o, "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8.0}", d.name, d.pages_seen, d.bad_checksum_pages, d.wrong_page_number_pages, d.newer_than_log_pages, d.log_blocks_checked, d.bad_log_blocks, d.mb / d.seconds.max(1e-9));
+            let _ = writeln!(
+                o,
+                "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8.0}",
+                d.name,
+                d.pages_seen,
+                d.bad_checksum_pages,
+                d.wrong_page_number_pages,
+                d.newer_than_log_pages,
+                d.log_blocks_checked,
+                d.bad_log_blocks,
+                d.mb / d.seconds.max(1e-9)
+            );
         }
     }
     if !r.errors.is_empty() {
@@ -114,6 +339,10 @@ pub fn render(r: &StorageResult) -> String {
             let _ = writeln!(o, "  {e}");
         }
     }
-    let _ = writeln!(o, "\nTest Log: test.log; per-interval histograms: {}", r.intervals_file);
+    let _ = writeln!(
+        o,
+        "\nTest Log: test.log; per-interval histograms: {}",
+        r.intervals_file
+    );
     o
 }

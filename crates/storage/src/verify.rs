@@ -57,8 +57,17 @@ pub struct VerifySummary {
 pub fn verify_all(spec: &StorageSpec, interrupt: &Interrupt) -> Result<VerifySummary> {
     let t0 = Instant::now();
     let results: Vec<Result<VerifyDb>> = std::thread::scope(|scope| {
-        let hs: Vec<_> = spec.instances.iter().map(|i| scope.spawn(move || verify_one(spec, i, interrupt))).collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::runtime("verify thread failed")))).collect()
+        let hs: Vec<_> = spec
+            .instances
+            .iter()
+            .map(|i| scope.spawn(move || verify_one(spec, i, interrupt)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::runtime("verify thread failed")))
+            })
+            .collect()
     });
     let mut out = VerifySummary::default();
     for r in results {
@@ -66,7 +75,11 @@ pub fn verify_all(spec: &StorageSpec, interrupt: &Interrupt) -> Result<VerifySum
     }
     out.seconds = t0.elapsed().as_secs_f64();
     let mb: f64 = out.databases.iter().map(|d| d.mb).sum();
-    out.mb_per_s = if out.seconds > 0.0 { mb / out.seconds } else { 0.0 };
+    out.mb_per_s = if out.seconds > 0.0 {
+        mb / out.seconds
+    } else {
+        0.0
+    };
     out.bad_total = out.databases.iter().map(|d| d.bad()).sum();
     Ok(out)
 }
@@ -117,7 +130,8 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
                 LogBlock::Valid { data_len } => {
                     scan.blocks += 1;
                     if !ended {
-                        let end = g * file_size + (b * LOG_BLOCK + format::LOG_BLOCK_HEADER + data_len) as u64;
+                        let end = g * file_size
+                            + (b * LOG_BLOCK + format::LOG_BLOCK_HEADER + data_len) as u64;
                         scan.end_lsn = scan.end_lsn.max(end);
                     }
                 }
@@ -146,7 +160,8 @@ fn verify_one(spec: &StorageSpec, inst: &InstanceSpec, interrupt: &Interrupt) ->
         mailbench_io::open_file(&inst.db_path, false, caps.o_direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?,
     );
-    let mut io: Box<dyn IoEngine> = mailbench_io::build(spec.engine_choice(), caps, DEPTH).map_err(Error::runtime)?;
+    let mut io: Box<dyn IoEngine> =
+        mailbench_io::build(spec.engine_choice(), caps, DEPTH).map_err(Error::runtime)?;
     let mut r = VerifyDb {
         name: inst.name.clone(),
         log_files: scan.files,

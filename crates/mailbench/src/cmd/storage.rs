@@ -135,9 +135,16 @@ fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, PathBuf)
     let cfg = ConfigFile::load_optional(global.config.as_deref())?;
     let spec = StorageSpec::resolve(args.to_toml(), &cfg, Path::new("./mailbench-data"))?;
     let allow = args.allow_block_device
-        || cfg.section::<StorageToml>("storage")?.allow_block_device.unwrap_or(false);
+        || cfg
+            .section::<StorageToml>("storage")?
+            .allow_block_device
+            .unwrap_or(false);
     spec.check_paths(allow)?;
-    let output = global.output.clone().or(cfg.output.clone()).unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    let output = global
+        .output
+        .clone()
+        .or(cfg.output.clone())
+        .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
     Ok((spec, output))
 }
 
@@ -146,9 +153,9 @@ pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
         StorageCommand::Run(a) => storage_run(&a, global),
         StorageCommand::Init(a) => storage_init(&a, global),
         StorageCommand::Verify(a) => storage_verify(&a, global),
-        StorageCommand::Backup(_) | StorageCommand::Recover(_) => {
-            Err(Error::usage("storage backup and storage recover are not implemented yet"))
-        }
+        StorageCommand::Backup(_) | StorageCommand::Recover(_) => Err(Error::usage(
+            "storage backup and storage recover are not implemented yet",
+        )),
     }
 }
 
@@ -157,7 +164,9 @@ fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-run")?;
     dir.log.set_echo(global.verbose);
-    let mut progress = LineProgress { quiet: global.quiet };
+    let mut progress = LineProgress {
+        quiet: global.quiet,
+    };
     let ack = std::env::var_os("MAILBENCH_ACK_STREAM").is_some();
     let result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
     if global.json {
@@ -187,10 +196,19 @@ fn storage_init(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     let dir = RunDir::create(&output, "storage-init")?;
     dir.log.set_echo(global.verbose);
     let s = mailbench_storage::init::init_all(&spec, &dir.log, &interrupt)?;
-    dir.write_json("result.json", &serde_json::json!({ "kind": "storage-init", "init": s, "spec": spec }))?;
+    dir.write_json(
+        "result.json",
+        &serde_json::json!({ "kind": "storage-init", "init": s, "spec": spec }),
+    )?;
     if !global.quiet {
         for d in &s.databases {
-            println!("{} {} {} ({:.0} MB/s)", d.name, d.action, d.path.display(), d.mb_per_s);
+            println!(
+                "{} {} {} ({:.0} MB/s)",
+                d.name,
+                d.action,
+                d.path.display(),
+                d.mb_per_s
+            );
         }
         println!("Results: {}", dir.path.display());
     }
@@ -202,15 +220,28 @@ fn storage_verify(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
     let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
-    dir.write_json("result.json", &serde_json::json!({ "kind": "storage-verify", "verify": v }))?;
+    dir.write_json(
+        "result.json",
+        &serde_json::json!({ "kind": "storage-verify", "verify": v }),
+    )?;
     if !global.quiet {
         for d in &v.databases {
             println!(
                 "{}: {} pages, {} bad checksum, {} wrong page number, {} newer than log, {} bad log blocks; first bad {:?}",
-                d.name, d.pages_seen, d.bad_checksum_pages, d.wrong_page_number_pages, d.newer_than_log_pages, d.bad_log_blocks, d.first_bad_pages
+                d.name,
+                d.pages_seen,
+                d.bad_checksum_pages,
+                d.wrong_page_number_pages,
+                d.newer_than_log_pages,
+                d.bad_log_blocks,
+                d.first_bad_pages
             );
         }
         println!("Results: {}", dir.path.display());
     }
-    Ok(if v.bad_total == 0 { ExitStatus::Pass } else { ExitStatus::Fail })
+    Ok(if v.bad_total == 0 {
+        ExitStatus::Pass
+    } else {
+        ExitStatus::Fail
+    })
 }

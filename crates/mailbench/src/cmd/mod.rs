@@ -3,3 +3,4 @@ pub mod mail;
 pub mod plan;
 pub mod report;
 pub mod storage;
+pub mod storage_integrity;

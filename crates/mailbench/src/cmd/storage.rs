@@ -5,7 +5,7 @@ use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
-use mailbench_base::{ByteSize, Error, ExitStatus, Result, parse_duration};
+use mailbench_base::{ByteSize, ExitStatus, Result, parse_duration};
 use mailbench_storage::run::LineProgress;
 use mailbench_storage::spec::{StorageSpec, StorageToml, TestType, Threads};
 use std::path::{Path, PathBuf};
@@ -131,7 +131,7 @@ impl StorageArgs {
     }
 }
 
-fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, PathBuf)> {
+pub fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, PathBuf)> {
     let cfg = ConfigFile::load_optional(global.config.as_deref())?;
     let spec = StorageSpec::resolve(args.to_toml(), &cfg, Path::new("./mailbench-data"))?;
     let allow = args.allow_block_device
@@ -153,9 +153,8 @@ pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
         StorageCommand::Run(a) => storage_run(&a, global),
         StorageCommand::Init(a) => storage_init(&a, global),
         StorageCommand::Verify(a) => storage_verify(&a, global),
-        StorageCommand::Backup(_) | StorageCommand::Recover(_) => Err(Error::usage(
-            "storage backup and storage recover are not implemented yet",
-        )),
+        StorageCommand::Backup(a) => super::storage_integrity::backup(&a, global),
+        StorageCommand::Recover(a) => super::storage_integrity::recover(&a, global),
     }
 }
 

@@ -25,6 +25,8 @@ pub struct StorageResult {
     pub init: Option<InitSummary>,
     pub instances: Vec<InstanceResult>,
     pub total: Totals,
+    /// Key `host_performance`: the flattened run header already has `host`.
+    #[serde(rename = "host_performance")]
     pub host: HostPerf,
     pub disks: Vec<DiskResult>,
     pub verify: Option<VerifySummary>,

@@ -58,6 +58,9 @@ pub struct Control {
     pub stop: AtomicBool,
     /// Stop now: finish in-flight I/O, flush the log, leave pages dirty (recovery needed).
     pub abort: AtomicBool,
+    /// Soft-recovery test: keep the checkpoint where it is (no checkpoint file
+    /// updates, no log files removed) so every new log file must be replayed.
+    pub hold_checkpoint: AtomicBool,
 }
 
 /// Messages from an instance thread to the run's collector.
@@ -148,6 +151,8 @@ struct Txn {
     pending: u32,
     durable: bool,
     stalled_counted: bool,
+    /// (page, end LSN of its update record), kept for the ACK stream only.
+    logged: Vec<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -655,6 +660,7 @@ impl Instance {
             pending: 0,
             durable,
             stalled_counted: false,
+            logged: Vec::new(),
         }
     }
 
@@ -754,7 +760,7 @@ impl Instance {
 
     /// Every page is in: change the rows, log them, commit.
     fn apply(&mut self, sid: usize) {
-        let Some(txn) = self.sessions[sid].txn.take() else {
+        let Some(mut txn) = self.sessions[sid].txn.take() else {
             return;
         };
         let mut ok = true;
@@ -779,6 +785,9 @@ impl Instance {
             match self.log.append(&rec) {
                 Ok(lsn) => {
                     self.cache.mark_dirty(f, begin, lsn);
+                    if self.s.ack_stream {
+                        txn.logged.push((t.page, lsn));
+                    }
                     self.interval.counters.log_records += 1;
                     self.interval.counters.log_bytes += rec.encoded_len() as u64;
                 }
@@ -858,6 +867,10 @@ impl Instance {
         }
         match self.log.start_flush() {
             Ok(Some(writes)) => {
+                if self.s.ack_stream && writes.len() > 1 {
+                    // Test-only: this flush rolls over to a new log generation.
+                    println!("ROLL {} {}", self.s.index, self.log.generation());
+                }
                 self.last_log_flush = now;
                 self.log_write_started = Some(now);
                 self.interval.counters.log_flushes += 1;
@@ -905,7 +918,19 @@ impl Instance {
                             .record(txn.intended.elapsed());
                         self.interval.counters.durable_commits += 1;
                         if self.s.ack_stream {
-                            println!("ACK {} {} {}", self.s.index, txn.id, lsn);
+                            // Test-only: `ACK <instance> <txn> <commit lsn> <page>:<lsn>,...`.
+                            let pages: Vec<String> = txn
+                                .logged
+                                .iter()
+                                .map(|(p, l)| format!("{p}:{l}"))
+                                .collect();
+                            println!(
+                                "ACK {} {} {} {}",
+                                self.s.index,
+                                txn.id,
+                                lsn,
+                                pages.join(",")
+                            );
                         }
                     }
                     self.sessions[sid].state = SState::Idle;
@@ -981,6 +1006,9 @@ impl Instance {
             return;
         }
         self.last_checkpoint = now;
+        if self.ctl.hold_checkpoint.load(Ordering::Relaxed) {
+            return;
+        }
         let lsn = self
             .cache
             .oldest_unwritten_lsn()
@@ -990,6 +1018,9 @@ impl Instance {
             return;
         }
         self.sync_in_flight = Some(lsn);
+        if self.s.ack_stream {
+            println!("CKPT {} {lsn}", self.s.index);
+        }
         self.io.submit(IoRequest {
             file: self.db.clone(),
             kind: OpKind::Sync,
@@ -1314,9 +1345,19 @@ fn io_error_text(what: &str, path: &std::path::Path, offset: u64, errno: i32) ->
     )
 }
 
-/// The generation after the newest log file in `dir` (1 for an empty folder), so a
-/// new run never reuses the names of an earlier run's logs.
+/// The generation after the newest log file in `dir` and after the checkpoint's
+/// (1 for an empty folder), so a new run never reuses the names, nor the LSNs,
+/// of an earlier run's logs (pages keep the LSNs of earlier runs).
 pub fn next_generation(dir: &std::path::Path) -> u64 {
+    let ckpt = std::fs::read(dir.join("checkpoint.chk"))
+        .ok()
+        .and_then(|b| format::Checkpoint::decode(&b).ok())
+        .map(|c| c.checkpoint_lsn / c.log_file_size.max(1) + 1)
+        .unwrap_or(1);
+    next_log_file(dir).max(ckpt)
+}
+
+fn next_log_file(dir: &std::path::Path) -> u64 {
     let newest = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())

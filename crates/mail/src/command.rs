@@ -167,6 +167,32 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
     }
 }
 
+/// Checks everything that can be checked before a run folder is written (exit 2).
+fn validate(o: &Resolved) -> Result<()> {
+    if o.target == "local" {
+        return crate::local::check_prerequisites();
+    }
+    let imap = Endpoint::parse(o.imap.as_deref().unwrap_or(""), "imap", IMAP_SCHEMES)?;
+    Endpoint::parse(
+        o.submission.as_deref().unwrap_or(""),
+        "submission",
+        SUBMISSION_SCHEMES,
+    )?;
+    if let Some(s) = &o.sieve {
+        Endpoint::parse(s, "sieve", SIEVE_SCHEMES)?;
+    }
+    let creds = Credentials::load(o.users_file.as_deref(), o.password_file.as_deref())?;
+    if creds.is_empty() {
+        return Err(Error::usage(format!(
+            "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
+             (passwords are never taken from the command line)",
+            imap.url(),
+            crate::target::PASSWORD_ENV
+        )));
+    }
+    Ok(())
+}
+
 fn target_json(p: &Prepared) -> Value {
     json!({
         "kind": p.target.kind,
@@ -185,7 +211,11 @@ fn target_json(p: &Prepared) -> Value {
 }
 
 fn setup_json(r: &SetupReport) -> Value {
-    let errors: BTreeMap<&str, u64> = r.errors_by_kind.iter().map(|(k, v)| (k.name(), *v)).collect();
+    let errors: BTreeMap<&str, u64> = r
+        .errors_by_kind
+        .iter()
+        .map(|(k, v)| (k.name(), *v))
+        .collect();
     json!({
         "users": r.users, "users_ok": r.users_ok, "lists": r.lists,
         "folders_created": r.folders_created, "messages_appended": r.messages_appended,
@@ -205,10 +235,14 @@ fn say(out: &Output, text: &str) {
 pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
+    validate(&o)?;
     let mut header = RunHeader::begin("mail-setup");
     let run = RunDir::create(&out.base, "mail-setup")?;
     run.log.set_echo(out.verbose);
-    run.log.line(format!("mail setup: {} users, profile {}", o.users, profile.name));
+    run.log.line(format!(
+        "mail setup: {} users, profile {}",
+        o.users, profile.name
+    ));
     let rt = runtime()?;
     let prepared = prepare(&o, &profile, &run.log)?;
     rt.block_on(prepared.target.probe())?;
@@ -263,14 +297,26 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
         report.appends_per_s,
         report.seconds,
         report.errors_by_kind.values().sum::<u64>(),
-        if note.is_empty() { String::new() } else { format!("Note        {note}\n") },
+        if note.is_empty() {
+            String::new()
+        } else {
+            format!("Note        {note}\n")
+        },
         verdict.label(),
-        verdict.reasons.iter().map(|r| format!("\n  - {r}")).collect::<String>(),
+        verdict
+            .reasons
+            .iter()
+            .map(|r| format!("\n  - {r}"))
+            .collect::<String>(),
     );
     run.write("summary.txt", summary.as_bytes())?;
-    run.log.line(format!("mail setup done: {}", verdict.label()));
+    run.log
+        .line(format!("mail setup done: {}", verdict.label()));
     if out.json {
-        println!("{}", json!({"result": run.file("result.json"), "verdict": verdict}));
+        println!(
+            "{}",
+            json!({"result": run.file("result.json"), "verdict": verdict})
+        );
     } else {
         say(out, &summary);
         say(out, &format!("results: {}", run.path.display()));
@@ -335,6 +381,7 @@ pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'sta
 pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
+    validate(&o)?;
     let mut header = RunHeader::begin("mail-run");
     let run = RunDir::create(&out.base, "mail-run")?;
     run.log.set_echo(out.verbose);
@@ -345,7 +392,8 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let rt = runtime()?;
     let prepared = prepare(&o, &profile, &run.log)?;
     rt.block_on(prepared.target.probe())?;
-    run.log.line(format!("target answers: {}", prepared.target.imap.url()));
+    run.log
+        .line(format!("target answers: {}", prepared.target.imap.url()));
 
     let setup_report = if o.skip_setup {
         None
@@ -356,7 +404,7 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
             prepared.topo.clone(),
             Arc::new(profile.clone()),
             o.concurrency,
-            prepared.local.is_some(),
+            true,
             o.seed,
             run.log.clone(),
         ));
@@ -397,8 +445,14 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         planned: AtomicU64::new(0),
         interrupted: Default::default(),
     });
-    let mail_dir = prepared.local_dir.as_ref().map(|d| LocalServer::mail_dir(d));
-    let queue_etc = prepared.local_dir.as_ref().map(|d| d.join("postfix").join("etc"));
+    let mail_dir = prepared
+        .local_dir
+        .as_ref()
+        .map(|d| LocalServer::mail_dir(d));
+    let queue_etc = prepared
+        .local_dir
+        .as_ref()
+        .map(|d| d.join("postfix").join("etc"));
     let disk_dev = mail_dir.as_deref().and_then(device_of).map(|(_, _, n)| n);
     let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
@@ -440,9 +494,18 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         v["errors"] = json!(s.errors);
         v["skipped"] = json!(s.skipped);
         v["skip_reasons"] = json!(s.skip_reasons);
-        v["errors_by_kind"] = json!(s.errors_by_kind.iter().map(|(k, v)| (k.name(), *v)).collect::<BTreeMap<_, _>>());
+        v["errors_by_kind"] = json!(
+            s.errors_by_kind
+                .iter()
+                .map(|(k, v)| (k.name(), *v))
+                .collect::<BTreeMap<_, _>>()
+        );
         v["weight"] = json!(profile.weight(k));
-        v["per_user_per_day"] = json!(if users > 0.0 { (s.count + s.errors) as f64 / users } else { 0.0 });
+        v["per_user_per_day"] = json!(if users > 0.0 {
+            (s.count + s.errors) as f64 / users
+        } else {
+            0.0
+        });
         v["hist"] = json!(s.hist.to_base64());
         tasks.insert(k.name().to_string(), v);
     }
@@ -456,8 +519,18 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         }
     }
     let expected = profile.expected_flow(prepared.topo.users.len());
-    let per_user_day = |n: u64| if users > 0.0 { n as f64 / users / sim_days.max(1e-9) } else { 0.0 };
-    let rpm = if stats.submitted > 0 { stats.delivered as f64 / stats.submitted as f64 } else { 0.0 };
+    let per_user_day = |n: u64| {
+        if users > 0.0 {
+            n as f64 / users / sim_days.max(1e-9)
+        } else {
+            0.0
+        }
+    };
+    let rpm = if stats.submitted > 0 {
+        stats.delivered as f64 / stats.submitted as f64
+    } else {
+        0.0
+    };
     let within_pct = if stats.expected_deliveries > 0 {
         100.0 * stats.delivered_within as f64 / stats.expected_deliveries as f64
     } else {
@@ -465,7 +538,11 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     };
     let total_errors = stats.total_errors();
     let attempts: u64 = stats.ops.values().map(|s| s.count + s.errors).sum::<u64>() + missing;
-    let error_rate = if attempts > 0 { 100.0 * total_errors as f64 / attempts as f64 } else { 0.0 };
+    let error_rate = if attempts > 0 {
+        100.0 * total_errors as f64 / attempts as f64
+    } else {
+        0.0
+    };
     let planned = shared.planned.load(Ordering::Relaxed);
     let executed: u64 = TaskKind::ALL
         .iter()
@@ -487,7 +564,11 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         ));
     }
     if error_rate > o.max_error_rate_pct || (o.max_error_rate_pct == 0.0 && total_errors > 0) {
-        let kinds: Vec<String> = stats.errors_by_kind.iter().map(|(k, v)| format!("{v} {}", k.name())).collect();
+        let kinds: Vec<String> = stats
+            .errors_by_kind
+            .iter()
+            .map(|(k, v)| format!("{v} {}", k.name()))
+            .collect();
         reasons.push(format!(
             "{total_errors} errors ({error_rate:.2} % of operations; allowed {} %): {}",
             o.max_error_rate_pct,
@@ -517,7 +598,9 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let mut verdict = Verdict::from_reasons(reasons);
     if interrupted {
         verdict.status = Status::Interrupted;
-        verdict.reasons.insert(0, "interrupted before the end of the run".into());
+        verdict
+            .reasons
+            .insert(0, "interrupted before the end of the run".into());
     }
     let mut warnings = Vec::new();
     if sched.p99_us > 10_000 {
@@ -527,8 +610,11 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
             prepared.topo.users.len()
         ));
     }
-    let errors_by_kind: BTreeMap<&str, u64> =
-        stats.errors_by_kind.iter().map(|(k, v)| (k.name(), *v)).collect();
+    let errors_by_kind: BTreeMap<&str, u64> = stats
+        .errors_by_kind
+        .iter()
+        .map(|(k, v)| (k.name(), *v))
+        .collect();
     let disk_per_user = ctl.disk.map(|d| {
         json!({
             "device": disk_dev,
@@ -625,7 +711,10 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     run.write_json("result.json", &result)?;
     let summary = render_summary(&result, &profile);
     run.write("summary.txt", summary.as_bytes())?;
-    run.log.line(format!("mail run done: {} (score {score:.0} ms)", verdict.label()));
+    run.log.line(format!(
+        "mail run done: {} (score {score:.0} ms)",
+        verdict.label()
+    ));
     if out.json {
         println!(
             "{}",
@@ -732,7 +821,9 @@ async fn controller(
         let disk_now = disk_dev.as_deref().and_then(DiskCounters::read);
         let wall = std::time::Instant::now();
         let disk_rates = match (disk_now, disk_prev) {
-            (Some(a), Some(b)) => Some(a.rates_since(&b, wall.duration_since(t_prev).as_secs_f64())),
+            (Some(a), Some(b)) => {
+                Some(a.rates_since(&b, wall.duration_since(t_prev).as_secs_f64()))
+            }
             _ => None,
         };
         disk_prev = disk_now;
@@ -741,10 +832,11 @@ async fn controller(
             cpu_day_start = cpu;
             disk_day_start = disk_now.map(|d| (d, wall));
         }
-        if now >= day_end && stats_day_end.is_none() {
-            if let Some(c) = cpu {
-                stats_day_end = Some((c, disk_now, wall));
-            }
+        if now >= day_end
+            && stats_day_end.is_none()
+            && let Some(c) = cpu
+        {
+            stats_day_end = Some((c, disk_now, wall));
         }
         let (submitted, expected, delivered) = sh.counts();
         let phase = if now < sh.day_start() {
@@ -802,16 +894,26 @@ async fn controller(
     // One last queue sample after the users logged off.
     if let Some(etc) = &queue_etc {
         let etc = etc.clone();
-        if let Ok(Some(q)) = tokio::task::spawn_blocking(move || crate::local::queue_len(&etc)).await {
+        if let Ok(Some(q)) =
+            tokio::task::spawn_blocking(move || crate::local::queue_len(&etc)).await
+        {
             res.queue.push(QueueSample {
-                t_s: tokio::time::Instant::now().saturating_duration_since(sh.t0).as_secs_f64(),
+                t_s: tokio::time::Instant::now()
+                    .saturating_duration_since(sh.t0)
+                    .as_secs_f64(),
                 length: q,
             });
         }
     }
     // Host CPU and disk over the measured day.
     let end = stats_day_end.or_else(|| {
-        CpuTimes::read().map(|c| (c, disk_dev.as_deref().and_then(DiskCounters::read), std::time::Instant::now()))
+        CpuTimes::read().map(|c| {
+            (
+                c,
+                disk_dev.as_deref().and_then(DiskCounters::read),
+                std::time::Instant::now(),
+            )
+        })
     });
     if let (Some(a), Some((b, dend, wend))) = (cpu_day_start.or(cpu0), end) {
         let (busy, iow) = b.usage_since(&a);
@@ -929,7 +1031,9 @@ pub fn render_summary(r: &Value, profile: &Profile) -> String {
     let q = &r["queue"];
     s.push_str(&format!(
         "Queue             max {}  final {}  ({})\n",
-        q["max"], q["final"], q["source"].as_str().unwrap_or("")
+        q["max"],
+        q["final"],
+        q["source"].as_str().unwrap_or("")
     ));
     s.push_str(&format!(
         "Errors            {} ({:.2} %) {}\n",

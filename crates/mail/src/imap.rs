@@ -208,7 +208,11 @@ impl ImapConn {
                 } else {
                     return Err(OpError::new(
                         ErrorKind::Malformed,
-                        format!("{} sent a tagged line without a status: {}", self.wire.peer, show(&u)),
+                        format!(
+                            "{} sent a tagged line without a status: {}",
+                            self.wire.peer,
+                            show(&u)
+                        ),
                     ));
                 };
                 resp.text = t.trim().to_string();
@@ -244,7 +248,10 @@ impl ImapConn {
         let (Some(num), Some(word)) = (it.next(), it.next()) else {
             return Ok(());
         };
-        let Some(n) = std::str::from_utf8(num).ok().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(n) = std::str::from_utf8(num)
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             return Ok(());
         };
         if word.eq_ignore_ascii_case(b"EXISTS") {
@@ -264,7 +271,10 @@ impl ImapConn {
         if st != Status::Ok {
             return Err(OpError::new(
                 ErrorKind::Auth,
-                format!("login of {user} refused by {}: {}", self.wire.peer, resp.text),
+                format!(
+                    "login of {user} refused by {}: {}",
+                    self.wire.peer, resp.text
+                ),
             ));
         }
         if !resp.text.contains("[CAPABILITY ") {
@@ -376,7 +386,10 @@ impl ImapConn {
         if st != Status::Ok {
             return Err(OpError::new(
                 ErrorKind::Rejected,
-                format!("IDLE ended with an error by {}: {}", self.wire.peer, resp.text),
+                format!(
+                    "IDLE ended with an error by {}: {}",
+                    self.wire.peer, resp.text
+                ),
             ));
         }
         Ok(())
@@ -470,7 +483,10 @@ pub fn list_names(untagged: &[Vec<u8>]) -> Vec<String> {
         };
         let name = after.trim();
         let name = if let Some(q) = name.strip_prefix('"') {
-            q.strip_suffix('"').unwrap_or(q).replace("\\\"", "\"").replace("\\\\", "\\")
+            q.strip_suffix('"')
+                .unwrap_or(q)
+                .replace("\\\"", "\"")
+                .replace("\\\\", "\\")
         } else {
             name.to_string()
         };
@@ -523,13 +539,19 @@ mod tests {
             parse_numbers(&[b"* SEARCH 1 5 9".to_vec(), b"* SORT 3 2".to_vec()]),
             vec![1, 5, 9, 3, 2]
         );
-        assert_eq!(appenduid("[APPENDUID 1700000 42] Append completed."), Some(42));
+        assert_eq!(
+            appenduid("[APPENDUID 1700000 42] Append completed."),
+            Some(42)
+        );
         assert_eq!(
             fetch_seq_uid(b"* 12 FETCH (UID 77 BODY[HEADER.FIELDS (X-A)] {10}\r\nX-A: b\r\n\r\n)"),
             Some((12, 77))
         );
         assert_eq!(
-            header_value(b"* 1 FETCH (UID 2 BODY[] {20}\r\nx-mailbench-track: a b\r\n\r\n)", "X-Mailbench-Track"),
+            header_value(
+                b"* 1 FETCH (UID 2 BODY[] {20}\r\nx-mailbench-track: a b\r\n\r\n)",
+                "X-Mailbench-Track"
+            ),
             Some("a b".into())
         );
         assert_eq!(

@@ -23,7 +23,10 @@ const REQUIRED: &[(&str, &str)] = &[
     ("/usr/lib/dovecot/lmtp", "dovecot-lmtpd"),
     ("/usr/lib/dovecot/submission", "dovecot-submissiond"),
     ("/usr/lib/dovecot/managesieve", "dovecot-managesieved"),
-    ("/usr/lib/dovecot/modules/lib90_sieve_plugin.so", "dovecot-sieve"),
+    (
+        "/usr/lib/dovecot/modules/lib90_sieve_plugin.so",
+        "dovecot-sieve",
+    ),
     ("/usr/sbin/postfix", "postfix"),
     ("/usr/sbin/postqueue", "postfix"),
 ];
@@ -141,8 +144,8 @@ pub fn local_password(dir: &Path) -> Result<String> {
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
@@ -219,6 +222,12 @@ impl LocalServer {
     pub fn start(dir: &Path, log: &TestLog) -> Result<LocalServer> {
         check_prerequisites()?;
         let dir = dir.to_path_buf();
+        mkdir(&dir)?;
+        {
+            // The mail processes run as nobody and must reach their homes below.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+        }
         let password = local_password(&dir)?;
         let p = free_ports(5)?;
         let ports = LocalPorts {
@@ -234,10 +243,7 @@ impl LocalServer {
         }
         chown(&dv.join("mail"), "65534:65534")?;
         let dconf = dv.join("dovecot.conf");
-        write_private(
-            &dconf,
-            dovecot_conf(&dir, &ports, &password).as_bytes(),
-        )?;
+        write_private(&dconf, dovecot_conf(&dir, &ports, &password).as_bytes())?;
         let pf = dir.join("postfix");
         for sub in ["etc", "queue", "data"] {
             mkdir(&pf.join(sub))?;
@@ -280,7 +286,10 @@ impl LocalServer {
 
         postfix_cmd(&etc, &["check"])?;
         chown(&pf.join("data"), "postfix")?;
-        log.line(format!("local target: starting postfix (smtp {})", ports.smtp));
+        log.line(format!(
+            "local target: starting postfix (smtp {})",
+            ports.smtp
+        ));
         let plog = std::fs::File::create(pf.join("postfix.stderr"))
             .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
         let child = Command::new("/usr/sbin/postfix")

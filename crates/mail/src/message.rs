@@ -11,11 +11,52 @@ use rand::Rng;
 use std::borrow::Cow;
 
 const WORDS: &[&str] = &[
-    "the", "quarterly", "report", "meeting", "budget", "please", "review", "attached",
-    "storage", "server", "project", "schedule", "customer", "thanks", "regards", "update",
-    "deadline", "proposal", "team", "mailbox", "capacity", "plan", "agenda", "minutes",
-    "release", "design", "issue", "follow", "up", "on", "our", "call", "next", "week",
-    "and", "of", "to", "in", "for", "with", "this", "that", "we", "will", "can", "draft",
+    "the",
+    "quarterly",
+    "report",
+    "meeting",
+    "budget",
+    "please",
+    "review",
+    "attached",
+    "storage",
+    "server",
+    "project",
+    "schedule",
+    "customer",
+    "thanks",
+    "regards",
+    "update",
+    "deadline",
+    "proposal",
+    "team",
+    "mailbox",
+    "capacity",
+    "plan",
+    "agenda",
+    "minutes",
+    "release",
+    "design",
+    "issue",
+    "follow",
+    "up",
+    "on",
+    "our",
+    "call",
+    "next",
+    "week",
+    "and",
+    "of",
+    "to",
+    "in",
+    "for",
+    "with",
+    "this",
+    "that",
+    "we",
+    "will",
+    "can",
+    "draft",
 ];
 
 const ATTACHMENT_TYPES: &[(&str, &str)] = &[
@@ -98,11 +139,7 @@ impl Generator {
     fn headers<'a>(&self, env: &'a Envelope<'a>) -> MessageBuilder<'a> {
         let mut b = MessageBuilder::new()
             .from(env.from)
-            .to(env
-                .to
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<&str>>())
+            .to(env.to.iter().map(|s| s.as_str()).collect::<Vec<&str>>())
             .subject(env.subject.as_ref())
             .message_id(env.message_id.as_str())
             .date(env.date);
@@ -146,7 +183,10 @@ impl Generator {
                 part,
             ]),
         );
-        self.headers(env).body(body).write_to_vec().unwrap_or_default()
+        self.headers(env)
+            .body(body)
+            .write_to_vec()
+            .unwrap_or_default()
     }
 
     /// A reply: a short answer and the quoted original text.
@@ -158,7 +198,10 @@ impl Generator {
             body.push_str(l);
             body.push_str("\r\n");
         }
-        self.headers(env).text_body(body).write_to_vec().unwrap_or_default()
+        self.headers(env)
+            .text_body(body)
+            .write_to_vec()
+            .unwrap_or_default()
     }
 
     /// An appointment (METHOD:PUBLISH) or a meeting request (METHOD:REQUEST) with
@@ -203,7 +246,10 @@ impl Generator {
                 ),
             ]),
         );
-        self.headers(env).body(body).write_to_vec().unwrap_or_default()
+        self.headers(env)
+            .body(body)
+            .write_to_vec()
+            .unwrap_or_default()
     }
 }
 
@@ -278,10 +324,18 @@ mod tests {
         assert!(t.contains("X-Mailbench-Track: run 1 2\r\n"), "{t}");
         let c = g.calendar(&mut rng, &env, 1_700_003_600, 30, true);
         let t = String::from_utf8_lossy(&c);
-        assert!(t.contains("METHOD:REQUEST") && t.contains("ATTENDEE"), "{t}");
+        assert!(
+            t.contains("METHOD:REQUEST") && t.contains("ATTENDEE"),
+            "{t}"
+        );
         let f = g.forward(&mut rng, &env, &m);
         assert!(String::from_utf8_lossy(&f).contains("message/rfc822"));
-        let total: f64 = (0..2000).map(|_| g.pick_size(&mut rng).body.bytes() as f64 + g.pick_size(&mut rng).attachment.bytes() as f64).sum();
+        let total: f64 = (0..2000)
+            .map(|_| {
+                g.pick_size(&mut rng).body.bytes() as f64
+                    + g.pick_size(&mut rng).attachment.bytes() as f64
+            })
+            .sum();
         assert!(total / 2000.0 > 5000.0);
     }
 }

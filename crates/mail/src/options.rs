@@ -44,7 +44,9 @@ impl<'de> Deserialize<'de> for Pct {
         }
         match Raw::deserialize(d)? {
             Raw::N(n) if n >= 0.0 => Ok(Pct(n)),
-            Raw::N(n) => Err(serde::de::Error::custom(format!("percentage {n} is negative"))),
+            Raw::N(n) => Err(serde::de::Error::custom(format!(
+                "percentage {n} is negative"
+            ))),
             Raw::T(t) => parse_percent(&t).map(Pct).map_err(serde::de::Error::custom),
         }
     }
@@ -93,10 +95,34 @@ impl MailOptions {
     pub fn overlay(mut self, flags: MailOptions) -> MailOptions {
         let base = &mut self;
         overlay!(
-            base, flags, target, imap, submission, sieve, users, first_user, user_format,
-            users_file, password_file, profile, local_dir, seed, op_timeout, concurrency,
-            insecure, day_length, ramp_up, drain, interval, max_error_rate, max_score_ms,
-            delivery_within, delivery_pct, skip_setup, no_idle, poll_interval
+            base,
+            flags,
+            target,
+            imap,
+            submission,
+            sieve,
+            users,
+            first_user,
+            user_format,
+            users_file,
+            password_file,
+            profile,
+            local_dir,
+            seed,
+            op_timeout,
+            concurrency,
+            insecure,
+            day_length,
+            ramp_up,
+            drain,
+            interval,
+            max_error_rate,
+            max_score_ms,
+            delivery_within,
+            delivery_pct,
+            skip_setup,
+            no_idle,
+            poll_interval
         );
         self
     }
@@ -171,7 +197,9 @@ impl Resolved {
         }
         let users = o.users.unwrap_or(100);
         if users == 0 || users > 100_000 {
-            return Err(Error::usage(format!("--users {users}: give 1 to 100000 users")));
+            return Err(Error::usage(format!(
+                "--users {users}: give 1 to 100000 users"
+            )));
         }
         let user_format = o
             .user_format
@@ -226,11 +254,17 @@ impl Resolved {
             interval,
             max_error_rate_pct: o.max_error_rate.map(|p| p.0).unwrap_or(0.0),
             max_score_ms: o.max_score_ms.unwrap_or(1000.0),
-            delivery_within: o.delivery_within.map(|d| d.0).unwrap_or(Duration::from_secs(60)),
+            delivery_within: o
+                .delivery_within
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(60)),
             delivery_pct,
             skip_setup: o.skip_setup.unwrap_or(false),
             idle: !o.no_idle.unwrap_or(false),
-            poll_interval: o.poll_interval.map(|d| d.0).unwrap_or(Duration::from_secs(5)),
+            poll_interval: o
+                .poll_interval
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(5)),
         })
     }
 }
@@ -241,7 +275,8 @@ mod tests {
 
     #[test]
     fn flags_override_the_file_and_defaults_apply() {
-        let file: MailOptions = toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\n").unwrap();
+        let file: MailOptions =
+            toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\n").unwrap();
         let flags = MailOptions {
             users: Some(7),
             ..Default::default()
@@ -253,10 +288,26 @@ mod tests {
         assert_eq!(r.ramp_up, Duration::from_secs(60));
         assert_eq!(r.max_error_rate_pct, 1.0);
         assert_eq!(r.target, "local");
-        assert!(toml::from_str::<MailOptions>("userz = 1").unwrap_err().to_string().contains("userz"));
-        let bad = MailOptions { target: Some("cloud".into()), ..Default::default() };
+        assert!(
+            toml::from_str::<MailOptions>("userz = 1")
+                .unwrap_err()
+                .to_string()
+                .contains("userz")
+        );
+        let bad = MailOptions {
+            target: Some("cloud".into()),
+            ..Default::default()
+        };
         assert!(Resolved::from(&bad, Duration::from_secs(1)).is_err());
-        let r = MailOptions { imap: Some("imap://h".into()), ..Default::default() };
-        assert!(Resolved::from(&r, Duration::from_secs(1)).unwrap_err().to_string().contains("--submission"));
+        let r = MailOptions {
+            imap: Some("imap://h".into()),
+            ..Default::default()
+        };
+        assert!(
+            Resolved::from(&r, Duration::from_secs(1))
+                .unwrap_err()
+                .to_string()
+                .contains("--submission")
+        );
     }
 }

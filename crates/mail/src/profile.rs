@@ -281,7 +281,10 @@ impl Profile {
         }
         for (k, t) in &self.tasks {
             if !(t.per_day >= 0.0 && t.per_day.is_finite()) {
-                return bad(format!("tasks.{}.per_day must be zero or positive", k.name()));
+                return bad(format!(
+                    "tasks.{}.per_day must be zero or positive",
+                    k.name()
+                ));
             }
             if let Some(s) = t.list_share
                 && !(0.0..=1.0).contains(&s)
@@ -373,8 +376,14 @@ mod tests {
             ("mmb", 14.18, 66.3),
         ] {
             let f = Profile::load(name).unwrap().expected_flow(1000);
-            assert!((f.submitted_per_day - sent).abs() / sent < 0.02, "{name} {f:?}");
-            assert!((f.delivered_per_day - recv).abs() / recv < 0.02, "{name} {f:?}");
+            assert!(
+                (f.submitted_per_day - sent).abs() / sent < 0.02,
+                "{name} {f:?}"
+            );
+            assert!(
+                (f.delivered_per_day - recv).abs() / recv < 0.02,
+                "{name} {f:?}"
+            );
         }
     }
 
@@ -397,7 +406,8 @@ mod tests {
     fn bad_profiles_are_refused_by_name() {
         let e = Profile::load("mmb9").unwrap_err().to_string();
         assert!(e.contains("mmb3"), "{e}");
-        let text = include_str!("../../../profiles/mail/mmb3.toml").replace("per_day = 30", "per_dya = 30");
+        let text = include_str!("../../../profiles/mail/mmb3.toml")
+            .replace("per_day = 30", "per_dya = 30");
         let e = Profile::parse(&text, "x.toml").unwrap_err().to_string();
         assert!(e.contains("per_dya") || e.contains("per_day"), "{e}");
     }

@@ -87,7 +87,8 @@ pub async fn provision(
                     break;
                 }
                 let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
-                let r = provision_user(&target, &topo, &profile, &msggen, i, content, &mut rng).await;
+                let r =
+                    provision_user(&target, &topo, &profile, &msggen, i, content, &mut rng).await;
                 let mut rep = match report.lock() {
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
@@ -110,7 +111,7 @@ pub async fn provision(
                     }
                 }
                 let done = rep.users_ok + rep.errors_by_kind.values().sum::<u64>() as usize;
-                if done % 100 == 0 {
+                if done.is_multiple_of(100) {
                     log.line(format!("setup: {done}/{} users", topo.users.len()));
                 }
             }
@@ -159,7 +160,9 @@ async fn provision_user(
     let now = unix_now();
     for (folder, want) in folder_plan(profile) {
         if !existing.iter().any(|e| e.eq_ignore_ascii_case(&folder)) && folder != INBOX {
-            let (st, resp) = c.cmd_status(&format!("CREATE {}", imap::mailbox(&folder))).await?;
+            let (st, resp) = c
+                .cmd_status(&format!("CREATE {}", imap::mailbox(&folder)))
+                .await?;
             if st == imap::Status::Ok {
                 f.folders_created += 1;
             } else if !resp.text.to_ascii_lowercase().contains("exists") {
@@ -173,7 +176,10 @@ async fn provision_user(
             continue;
         }
         let r = c
-            .cmd("STATUS", &format!("STATUS {} (MESSAGES)", imap::mailbox(&folder)))
+            .cmd(
+                "STATUS",
+                &format!("STATUS {} (MESSAGES)", imap::mailbox(&folder)),
+            )
             .await?;
         let have = status_messages(&r.untagged).unwrap_or(0);
         f.present += u64::from(have.min(want));
@@ -205,7 +211,11 @@ async fn provision_user(
             } else {
                 msggen.mail(rng, &env)
             };
-            let flags = if folder == INBOX && n + 5 >= want { "" } else { "\\Seen" };
+            let flags = if folder == INBOX && n + 5 >= want {
+                ""
+            } else {
+                "\\Seen"
+            };
             c.append(&folder, flags, &msg).await?;
             f.appended += 1;
             f.bytes += msg.len() as u64;

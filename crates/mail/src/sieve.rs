@@ -44,7 +44,11 @@ impl SieveConn {
                 };
                 return Err(OpError::new(
                     kind,
-                    format!("{what} refused by {}: {}", self.wire.peer, crate::imap::show(&u)),
+                    format!(
+                        "{what} refused by {}: {}",
+                        self.wire.peer,
+                        crate::imap::show(&u)
+                    ),
                 ));
             }
             if !(text.starts_with('"') || text.starts_with('{')) {
@@ -87,8 +91,11 @@ impl SieveConn {
     }
 
     pub async fn set_active(&mut self, name: &str) -> OpResult<()> {
-        self.command("SETACTIVE", format!("SETACTIVE {}\r\n", quote(name)).as_bytes())
-            .await?;
+        self.command(
+            "SETACTIVE",
+            format!("SETACTIVE {}\r\n", quote(name)).as_bytes(),
+        )
+        .await?;
         Ok(())
     }
 

@@ -96,7 +96,10 @@ impl SmtpConn {
             };
             return Err(OpError::new(
                 kind,
-                format!("{what} refused by {}: {} {}", self.wire.peer, r.code, r.text),
+                format!(
+                    "{what} refused by {}: {} {}",
+                    self.wire.peer, r.code, r.text
+                ),
             ));
         }
         Ok(r)
@@ -107,8 +110,8 @@ impl SmtpConn {
         self.command("EHLO", b"EHLO mailbench.localhost\r\n", 250)
             .await?;
         if !user.is_empty() {
-            let token = base64::engine::general_purpose::STANDARD
-                .encode(format!("\0{user}\0{password}"));
+            let token =
+                base64::engine::general_purpose::STANDARD.encode(format!("\0{user}\0{password}"));
             let line = format!("AUTH PLAIN {token}\r\n");
             self.command("AUTH", line.as_bytes(), 235).await?;
         }
@@ -117,8 +120,12 @@ impl SmtpConn {
 
     /// One message transaction; `msg` is a complete RFC 5322 message with CRLFs.
     pub async fn send(&mut self, from: &str, rcpts: &[String], msg: &[u8]) -> OpResult<()> {
-        self.command("MAIL FROM", format!("MAIL FROM:<{from}>\r\n").as_bytes(), 250)
-            .await?;
+        self.command(
+            "MAIL FROM",
+            format!("MAIL FROM:<{from}>\r\n").as_bytes(),
+            250,
+        )
+        .await?;
         for r in rcpts {
             self.command("RCPT TO", format!("RCPT TO:<{r}>\r\n").as_bytes(), 250)
                 .await?;
@@ -132,7 +139,10 @@ impl SmtpConn {
         if r.code != 250 {
             return Err(OpError::new(
                 ErrorKind::Rejected,
-                format!("message refused by {}: {} {}", self.wire.peer, r.code, r.text),
+                format!(
+                    "message refused by {}: {} {}",
+                    self.wire.peer, r.code, r.text
+                ),
             ));
         }
         Ok(())

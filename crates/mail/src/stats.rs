@@ -72,7 +72,10 @@ impl Stats {
 
     pub fn not_delivered(&mut self, n: u64) {
         if n > 0 {
-            *self.errors_by_kind.entry(ErrorKind::NotDelivered).or_default() += n;
+            *self
+                .errors_by_kind
+                .entry(ErrorKind::NotDelivered)
+                .or_default() += n;
             if self.error_samples.len() < MAX_SAMPLES {
                 self.error_samples.push(format!(
                     "delivery: {n} addressed deliveries were not seen by their recipients before the end"

@@ -45,7 +45,9 @@ impl Endpoint {
         };
         let hostport = rest.trim_end_matches('/');
         if hostport.contains('/') || hostport.contains('@') {
-            return Err(bad("only scheme://host:port is accepted (no user, password or path)"));
+            return Err(bad(
+                "only scheme://host:port is accepted (no user, password or path)",
+            ));
         }
         let (host, port) = match hostport.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
@@ -94,7 +96,12 @@ pub struct Credentials {
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credentials({} users, shared: {})", self.per_user.len(), self.shared.is_some())
+        write!(
+            f,
+            "Credentials({} users, shared: {})",
+            self.per_user.len(),
+            self.shared.is_some()
+        )
     }
 }
 
@@ -114,8 +121,9 @@ impl Credentials {
     pub fn load(users_file: Option<&Path>, password_file: Option<&Path>) -> Result<Credentials> {
         let mut c = Credentials::default();
         if let Some(p) = users_file {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Error::usage(format!("cannot read users file {}: {e}", p.display())))?;
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                Error::usage(format!("cannot read users file {}: {e}", p.display()))
+            })?;
             for (i, line) in text.lines().enumerate() {
                 let l = line.trim();
                 if l.is_empty() || l.starts_with('#') {
@@ -176,7 +184,8 @@ pub struct Target {
 impl Target {
     pub async fn imap_login(&self, user: &str) -> OpResult<ImapConn> {
         let mut c = ImapConn::connect(&self.imap.host, self.imap.port, self.op_timeout).await?;
-        c.login(user, self.creds.password(user).unwrap_or("")).await?;
+        c.login(user, self.creds.password(user).unwrap_or(""))
+            .await?;
         Ok(c)
     }
 
@@ -193,7 +202,8 @@ impl Target {
         Some(
             async {
                 let mut c = SieveConn::connect(&ep.host, ep.port, self.op_timeout).await?;
-                c.auth(user, self.creds.password(user).unwrap_or("")).await?;
+                c.auth(user, self.creds.password(user).unwrap_or(""))
+                    .await?;
                 Ok(c)
             }
             .await,
@@ -234,9 +244,15 @@ mod tests {
     fn urls_parse_and_tls_is_named() {
         let e = Endpoint::parse("imap://127.0.0.1:10143", "imap", IMAP_SCHEMES).unwrap();
         assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 10143));
-        let e = Endpoint::parse("smtp://mail.example.org", "submission", SUBMISSION_SCHEMES).unwrap();
+        let e =
+            Endpoint::parse("smtp://mail.example.org", "submission", SUBMISSION_SCHEMES).unwrap();
         assert_eq!(e.port, 587);
-        assert!(Endpoint::parse("imaps://h:993", "imap", IMAP_SCHEMES).unwrap_err().to_string().contains("TLS"));
+        assert!(
+            Endpoint::parse("imaps://h:993", "imap", IMAP_SCHEMES)
+                .unwrap_err()
+                .to_string()
+                .contains("TLS")
+        );
         assert!(Endpoint::parse("http://h", "imap", IMAP_SCHEMES).is_err());
         assert!(Endpoint::parse("imap://u:p@h", "imap", IMAP_SCHEMES).is_err());
         assert!(Endpoint::parse("imap://h:x", "imap", IMAP_SCHEMES).is_err());

@@ -99,6 +99,10 @@ mod tests {
         let sizes: Vec<usize> = a.lists.iter().map(|l| l.members.len()).collect();
         assert_eq!(sizes.iter().min(), Some(&2));
         assert_eq!(sizes.iter().max(), Some(&20));
-        assert!(Topology::generate("u{n}", 1, 5, &p, None, 1).lists.is_empty());
+        assert!(
+            Topology::generate("u{n}", 1, 5, &p, None, 1)
+                .lists
+                .is_empty()
+        );
     }
 }

@@ -27,7 +27,10 @@ fn local_target_delivers_a_message() {
     let mut srv = local::LocalServer::start(dir.path(), &log).unwrap();
     let p = srv.ports;
     let pw = srv.password.clone();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let t = Duration::from_secs(10);
         let mut s = SmtpConn::connect("127.0.0.1", p.submission, t).await.unwrap();

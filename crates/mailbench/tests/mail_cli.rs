@@ -1,0 +1,110 @@
+//! `mailbench mail` usage errors and an unreachable server: no mail server needed.
+#[path = "mail_support.rs"]
+mod support;
+use support::*;
+
+#[test]
+fn bad_flags_and_config_are_usage_errors() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let r = mailbench(&["mail", "run", "--profile", "mmb9", "--output", o], &[]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("mmb3"), "{}", text(&r));
+
+    let cfg = out.path().join("c.toml");
+    std::fs::write(&cfg, "[mail]\nuserz = 3\n").unwrap();
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--output",
+            o,
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("userz"), "{}", text(&r));
+
+    let r = mailbench(
+        &["mail", "run", "--imap", "imap://127.0.0.1:1", "--output", o],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("--submission"), "{}", text(&r));
+
+    // No password anywhere: refused before anything is written.
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            "imap://127.0.0.1:1",
+            "--submission",
+            "smtp://127.0.0.1:1",
+            "--output",
+            o,
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("MAILBENCH_PASSWORD"), "{}", text(&r));
+
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            "imaps://h:993",
+            "--submission",
+            "smtp://h",
+            "--output",
+            o,
+        ],
+        &[("MAILBENCH_PASSWORD", "x")],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("TLS"), "{}", text(&r));
+
+    let r = mailbench(&["mail", "run", "--day-length", "soon", "--output", o], &[]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(
+        std::fs::read_dir(out.path())
+            .unwrap()
+            .all(|e| !e.unwrap().path().is_dir()),
+        "usage errors write nothing"
+    );
+}
+
+#[test]
+fn unreachable_target_exits_3_naming_the_address() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let out = tempfile::tempdir().unwrap();
+    let imap = format!("imap://127.0.0.1:{port}");
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            &imap,
+            "--submission",
+            &format!("smtp://127.0.0.1:{port}"),
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", "secret-password")],
+    );
+    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
+    assert!(
+        text(&r).contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        !text(&r).contains("secret-password"),
+        "passwords never appear"
+    );
+}

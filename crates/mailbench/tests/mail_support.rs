@@ -1,0 +1,200 @@
+//! Shared helpers of the mail integration tests (included with `#[path]`): a
+//! misbehaving TCP proxy, running the binary, reading result.json.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// True when Dovecot/Postfix are installed; in CI their absence is a failure.
+pub fn servers_available() -> bool {
+    let missing = mailbench_mail::local::missing_packages();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI must install {missing:?} (scripts/packages/mail.txt)");
+    }
+    eprintln!("SKIPPED: Dovecot/Postfix packages missing: {missing:?} (apt-get install them)");
+    false
+}
+
+pub fn mailbench(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"));
+    c.args(args).env_remove("MAILBENCH_PASSWORD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run mailbench")
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The result.json of the only run folder `kind-*` under `out` (newest if several).
+pub fn result(out: &Path, kind: &str) -> serde_json::Value {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .expect("results folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(kind))
+        })
+        .collect();
+    dirs.sort();
+    let dir = dirs.last().expect("a run folder");
+    let text = std::fs::read_to_string(dir.join("result.json")).expect("result.json");
+    serde_json::from_str(&text).expect("valid result.json")
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Close both directions after `after` bytes from the server.
+    Reset,
+    /// Stop forwarding the server's bytes (the connection stays open).
+    Stall,
+    /// Send a line of garbage to the client, then keep forwarding.
+    Garbage,
+}
+
+/// A TCP proxy to 127.0.0.1:`upstream` that injects `fault` into every `every`-th
+/// connection once the server has sent `after` bytes on it.
+pub struct Proxy {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    pub connections: Arc<AtomicUsize>,
+    pub faults: Arc<AtomicUsize>,
+}
+
+impl Proxy {
+    pub fn start(upstream: u16, fault: Fault, every: usize, after: usize) -> Proxy {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let faults = Arc::new(AtomicUsize::new(0));
+        let (st, cn, fa) = (stop.clone(), connections.clone(), faults.clone());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let n = cn.fetch_add(1, Ordering::Relaxed);
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                            continue;
+                        };
+                        let inject = every > 0 && n % every == every - 1;
+                        let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                        std::thread::spawn(move || pump(c2, s2, None, &AtomicUsize::new(0), st2()));
+                        let fa = fa.clone();
+                        let stop = st.clone();
+                        std::thread::spawn(move || {
+                            let f = inject.then_some((fault, after));
+                            pump(server, client, f, &fa, stop)
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Proxy {
+            port,
+            stop,
+            connections,
+            faults,
+        }
+    }
+}
+
+fn st2() -> Arc<AtomicBool> {
+    Arc::new(AtomicBool::new(false))
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    fault: Option<(Fault, usize)>,
+    faults: &AtomicUsize,
+    stop: Arc<AtomicBool>,
+) {
+    let mut buf = [0u8; 8192];
+    let mut sent = 0usize;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some((f, after)) = fault
+            && sent + n > after
+        {
+            faults.fetch_add(1, Ordering::Relaxed);
+            match f {
+                Fault::Reset => {
+                    let _ = to.write_all(&buf[..after.saturating_sub(sent).min(n)]);
+                    let _ = to.shutdown(Shutdown::Both);
+                    let _ = from.shutdown(Shutdown::Both);
+                    return;
+                }
+                Fault::Stall => {
+                    // Hold the connection open without answering until the client
+                    // gives up (bounded: 60 s or the proxy stops).
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    let _ = to.set_read_timeout(Some(Duration::from_millis(50)));
+                    let mut b = [0u8; 1];
+                    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                        match to.read(&mut b) {
+                            Ok(0) => break,
+                            _ => continue,
+                        }
+                    }
+                    let _ = to.shutdown(Shutdown::Both);
+                    let _ = from.shutdown(Shutdown::Both);
+                    return;
+                }
+                Fault::Garbage => {
+                    let _ = to.write_all(b"\x16\x03\x01garbage \xff\xfe not IMAP\r\n");
+                    let _ = to.write_all(&buf[..n]);
+                    sent += n;
+                    // Only once per connection.
+                    return pump_plain(from, to, sent);
+                }
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        sent += n;
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+fn pump_plain(mut from: TcpStream, mut to: TcpStream, _sent: usize) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}

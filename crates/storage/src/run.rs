@@ -39,6 +39,10 @@ pub struct LiveFigures {
     pub log_write_limit_ms: f64,
     pub errors: u64,
     pub passing: bool,
+    /// Per I/O class figures of the latest interval (rates, latency quantiles).
+    pub classes: BTreeMap<String, ClassFigures>,
+    pub transactions_per_s: f64,
+    pub transaction_latency_ms: crate::stats::LatencyMs,
 }
 
 /// Progress lines on stderr: one compact line per interval (or nothing, `-q`).
@@ -454,6 +458,9 @@ pub fn run(
                         passing: errors.is_empty()
                             && rd.mean_ms() <= spec.thresholds.db_read_avg_ms
                             && lw.mean_ms() <= spec.thresholds.log_write_avg_ms,
+                        classes: class_map(&sum, secs),
+                        transactions_per_s: sum.counters.transactions as f64 / secs,
+                        transaction_latency_ms: sum.transaction_latency.summary().into(),
                     };
                     if rec.phase != "shutdown" {
                         progress.interval(&live);

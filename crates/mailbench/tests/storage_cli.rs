@@ -1,0 +1,385 @@
+//! The real `mailbench storage` binary against real files: bad input refused
+//! before anything is written, a short run with its results, injected faults,
+//! and Ctrl-C.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mailbench"))
+}
+
+/// Small, fast settings: two 64 MiB databases, an 8 MiB cache each.
+const SMALL: &[&str] = &[
+    "--databases",
+    "2",
+    "--db-size",
+    "64MiB",
+    "--cache-size",
+    "16MiB",
+    "--threads",
+    "4",
+    "--warmup",
+    "1s",
+    "--duration",
+    "3s",
+    "--sample-interval",
+    "1s",
+];
+
+fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Output {
+    bin()
+        .current_dir(dir)
+        .args(["storage", sub, "--path"])
+        .arg(dir.join("data"))
+        .arg("--output")
+        .arg(dir.join("results"))
+        .args(SMALL)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn only_run_dir(dir: &Path) -> PathBuf {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v.pop().unwrap()
+}
+
+#[test]
+fn a_short_run_writes_results_that_match_its_verdict() {
+    let t = tempfile::tempdir().unwrap();
+    let o = storage(t.path(), "run", &[]);
+    let code = o.status.code().unwrap();
+    assert!(code == 0 || code == 1, "{}", text(&o));
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["kind"], "storage-run");
+    let status = r["verdict"]["status"].as_str().unwrap();
+    assert_eq!(status == "pass", code == 0, "exit code follows the verdict");
+    // Figures exist and are consistent with each other.
+    let total = &r["total"];
+    let reads = total["classes"]["db_read"]["ops"].as_u64().unwrap();
+    let writes = total["classes"]["db_write"]["ops"].as_u64().unwrap();
+    assert!(reads > 0 && writes > 0, "the engine did I/O: {total}");
+    let measured = r["window"]["measured_s"].as_f64().unwrap();
+    let iops = total["transactional_iops"].as_f64().unwrap();
+    assert!((iops - (reads + writes) as f64 / measured).abs() < 1e-6 * iops.max(1.0));
+    let maint = total["classes"]["maintenance_read"]["avg_bytes"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(maint, 262144.0, "maintenance reads are 256 KiB");
+    assert_eq!(r["verify"]["bad_total"], 0);
+    // The summary has the published sections, the log its phases.
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    for s in [
+        "Test Summary",
+        "Database Sizing and Throughput",
+        "System Parameters",
+        "Transactional I/O Performance",
+        "Background Database Maintenance",
+        "Log Replication",
+        "Total I/O Performance",
+        "Host System Performance",
+        "Checksum Statistics",
+    ] {
+        assert!(summary.contains(s), "summary lacks {s}");
+    }
+    let log = std::fs::read_to_string(run.join("test.log")).unwrap();
+    assert!(
+        log.contains("phase: measured window") && log.contains("shut down clean"),
+        "{log}"
+    );
+    // Every interval's histograms can be recovered and add up to the total.
+    let mut sum = 0u64;
+    for line in std::fs::read_to_string(run.join("intervals.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        for inst in rec["instances"].as_array().unwrap() {
+            let h = mailbench_metrics::LatencyHist::from_base64(
+                inst["classes"][0]["latency"].as_str().unwrap(),
+            )
+            .unwrap();
+            assert_eq!(h.count(), inst["classes"][0]["ops"].as_u64().unwrap());
+            if rec["phase"] == "measured" {
+                sum += h.count();
+            }
+        }
+    }
+    assert_eq!(sum, reads, "measured intervals add up to the total");
+
+    // A second run on the same folder opens the databases instead of creating them.
+    let o = storage(t.path(), "run", &["--no-verify"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run2 = only_run_dir(t.path());
+    let r2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run2.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r2["init"]["databases"][0]["action"], "opened");
+}
+
+#[test]
+fn bad_input_exits_2_before_writing_anything() {
+    let t = tempfile::tempdir().unwrap();
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            vec!["--config".into(), "bad.toml".into()],
+            "[storage\n",
+            "bad.toml",
+        ),
+        (
+            vec!["--config".into(), "unknown.toml".into()],
+            "[storage]\nthredas = 4\n",
+            "thredas",
+        ),
+        (
+            vec!["--config".into(), "mix.toml".into()],
+            "[storage.profile_overrides]\nread_pct = 90\n",
+            "sums to",
+        ),
+        (
+            vec!["--config".into(), "neg.toml".into()],
+            "[storage]\nmailbox_quota = \"-5GiB\"\nmailboxes = 3\n",
+            "negative",
+        ),
+        (vec!["--db-size=-1GiB".into()], "", "negative"),
+        (
+            vec!["--db-size".into(), "900TiB".into()],
+            "",
+            "not enough free space",
+        ),
+        (
+            vec!["--db-size=64MiB".into(), "--threads".into(), "0".into()],
+            "",
+            "threads",
+        ),
+        (
+            vec!["--db-size=64MiB".into(), "--type".into(), "soak".into()],
+            "",
+            "soak",
+        ),
+        (
+            vec!["--profile".into(), "exchange1997".into()],
+            "",
+            "exchange1997",
+        ),
+    ];
+    for (args, file, want) in cases {
+        if !file.is_empty() {
+            std::fs::write(t.path().join(&args[1]), file).unwrap();
+        }
+        let o = bin()
+            .current_dir(t.path())
+            .args(["storage", "run", "--path", "data", "--output", "results"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains(want),
+            "{args:?} should name {want}: {}",
+            text(&o)
+        );
+        assert!(
+            !t.path().join("data").exists() && !t.path().join("results").exists(),
+            "{args:?} wrote something"
+        );
+    }
+}
+
+#[test]
+fn foreign_folders_block_devices_and_unwritable_paths_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("data")).unwrap();
+    std::fs::write(t.path().join("data/important.doc"), "keep me").unwrap();
+    let o = storage(t.path(), "run", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("important.doc"));
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("data/important.doc")).unwrap(),
+        "keep me"
+    );
+
+    let dev = ["/dev/loop0", "/dev/vda", "/dev/sda", "/dev/nvme0n1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if let Some(dev) = dev {
+        let o = bin()
+            .args([
+                "storage",
+                "run",
+                "--db-size",
+                "64MiB",
+                "--path",
+                dev,
+                "--output",
+            ])
+            .arg(t.path().join("r"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("block device"), "{}", text(&o));
+    }
+    let o = bin()
+        .args([
+            "storage",
+            "run",
+            "--db-size",
+            "64MiB",
+            "--path",
+            "/proc/mailbench-nowhere",
+            "--output",
+        ])
+        .arg(t.path().join("r"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("/proc/mailbench-nowhere"), "{}", text(&o));
+
+    let o = storage(t.path(), "run", &["--open"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn io_errors_during_the_run_fail_the_verdict_and_keep_the_result() {
+    let t = tempfile::tempdir().unwrap();
+    // Let creation finish (2 x 64 MiB = 128 x 1 MiB writes), then fail 2 % of writes.
+    let o = bin()
+        .current_dir(t.path())
+        .env("MAILBENCH_FAULTS", "write_fail=0.02,after=400,seed=3")
+        .args(["storage", "run", "--path", "data", "--output", "results"])
+        .args(SMALL)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"]["status"], "fail");
+    let reasons = r["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("I/O"), "{reasons}");
+    assert!(!r["errors"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn out_of_space_during_creation_is_a_runtime_error_with_a_result() {
+    let t = tempfile::tempdir().unwrap();
+    let o = bin()
+        .current_dir(t.path())
+        .env("MAILBENCH_FAULTS", "write_fail=1.0,errno=ENOSPC,after=20")
+        .args(["storage", "run", "--path", "data", "--output", "results"])
+        .args(SMALL)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("No space left") || text(&o).contains("full"),
+        "{}",
+        text(&o)
+    );
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"]["status"], "error");
+}
+
+#[test]
+fn ctrl_c_stops_quickly_with_a_partial_interrupted_result() {
+    let t = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .current_dir(t.path())
+        .args([
+            "storage",
+            "run",
+            "--path",
+            "data",
+            "--output",
+            "results",
+            "--databases",
+            "2",
+            "--db-size",
+            "64MiB",
+            "--cache-size",
+            "16MiB",
+            "--threads",
+            "4",
+            "--warmup",
+            "1s",
+            "--duration",
+            "10m",
+            "--sample-interval",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) for the measured window to start.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let found = std::fs::read_dir(t.path().join("results"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.unwrap().path().join("test.log"));
+        if let Some(l) = found {
+            if std::fs::read_to_string(&l)
+                .unwrap_or_default()
+                .contains("phase: measured window")
+            {
+                break l;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its measured window"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = sent.elapsed();
+    eprintln!("stopped {took:?} after SIGINT");
+    assert_eq!(status.code(), Some(130));
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(log.with_file_name("result.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"]["status"], "interrupted");
+    assert_eq!(r["window"]["interrupted"], true);
+    assert!(
+        r["total"]["classes"]["db_read"]["ops"].as_u64().unwrap() > 0,
+        "partial figures kept"
+    );
+}

@@ -336,9 +336,11 @@ impl Instance {
             ctl,
             events,
         };
-        // Mark the database in use: a crash from here on leaves it needing recovery.
-        inst.write_header(false)?;
+        // The checkpoint first (a crash before the header changes leaves a clean
+        // database whose checkpoint is the new, empty log), then mark the database
+        // in use: a crash from here on leaves it needing recovery.
         inst.write_checkpoint(checkpoint_lsn)?;
+        inst.write_header(false)?;
         Ok(inst)
     }
 
@@ -919,11 +921,8 @@ impl Instance {
                         self.interval.counters.durable_commits += 1;
                         if self.s.ack_stream {
                             // Test-only: `ACK <instance> <txn> <commit lsn> <page>:<lsn>,...`.
-                            let pages: Vec<String> = txn
-                                .logged
-                                .iter()
-                                .map(|(p, l)| format!("{p}:{l}"))
-                                .collect();
+                            let pages: Vec<String> =
+                                txn.logged.iter().map(|(p, l)| format!("{p}:{l}")).collect();
                             println!(
                                 "ACK {} {} {} {}",
                                 self.s.index,

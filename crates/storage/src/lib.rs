@@ -2,12 +2,15 @@
 //! (pages, buffer cache, transaction log, checkpoints, maintenance, replication)
 //! and the storage tests built on it.
 
+pub mod backup;
 pub mod cache;
 pub mod engine;
 pub mod format;
 pub mod init;
+pub mod iobench;
 pub mod log;
 pub mod profile;
+pub mod recover;
 pub mod result;
 pub mod run;
 pub mod spec;

@@ -23,6 +23,27 @@ pub enum StorageCommand {
     Recover(StorageArgs),
     /// Checksum every database page and log block.
     Verify(StorageArgs),
+    /// Raw reads through mailbench's I/O layer, for comparison with fio (bench/).
+    #[command(hide = true)]
+    IoBench(IoBenchArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct IoBenchArgs {
+    /// An existing file to read.
+    #[arg(long)]
+    pub file: PathBuf,
+    #[arg(long, value_parser = ByteSize::parse, default_value = "32KiB")]
+    pub bs: ByteSize,
+    #[arg(long, default_value_t = 16)]
+    pub qd: usize,
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub runtime: Duration,
+    #[arg(long, default_value = "auto")]
+    pub io_engine: String,
+    /// Sequential instead of random reads.
+    #[arg(long)]
+    pub sequential: bool,
 }
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -153,6 +174,19 @@ pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
         StorageCommand::Run(a) => storage_run(&a, global),
         StorageCommand::Init(a) => storage_init(&a, global),
         StorageCommand::Verify(a) => storage_verify(&a, global),
+        StorageCommand::IoBench(a) => {
+            let engine = a.io_engine.parse().map_err(mailbench_base::Error::usage)?;
+            let r = mailbench_storage::iobench::run(
+                &a.file,
+                a.bs.0,
+                a.qd,
+                a.runtime,
+                engine,
+                a.sequential,
+            )?;
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            Ok(ExitStatus::Pass)
+        }
         StorageCommand::Backup(a) => super::storage_integrity::backup(&a, global),
         StorageCommand::Recover(a) => super::storage_integrity::recover(&a, global),
     }

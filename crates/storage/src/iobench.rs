@@ -41,7 +41,7 @@ pub fn run(
     let len = std::fs::metadata(path)
         .map_err(|e| Error::io("cannot stat", path, e))?
         .len();
-    if bs == 0 || bs % 4096 != 0 || len < bs {
+    if bs == 0 || !bs.is_multiple_of(4096) || len < bs {
         return Err(Error::usage(format!(
             "block size {bs} must be a multiple of 4096 and fit in {}",
             path.display()

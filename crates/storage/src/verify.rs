@@ -1,20 +1,27 @@
 //! Checksum verification of every database page and every log block: large
-//! sequential O_DIRECT reads, several in flight, one thread per database.
+//! sequential O_DIRECT reads, several in flight per database, all databases at
+//! once, page checksums on every core (a small pool of checksum threads).
+//!
+//! The same page scanner serves `storage backup` (256 KiB reads, optional copy).
 
-use crate::format::{self, LOG_BLOCK, LogBlock, PageError};
+use crate::format::{self, DbHeader, LOG_BLOCK, LogBlock, PageError};
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, StorageSpec};
+use crate::stats::{ClassFigures, ClassStats};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
-use mailbench_io::{AlignedBuf, IoEngine, IoRequest, OpKind};
+use mailbench_io::{AlignedBuf, IoCompletion, IoEngine, IoRequest, OpKind};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const CHUNK: u64 = 1 << 20;
-const DEPTH: usize = 4;
-const FIRST_BAD_MAX: usize = 20;
+const CHUNK: usize = 1 << 20;
+const DEPTH: usize = 8;
+pub const FIRST_BAD_MAX: usize = 20;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct VerifyDb {
@@ -24,6 +31,7 @@ pub struct VerifyDb {
     pub wrong_page_number_pages: u64,
     /// Pages whose LSN is beyond the end of the valid log: a write-ahead violation.
     pub newer_than_log_pages: u64,
+    /// The first bad pages by number (at most 20).
     pub first_bad_pages: Vec<u64>,
     pub mb: f64,
     pub seconds: f64,
@@ -31,8 +39,22 @@ pub struct VerifyDb {
     pub log_blocks_checked: u64,
     pub bad_log_blocks: u64,
     pub log_generation_gaps: u64,
+    /// End of the valid log (the LSN after its last good block from the checkpoint on).
     pub log_end_lsn: u64,
+    /// The first bad log blocks, as `E00000003.log block 17`.
+    #[serde(default)]
+    pub first_bad_log_blocks: Vec<String>,
+    /// Valid blocks found after the end of the log (a flush torn by a crash):
+    /// never acknowledged, never replayed, not an error.
+    #[serde(default)]
+    pub blocks_after_log_end: u64,
     pub io_errors: u64,
+    /// The first I/O error, in words.
+    #[serde(default)]
+    pub first_error: Option<String>,
+    /// Whether the database header says it was shut down cleanly.
+    #[serde(default)]
+    pub clean: bool,
 }
 
 impl VerifyDb {
@@ -44,6 +66,59 @@ impl VerifyDb {
             + self.log_generation_gaps
             + self.io_errors
     }
+
+    /// One plain sentence on what is wrong, if anything.
+    pub fn reason(&self) -> Option<String> {
+        if self.bad() == 0 {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.bad_checksum_pages > 0 {
+            parts.push(format!("{} bad-checksum pages", self.bad_checksum_pages));
+        }
+        if self.wrong_page_number_pages > 0 {
+            parts.push(format!(
+                "{} wrong-page-number pages",
+                self.wrong_page_number_pages
+            ));
+        }
+        if self.newer_than_log_pages > 0 {
+            parts.push(format!(
+                "{} pages newer than the end of the log (write-ahead violations)",
+                self.newer_than_log_pages
+            ));
+        }
+        if self.bad_log_blocks > 0 {
+            parts.push(format!(
+                "{} bad log blocks (first: {})",
+                self.bad_log_blocks,
+                self.first_bad_log_blocks.join(", ")
+            ));
+        }
+        if self.log_generation_gaps > 0 {
+            parts.push(format!(
+                "{} missing log generations",
+                self.log_generation_gaps
+            ));
+        }
+        if self.io_errors > 0 {
+            parts.push(format!(
+                "{} read errors ({})",
+                self.io_errors,
+                self.first_error.as_deref().unwrap_or("I/O error")
+            ));
+        }
+        let pages = if self.first_bad_pages.is_empty() {
+            String::new()
+        } else {
+            format!("; first bad pages: {:?}", self.first_bad_pages)
+        };
+        Some(format!(
+            "Verification of {} found {}{pages}.",
+            self.name,
+            parts.join(", ")
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -54,13 +129,22 @@ pub struct VerifySummary {
     pub bad_total: u64,
 }
 
+impl VerifySummary {
+    pub fn reasons(&self) -> Vec<String> {
+        self.databases.iter().filter_map(|d| d.reason()).collect()
+    }
+}
+
+/// Verifies every instance of the spec, all at once.
 pub fn verify_all(spec: &StorageSpec, interrupt: &Interrupt) -> Result<VerifySummary> {
     let t0 = Instant::now();
+    let pool = Pool::new(pool_size());
+    let pool = &pool;
     let results: Vec<Result<VerifyDb>> = std::thread::scope(|scope| {
         let hs: Vec<_> = spec
             .instances
             .iter()
-            .map(|i| scope.spawn(move || verify_one(spec, i, interrupt)))
+            .map(|i| scope.spawn(move || verify_one(spec, i, pool, interrupt)))
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -84,16 +168,41 @@ pub fn verify_all(spec: &StorageSpec, interrupt: &Interrupt) -> Result<VerifySum
     Ok(out)
 }
 
+pub fn pool_size() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 64)
+}
+
+// ---------------------------------------------------------------- the log
+
 /// The end of the valid log in `dir` and what the scan found.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LogScan {
+    /// The LSN after the last good block of the log read contiguously from the
+    /// checkpoint (the checkpoint LSN if nothing follows it).
     pub end_lsn: u64,
+    pub checkpoint_lsn: Option<u64>,
     pub files: u64,
     pub blocks: u64,
     pub bad_blocks: u64,
+    pub first_bad: Vec<String>,
     pub gaps: u64,
+    pub after_end: u64,
+    pub bytes: u64,
 }
 
-pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
+/// Reads the checkpoint file of `dir` if it belongs to database `db_id`.
+pub fn read_checkpoint(dir: &Path, db_id: u64) -> Option<format::Checkpoint> {
+    std::fs::read(dir.join("checkpoint.chk"))
+        .ok()
+        .and_then(|b| format::Checkpoint::decode(&b).ok())
+        .filter(|c| c.db_id == db_id)
+}
+
+/// Log generations present in `dir`, oldest first.
+pub fn log_generations(dir: &Path) -> Vec<u64> {
     let mut gens: Vec<u64> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -102,130 +211,601 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
         })
         .unwrap_or_default();
     gens.sort_unstable();
-    let ckpt = std::fs::read(dir.join("checkpoint.chk"))
-        .ok()
-        .and_then(|b| format::Checkpoint::decode(&b).ok())
-        .filter(|c| c.db_id == db_id);
+    gens
+}
+
+/// Checks every block of every log file. The log is read on from the
+/// checkpoint's generation: it ends at the first block never written (or at a
+/// bad block), unless that generation is full and the next one goes on.
+pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
+    let gens = log_generations(dir);
+    let ckpt = read_checkpoint(dir, db_id);
+    let blocks_per_file = (file_size / LOG_BLOCK as u64) as usize;
     let mut scan = LogScan {
         end_lsn: ckpt.map(|c| c.checkpoint_lsn).unwrap_or(0),
+        checkpoint_lsn: ckpt.map(|c| c.checkpoint_lsn),
         files: gens.len() as u64,
-        blocks: 0,
-        bad_blocks: 0,
-        gaps: 0,
+        ..Default::default()
     };
-    let mut ended = false;
+    let start_gen = ckpt
+        .map(|c| c.checkpoint_lsn / file_size)
+        .or(gens.first().copied())
+        .unwrap_or(0);
+    // The generation the contiguous log continues in, while it does.
+    let mut expect: Option<u64> = Some(start_gen);
+    if let Some(first_after) = gens.iter().find(|g| **g >= start_gen)
+        && *first_after > start_gen
+        && ckpt.is_some()
+    {
+        // Log needed after the checkpoint is missing.
+        scan.gaps += 1;
+        expect = None;
+    }
     for (i, g) in gens.iter().enumerate() {
         if i > 0 && *g != gens[i - 1] + 1 {
             scan.gaps += 1;
         }
-        let Ok(bytes) = std::fs::read(dir.join(format::log_file_name(*g))) else {
-            scan.bad_blocks += 1;
-            continue;
+        let path = dir.join(format::log_file_name(*g));
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(_) => {
+                scan.bad_blocks += 1;
+                push_bad(
+                    &mut scan.first_bad,
+                    format!("{} unreadable", path.display()),
+                );
+                if expect == Some(*g) {
+                    expect = None;
+                }
+                continue;
+            }
         };
-        for (b, block) in bytes.chunks(LOG_BLOCK).enumerate() {
+        scan.bytes += bytes.len() as u64;
+        let in_log = expect == Some(*g);
+        let mut full = true;
+        for (b, block) in bytes.chunks(LOG_BLOCK).enumerate().take(blocks_per_file) {
             if block.len() < LOG_BLOCK {
+                // A file cut inside a block.
+                scan.blocks += 1;
+                scan.bad_blocks += 1;
+                push_bad(
+                    &mut scan.first_bad,
+                    format!("{} block {b} (truncated)", format::log_file_name(*g)),
+                );
+                full = false;
                 break;
             }
             match format::check_log_block(block, db_id, *g, b as u32) {
                 LogBlock::Valid { data_len } => {
                     scan.blocks += 1;
-                    if !ended {
+                    if in_log && full {
                         let end = g * file_size
                             + (b * LOG_BLOCK + format::LOG_BLOCK_HEADER + data_len) as u64;
                         scan.end_lsn = scan.end_lsn.max(end);
+                    } else if *g >= start_gen {
+                        scan.after_end += 1;
                     }
                 }
                 LogBlock::End => {
-                    // The rest of this generation was never written.
-                    break;
+                    full = false;
                 }
                 LogBlock::Corrupt => {
                     scan.blocks += 1;
                     scan.bad_blocks += 1;
-                    ended = true;
+                    push_bad(
+                        &mut scan.first_bad,
+                        format!("{} block {b}", format::log_file_name(*g)),
+                    );
+                    full = false;
                 }
             }
+        }
+        if bytes.len() < blocks_per_file * LOG_BLOCK {
+            full = false;
+        }
+        if in_log {
+            expect = full.then_some(g + 1);
         }
     }
     scan
 }
 
-fn verify_one(spec: &StorageSpec, inst: &InstanceSpec, interrupt: &Interrupt) -> Result<VerifyDb> {
+fn push_bad(v: &mut Vec<String>, s: String) {
+    if v.len() < FIRST_BAD_MAX {
+        v.push(s);
+    }
+}
+
+// ---------------------------------------------------------------- checksum pool
+
+/// Pages to check: `buf` holds pages `first_page..` of a database.
+pub(crate) struct Job {
+    pub first_page: u64,
+    pub buf: AlignedBuf,
+    pub ps: usize,
+    pub db_id: u64,
+    /// Pages with an LSN beyond this are write-ahead violations.
+    pub end_lsn: Option<u64>,
+    pub reply: Sender<Checked>,
+}
+
+pub(crate) struct Checked {
+    pub first_page: u64,
+    pub buf: AlignedBuf,
+    pub pages: u64,
+    pub bad_checksum: Vec<u64>,
+    pub wrong_page_number: Vec<u64>,
+    pub newer_than_log: Vec<u64>,
+}
+
+fn check_job(j: Job) {
+    let mut c = Checked {
+        first_page: j.first_page,
+        pages: 0,
+        bad_checksum: Vec::new(),
+        wrong_page_number: Vec::new(),
+        newer_than_log: Vec::new(),
+        buf: AlignedBuf::new(0),
+    };
+    for (k, page) in j.buf.as_slice().chunks(j.ps).enumerate() {
+        let no = j.first_page + k as u64;
+        c.pages += 1;
+        match format::check_page(page, j.db_id, no) {
+            Ok(h) => {
+                if j.end_lsn.is_some_and(|e| h.lsn > e) {
+                    c.newer_than_log.push(no);
+                }
+            }
+            Err(PageError::WrongPageNumber(_)) => c.wrong_page_number.push(no),
+            Err(_) => c.bad_checksum.push(no),
+        }
+    }
+    c.buf = j.buf;
+    let _ = j.reply.send(c);
+}
+
+/// A few threads checking page checksums for every database being read.
+pub(crate) struct Pool {
+    tx: Option<Sender<Job>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    pub fn new(threads: usize) -> Pool {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let handles = (0..threads.max(1))
+            .filter_map(|_| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name("mb-checksum".into())
+                    .spawn(move || {
+                        loop {
+                            let job = match rx.lock() {
+                                Ok(r) => r.recv(),
+                                Err(_) => return,
+                            };
+                            match job {
+                                Ok(j) => check_job(j),
+                                Err(_) => return,
+                            }
+                        }
+                    })
+                    .ok()
+            })
+            .collect();
+        Pool {
+            tx: Some(tx),
+            handles,
+        }
+    }
+
+    /// Hands a job to the pool; checks it on this thread if the pool is gone.
+    pub fn submit(&self, job: Job) {
+        if self.handles.is_empty() {
+            return check_job(job);
+        }
+        match &self.tx {
+            Some(tx) => {
+                if let Err(e) = tx.send(job) {
+                    check_job(e.0);
+                }
+            }
+            None => check_job(job),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.tx = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the page scanner
+
+pub(crate) struct ScanOpts {
+    pub chunk: usize,
+    pub depth: usize,
+    pub end_lsn: Option<u64>,
+    /// Write every chunk read to this file at the same offset (backup --to).
+    pub copy_to: Option<Arc<File>>,
+}
+
+#[derive(Default)]
+pub(crate) struct PageScan {
+    pub pages_seen: u64,
+    pub bad_checksum: u64,
+    pub wrong_page_number: u64,
+    pub newer_than_log: u64,
+    pub first_bad: Vec<u64>,
+    pub read: ClassStats,
+    pub write: ClassStats,
+    pub io_errors: u64,
+    pub first_error: Option<String>,
+    pub interrupted: bool,
+}
+
+impl PageScan {
+    fn error(&mut self, what: &str, path: &Path, c: &IoCompletion, errno: i32) {
+        self.io_errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(format!(
+                "{what} {} at offset {}: {}",
+                path.display(),
+                c.offset,
+                std::io::Error::from_raw_os_error(errno)
+            ));
+        }
+    }
+}
+
+/// Reads pages 1.. of a database sequentially in `chunk`-sized reads, `depth` in
+/// flight, checks every page on the pool, optionally copies. Never stops on an
+/// I/O error: the pages of a failed read are counted as unread.
+pub(crate) fn scan_pages(
+    path: &Path,
+    file: &Arc<File>,
+    header: &DbHeader,
+    io: &mut dyn IoEngine,
+    pool: &Pool,
+    opts: &ScanOpts,
+    interrupt: &Interrupt,
+) -> PageScan {
+    let ps = header.page_size as usize;
+    let per_chunk = (opts.chunk / ps).max(1) as u64;
+    let (tx, rx): (Sender<Checked>, Receiver<Checked>) = channel();
+    let mut free: Vec<AlignedBuf> = (0..opts.depth + pool_size() + 1)
+        .map(|_| AlignedBuf::new(per_chunk as usize * ps))
+        .collect();
+    let mut r = PageScan {
+        pages_seen: 1,
+        ..Default::default()
+    };
+    const READ: u64 = 1 << 62;
+    const WRITE: u64 = 1 << 61;
+    let mut next = 1u64;
+    let mut reads = 0usize;
+    let mut writes = 0usize;
+    let mut jobs = 0usize;
+    let mut done = Vec::new();
+    loop {
+        if interrupt.raised() {
+            r.interrupted = true;
+        }
+        while !r.interrupted && next < header.page_count && reads < opts.depth {
+            let Some(mut buf) = free.pop() else { break };
+            let n = per_chunk.min(header.page_count - next);
+            buf.set_len(n as usize * ps);
+            io.submit(IoRequest {
+                file: file.clone(),
+                kind: OpKind::Read,
+                offset: next * ps as u64,
+                buf,
+                tag: READ | next,
+            });
+            reads += 1;
+            next += n;
+        }
+        if reads == 0 && writes == 0 && jobs == 0 {
+            break;
+        }
+        done.clear();
+        if reads + writes > 0 {
+            let (min, t) = if jobs == 0 {
+                (1, Duration::from_millis(500))
+            } else {
+                (0, Duration::from_micros(200))
+            };
+            io.wait(min, Some(t), &mut done);
+        }
+        for c in done.drain(..) {
+            if c.tag & READ != 0 {
+                reads -= 1;
+                r.read.ops += 1;
+                r.read.latency.record(c.latency());
+                match c.full() {
+                    Ok(()) => {
+                        r.read.bytes += c.buf.len() as u64;
+                        jobs += 1;
+                        pool.submit(Job {
+                            first_page: c.tag & !READ,
+                            ps,
+                            db_id: header.db_id,
+                            end_lsn: opts.end_lsn,
+                            reply: tx.clone(),
+                            buf: c.buf,
+                        });
+                    }
+                    Err(e) => {
+                        r.read.errors += 1;
+                        r.error("reading", path, &c, e);
+                        free.push(c.buf);
+                    }
+                }
+            } else {
+                writes -= 1;
+                r.write.ops += 1;
+                r.write.latency.record(c.latency());
+                match c.full() {
+                    Ok(()) => r.write.bytes += c.buf.len() as u64,
+                    Err(e) => {
+                        r.write.errors += 1;
+                        r.error("writing the copy of", path, &c, e);
+                    }
+                }
+                free.push(c.buf);
+            }
+        }
+        // Checked chunks: count, then copy or reuse the buffer.
+        let mut got = Vec::new();
+        if reads + writes == 0 && jobs > 0 {
+            match rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(c) => got.push(c),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        while let Ok(c) = rx.try_recv() {
+            got.push(c);
+        }
+        for c in got {
+            jobs -= 1;
+            r.pages_seen += c.pages;
+            r.bad_checksum += c.bad_checksum.len() as u64;
+            r.wrong_page_number += c.wrong_page_number.len() as u64;
+            r.newer_than_log += c.newer_than_log.len() as u64;
+            for p in c
+                .bad_checksum
+                .iter()
+                .chain(&c.wrong_page_number)
+                .chain(&c.newer_than_log)
+            {
+                r.first_bad.push(*p);
+            }
+            r.first_bad.sort_unstable();
+            r.first_bad.truncate(FIRST_BAD_MAX);
+            match &opts.copy_to {
+                Some(f) => {
+                    writes += 1;
+                    io.submit(IoRequest {
+                        file: f.clone(),
+                        kind: OpKind::Write,
+                        offset: c.first_page * ps as u64,
+                        buf: c.buf,
+                        tag: WRITE | c.first_page,
+                    });
+                }
+                None => free.push(c.buf),
+            }
+        }
+    }
+    r
+}
+
+fn verify_one(
+    spec: &StorageSpec,
+    inst: &InstanceSpec,
+    pool: &Pool,
+    interrupt: &Interrupt,
+) -> Result<VerifyDb> {
+    verify_db(
+        &inst.name,
+        &inst.db_path,
+        &inst.log_dir,
+        &inst.volume,
+        spec.engine_choice(),
+        pool,
+        interrupt,
+    )
+}
+
+/// Verifies one database file and its log folder.
+pub(crate) fn verify_db(
+    name: &str,
+    db_path: &Path,
+    log_dir: &Path,
+    volume: &Path,
+    engine: mailbench_io::EngineChoice,
+    pool: &Pool,
+    interrupt: &Interrupt,
+) -> Result<VerifyDb> {
     let t0 = Instant::now();
-    let header = read_header(&inst.db_path)?;
+    let header = read_header(db_path)?;
     let ps = header.page_size as u64;
-    let scan = scan_log(&inst.log_dir, header.db_id, header.log_file_size as u64);
-    let caps = mailbench_io::probe(&inst.volume);
+    let scan = scan_log(log_dir, header.db_id, header.log_file_size as u64);
+    let caps = mailbench_io::probe(volume);
     let file = Arc::new(
-        mailbench_io::open_file(&inst.db_path, false, caps.o_direct, false)
-            .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?,
+        mailbench_io::open_file(db_path, false, caps.o_direct, false)
+            .map_err(|e| Error::io("cannot open database", db_path, e))?,
     );
     let mut io: Box<dyn IoEngine> =
-        mailbench_io::build(spec.engine_choice(), caps, DEPTH).map_err(Error::runtime)?;
-    let mut r = VerifyDb {
-        name: inst.name.clone(),
+        mailbench_io::build(engine, caps, DEPTH * 2).map_err(Error::runtime)?;
+    let pages = scan_pages(
+        db_path,
+        &file,
+        &header,
+        io.as_mut(),
+        pool,
+        &ScanOpts {
+            chunk: CHUNK,
+            depth: DEPTH,
+            end_lsn: Some(scan.end_lsn),
+            copy_to: None,
+        },
+        interrupt,
+    );
+    if pages.interrupted {
+        return Err(Error::Interrupted);
+    }
+    Ok(VerifyDb {
+        name: name.to_string(),
+        pages_seen: pages.pages_seen,
+        bad_checksum_pages: pages.bad_checksum,
+        wrong_page_number_pages: pages.wrong_page_number,
+        newer_than_log_pages: pages.newer_than_log,
+        first_bad_pages: pages.first_bad,
+        mb: (pages.read.bytes + ps) as f64 / 1e6,
+        seconds: t0.elapsed().as_secs_f64(),
         log_files: scan.files,
         log_blocks_checked: scan.blocks,
         bad_log_blocks: scan.bad_blocks,
         log_generation_gaps: scan.gaps,
         log_end_lsn: scan.end_lsn,
-        pages_seen: 1,
-        ..Default::default()
-    };
-    let pages_per_chunk = (CHUNK / ps).max(1);
-    let mut next = 1u64;
-    let mut out = Vec::new();
-    loop {
-        while !interrupt.raised() && next < header.page_count && io.in_flight() < DEPTH {
-            let n = pages_per_chunk.min(header.page_count - next);
-            io.submit(IoRequest {
-                file: file.clone(),
-                kind: OpKind::Read,
-                offset: next * ps,
-                buf: AlignedBuf::new((n * ps) as usize),
-                tag: next,
-            });
-            next += n;
+        first_bad_log_blocks: scan.first_bad,
+        blocks_after_log_end: scan.after_end,
+        io_errors: pages.io_errors,
+        first_error: pages.first_error,
+        clean: header.clean,
+    })
+}
+
+/// The published "Checksum Statistics" table (seen pages, bad pages, wrong page
+/// number pages, MB / seconds) plus our log columns.
+pub fn render_checksum(v: &VerifySummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\nChecksum Statistics");
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>10} {:>9} {:>11} {:>10} {:>9} {:>8} {:>8} {:>10} {:>8} {:>5}",
+        "DB",
+        "seen pages",
+        "bad pages",
+        "wrong page#",
+        "newer log",
+        "MB",
+        "seconds",
+        "MB/s",
+        "log blocks",
+        "bad blks",
+        "gaps"
+    );
+    for d in &v.databases {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:>10} {:>9} {:>11} {:>10} {:>9.1} {:>8.2} {:>8.1} {:>10} {:>8} {:>5}",
+            d.name,
+            d.pages_seen,
+            d.bad_checksum_pages,
+            d.wrong_page_number_pages,
+            d.newer_than_log_pages,
+            d.mb,
+            d.seconds,
+            d.mb / d.seconds.max(1e-9),
+            d.log_blocks_checked,
+            d.bad_log_blocks,
+            d.log_generation_gaps
+        );
+        if !d.first_bad_pages.is_empty() {
+            let _ = writeln!(o, "           first bad pages: {:?}", d.first_bad_pages);
         }
-        if io.in_flight() == 0 {
-            break;
+        if !d.first_bad_log_blocks.is_empty() {
+            let _ = writeln!(
+                o,
+                "           bad log blocks: {}",
+                d.first_bad_log_blocks.join(", ")
+            );
         }
-        out.clear();
-        io.wait(1, Some(Duration::from_millis(500)), &mut out);
-        for c in out.drain(..) {
-            if c.full().is_err() {
-                r.io_errors += 1;
-                continue;
-            }
-            for (k, page) in c.buf.as_slice().chunks(ps as usize).enumerate() {
-                let no = c.tag + k as u64;
-                r.pages_seen += 1;
-                let bad = match format::check_page(page, header.db_id, no) {
-                    Ok(h) if h.lsn > scan.end_lsn => {
-                        r.newer_than_log_pages += 1;
-                        true
-                    }
-                    Ok(_) => false,
-                    Err(PageError::WrongPageNumber(_)) => {
-                        r.wrong_page_number_pages += 1;
-                        true
-                    }
-                    Err(_) => {
-                        r.bad_checksum_pages += 1;
-                        true
-                    }
-                };
-                if bad && r.first_bad_pages.len() < FIRST_BAD_MAX {
-                    r.first_bad_pages.push(no);
-                }
-            }
+        if let Some(e) = &d.first_error {
+            let _ = writeln!(o, "           {} read errors; first: {e}", d.io_errors);
         }
     }
-    if interrupt.raised() {
-        return Err(Error::Interrupted);
+    let mb: f64 = v.databases.iter().map(|d| d.mb).sum();
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>10} {:>9} {:>11} {:>10} {:>9.1} {:>8.2} {:>8.1}",
+        "total",
+        v.databases.iter().map(|d| d.pages_seen).sum::<u64>(),
+        v.databases
+            .iter()
+            .map(|d| d.bad_checksum_pages)
+            .sum::<u64>(),
+        v.databases
+            .iter()
+            .map(|d| d.wrong_page_number_pages)
+            .sum::<u64>(),
+        v.databases
+            .iter()
+            .map(|d| d.newer_than_log_pages)
+            .sum::<u64>(),
+        mb,
+        v.seconds,
+        v.mb_per_s
+    );
+    o
+}
+
+/// Class figures over `secs` (for replay and backup I/O tables).
+pub fn figures(c: &ClassStats, secs: f64) -> ClassFigures {
+    ClassFigures::of(c, secs.max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{LOG_BLOCK_HEADER, seal_log_block};
+
+    fn write_gen(dir: &Path, db_id: u64, g: u64, fs: usize, blocks: &[(u32, usize)]) {
+        let mut f = vec![0u8; fs];
+        for &(b, len) in blocks {
+            let at = b as usize * LOG_BLOCK;
+            seal_log_block(&mut f[at..at + LOG_BLOCK], db_id, g, b, len);
+        }
+        std::fs::write(dir.join(format::log_file_name(g)), f).unwrap();
     }
-    r.first_bad_pages.sort_unstable();
-    r.mb = (r.pages_seen * ps) as f64 / 1e6;
-    r.seconds = t0.elapsed().as_secs_f64();
-    Ok(r)
+
+    #[test]
+    fn log_end_is_contiguous_from_the_checkpoint() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = 4 * LOG_BLOCK;
+        let c = format::Checkpoint {
+            db_id: 3,
+            checkpoint_lsn: 2 * fs as u64 + 40,
+            first_generation: 2,
+            log_file_size: fs as u64,
+        };
+        std::fs::write(d.path().join("checkpoint.chk"), c.encode()).unwrap();
+        write_gen(d.path(), 3, 2, fs, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
+        write_gen(d.path(), 3, 3, fs, &[(0, 10)]);
+        // Gen 4 has a block after a hole: a torn flush, beyond the end.
+        write_gen(d.path(), 3, 4, fs, &[(1, 10)]);
+        let s = scan_log(d.path(), 3, fs as u64);
+        assert_eq!(s.end_lsn, 3 * fs as u64 + (LOG_BLOCK_HEADER + 10) as u64);
+        assert_eq!((s.bad_blocks, s.gaps, s.after_end, s.blocks), (0, 0, 1, 6));
+        // A damaged block ends the log and is reported.
+        let p = d.path().join(format::log_file_name(2));
+        let mut b = std::fs::read(&p).unwrap();
+        b[LOG_BLOCK + 200] ^= 1;
+        std::fs::write(&p, b).unwrap();
+        let s = scan_log(d.path(), 3, fs as u64);
+        assert_eq!(s.bad_blocks, 1);
+        assert_eq!(s.first_bad, vec!["E00000002.log block 1".to_string()]);
+        assert_eq!(s.end_lsn, 2 * fs as u64 + (LOG_BLOCK_HEADER + 100) as u64);
+        // A missing generation after the checkpoint is a gap.
+        std::fs::remove_file(d.path().join(format::log_file_name(3))).unwrap();
+        assert_eq!(scan_log(d.path(), 3, fs as u64).gaps, 1);
+    }
 }

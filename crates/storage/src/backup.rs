@@ -1,0 +1,386 @@
+//! `storage backup`: every database read at once with sequential 256 KiB reads,
+//! several in flight per database, pages checksummed on the way (as a streaming
+//! backup does). `--to DIR` also writes the copy and then verifies it.
+
+use crate::init::read_header;
+use crate::spec::{InstanceSpec, StorageSpec};
+use crate::stats::ClassFigures;
+use crate::verify::{self, Pool, ScanOpts};
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::RunDir;
+use mailbench_base::{Error, Result, RunHeader, Status, Verdict};
+use mailbench_io::IoEngine;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Read size of the backup test (the published figure: 262,144 bytes).
+pub const BACKUP_READ: usize = 256 << 10;
+/// Reads in flight per database.
+pub const BACKUP_DEPTH: usize = 4;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BackupDb {
+    pub name: String,
+    pub size_mb: f64,
+    pub mb_read: f64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub pages_seen: u64,
+    pub bad_pages: u64,
+    pub first_bad_pages: Vec<u64>,
+    pub read: ClassFigures,
+    pub io_errors: u64,
+    pub first_error: Option<String>,
+    /// Where the copy was written (`--to`).
+    pub copy: Option<PathBuf>,
+    pub copy_write: Option<ClassFigures>,
+    /// Bad pages found when the copy was read back (None: not verified).
+    pub copy_bad_pages: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackupResult {
+    #[serde(flatten)]
+    pub run: RunHeader,
+    pub verdict: Verdict,
+    pub spec: StorageSpec,
+    pub to: Option<PathBuf>,
+    pub databases: Vec<BackupDb>,
+    pub seconds: f64,
+    /// All databases together: bytes read / wall time.
+    pub total_mb_per_s: f64,
+    /// Mean of the per-database MB/s.
+    pub average_mb_per_s: f64,
+    pub errors: Vec<String>,
+}
+
+/// The whole backup test.
+pub fn run_backup(
+    spec: &StorageSpec,
+    dir: &RunDir,
+    to: Option<&Path>,
+    interrupt: &Interrupt,
+) -> Result<BackupResult> {
+    let started = Instant::now();
+    let mut header = RunHeader::begin("storage-backup");
+    for inst in &spec.instances {
+        if !inst.db_path.exists() {
+            return Err(Error::usage(format!(
+                "{} does not exist: run `mailbench storage init` (same flags) first",
+                inst.db_path.display()
+            )));
+        }
+        read_header(&inst.db_path)?;
+    }
+    if let Some(t) = to {
+        std::fs::create_dir_all(t)
+            .map_err(|e| Error::usage(format!("--to {}: cannot create it: {e}", t.display())))?;
+        for inst in &spec.instances {
+            if copy_path(t, inst) == inst.db_path {
+                return Err(Error::usage(format!(
+                    "--to {} would overwrite the database itself: give another folder",
+                    t.display()
+                )));
+            }
+        }
+    }
+    dir.log.line(format!(
+        "backup of {} databases, {} KiB reads, {} in flight each{}",
+        spec.instances.len(),
+        BACKUP_READ >> 10,
+        BACKUP_DEPTH,
+        to.map(|t| format!(", copy to {}", t.display()))
+            .unwrap_or_default()
+    ));
+    let pool = Pool::new(verify::pool_size());
+    let pool = &pool;
+    let t0 = Instant::now();
+    let results: Vec<Result<BackupDb>> = std::thread::scope(|scope| {
+        let hs: Vec<_> = spec
+            .instances
+            .iter()
+            .map(|i| scope.spawn(move || backup_one(spec, i, to, pool, interrupt)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::runtime("backup thread failed")))
+            })
+            .collect()
+    });
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut dbs = Vec::new();
+    let mut errors = Vec::new();
+    let mut interrupted = false;
+    for (r, inst) in results.into_iter().zip(spec.instances.iter()) {
+        match r {
+            Ok(d) => dbs.push(d),
+            Err(Error::Interrupted) => interrupted = true,
+            Err(e) => errors.push(format!("{}: {e}", inst.name)),
+        }
+    }
+    // Read the copies back.
+    if let Some(t) = to
+        && !interrupted
+    {
+        for d in &mut dbs {
+            let Some(inst) = spec.instances.iter().find(|i| i.name == d.name) else {
+                continue;
+            };
+            let p = copy_path(t, inst);
+            match verify::verify_db(
+                &d.name,
+                &p,
+                &inst.log_dir,
+                t,
+                spec.engine_choice(),
+                pool,
+                interrupt,
+            ) {
+                Ok(v) => {
+                    d.copy_bad_pages =
+                        Some(v.bad_checksum_pages + v.wrong_page_number_pages + v.io_errors)
+                }
+                Err(Error::Interrupted) => interrupted = true,
+                Err(e) => errors.push(format!("verifying the copy {}: {e}", p.display())),
+            }
+        }
+    }
+    let mb: f64 = dbs.iter().map(|d| d.mb_read).sum();
+    let mut reasons = Vec::new();
+    for d in &dbs {
+        if d.bad_pages > 0 {
+            reasons.push(format!(
+                "The backup of {} read {} bad pages (first: {:?}).",
+                d.name, d.bad_pages, d.first_bad_pages
+            ));
+        }
+        if d.io_errors > 0 {
+            reasons.push(format!(
+                "The backup of {} had {} I/O errors (first: {}).",
+                d.name,
+                d.io_errors,
+                d.first_error.as_deref().unwrap_or("I/O error")
+            ));
+        }
+        if let Some(n) = d.copy_bad_pages
+            && n > 0
+        {
+            reasons.push(format!(
+                "The copy of {} read back with {n} bad pages.",
+                d.name
+            ));
+        }
+    }
+    for e in &errors {
+        reasons.push(format!("{e}."));
+    }
+    let verdict = if interrupted {
+        Verdict {
+            status: Status::Interrupted,
+            reasons: vec!["The backup was interrupted; the figures are partial.".into()],
+        }
+    } else {
+        Verdict::from_reasons(reasons)
+    };
+    header.finish(started.elapsed());
+    let res = BackupResult {
+        run: header,
+        verdict,
+        spec: spec.clone(),
+        to: to.map(Path::to_path_buf),
+        average_mb_per_s: if dbs.is_empty() {
+            0.0
+        } else {
+            dbs.iter().map(|d| d.mb_per_s).sum::<f64>() / dbs.len() as f64
+        },
+        databases: dbs,
+        seconds,
+        total_mb_per_s: mb / seconds.max(1e-9),
+        errors,
+    };
+    dir.write_json("result.json", &res)?;
+    dir.write("summary.txt", render(&res).as_bytes())?;
+    Ok(res)
+}
+
+fn copy_path(to: &Path, inst: &InstanceSpec) -> PathBuf {
+    let file = inst
+        .db_path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "db".into());
+    to.join(format!("{}-{file}", inst.name))
+}
+
+fn backup_one(
+    spec: &StorageSpec,
+    inst: &InstanceSpec,
+    to: Option<&Path>,
+    pool: &Pool,
+    interrupt: &Interrupt,
+) -> Result<BackupDb> {
+    let t0 = Instant::now();
+    let header = read_header(&inst.db_path)?;
+    let ps = header.page_size as u64;
+    let caps = mailbench_io::probe(&inst.volume);
+    let file = Arc::new(
+        mailbench_io::open_file(&inst.db_path, false, caps.o_direct, false)
+            .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?,
+    );
+    let copy = match to {
+        Some(t) => {
+            let p = copy_path(t, inst);
+            let direct = mailbench_io::probe(t).o_direct;
+            let f = mailbench_io::open_file(&p, true, direct, false)
+                .map_err(|e| Error::io("cannot create the copy", &p, e))?;
+            mailbench_io::preallocate(&f, header.page_count * ps)
+                .map_err(|e| Error::io("cannot allocate the copy", &p, e))?;
+            // Page 0 (the header) is copied as it is.
+            let mut page0 = mailbench_io::AlignedBuf::new(ps as usize);
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(page0.as_mut_slice(), 0)
+                .and_then(|_| f.write_all_at(page0.as_slice(), 0))
+                .map_err(|e| Error::io("cannot copy the header to", &p, e))?;
+            Some((p, Arc::new(f)))
+        }
+        None => None,
+    };
+    let mut io: Box<dyn IoEngine> =
+        mailbench_io::build(spec.engine_choice(), caps, BACKUP_DEPTH * 3)
+            .map_err(Error::runtime)?;
+    let scan = verify::scan_pages(
+        &inst.db_path,
+        &file,
+        &header,
+        io.as_mut(),
+        pool,
+        &ScanOpts {
+            chunk: BACKUP_READ,
+            depth: BACKUP_DEPTH,
+            end_lsn: None,
+            copy_to: copy.as_ref().map(|c| c.1.clone()),
+        },
+        interrupt,
+    );
+    if scan.interrupted {
+        return Err(Error::Interrupted);
+    }
+    if let Some((p, f)) = &copy
+        && let Err(e) = f.sync_data()
+    {
+        return Err(Error::io("cannot sync the copy", p, e));
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let mb_read = scan.read.bytes as f64 / 1e6;
+    Ok(BackupDb {
+        name: inst.name.clone(),
+        size_mb: (header.page_count * ps) as f64 / 1e6,
+        mb_read,
+        seconds: secs,
+        mb_per_s: mb_read / secs.max(1e-9),
+        pages_seen: scan.pages_seen,
+        bad_pages: scan.bad_checksum + scan.wrong_page_number,
+        first_bad_pages: scan.first_bad.clone(),
+        read: verify::figures(&scan.read, secs),
+        io_errors: scan.io_errors,
+        first_error: scan.first_error.clone(),
+        copy_write: copy.as_ref().map(|_| verify::figures(&scan.write, secs)),
+        copy: copy.map(|c| c.0),
+        copy_bad_pages: None,
+    })
+}
+
+/// summary.txt: the published Database Backup Statistics layout (instance, size
+/// MB, elapsed, MB/s, average and sum) and the read I/O.
+pub fn render(r: &BackupResult) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "mailbench storage backup test — {}", r.verdict.label());
+    let _ = writeln!(o, "{}", "=".repeat(78));
+    let _ = writeln!(o, "\nTest Summary");
+    let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
+    for reason in &r.verdict.reasons {
+        let _ = writeln!(o, "    - {reason}");
+    }
+    let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
+    let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
+    let _ = writeln!(
+        o,
+        "  Started / Ended         {} / {}",
+        r.run.started, r.run.ended
+    );
+    let _ = writeln!(
+        o,
+        "  Reads                   {} KiB sequential, {} in flight per database, all databases at once",
+        BACKUP_READ >> 10,
+        BACKUP_DEPTH
+    );
+    if let Some(t) = &r.to {
+        let _ = writeln!(o, "  Copy written to         {}", t.display());
+    }
+    let _ = writeln!(
+        o,
+        "  Command Line            {}",
+        r.run.command_line.join(" ")
+    );
+    let _ = writeln!(o, "\nDatabase Backup Statistics");
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>12} {:>10} {:>10} {:>9} {:>9} {:>10}",
+        "Instance", "size MB", "elapsed s", "MB/s", "bad pages", "errors", "copy bad"
+    );
+    for d in &r.databases {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:>12.1} {:>10.2} {:>10.1} {:>9} {:>9} {:>10}",
+            d.name,
+            d.size_mb,
+            d.seconds,
+            d.mb_per_s,
+            d.bad_pages,
+            d.io_errors,
+            d.copy_bad_pages
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    let n = r.databases.len().max(1) as f64;
+    let size: f64 = r.databases.iter().map(|d| d.size_mb).sum();
+    let secs: f64 = r.databases.iter().map(|d| d.seconds).sum();
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>12.1} {:>10.2} {:>10.1}",
+        "Average",
+        size / n,
+        secs / n,
+        r.average_mb_per_s
+    );
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>12.1} {:>10.2} {:>10.1}   (MB/s of all databases together, by wall time)",
+        "Sum", size, r.seconds, r.total_mb_per_s
+    );
+    let _ = writeln!(
+        o,
+        "\n  Read I/O: {:<8} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
+        "", "reads/s", "avg bytes"
+    );
+    for d in &r.databases {
+        let l = &d.read.latency_ms;
+        let _ = writeln!(
+            o,
+            "  {:<18} {:>9.1} {:>10.0}  {:.2} {:.2} {:.2} {:.2} {:.2}",
+            d.name, d.read.ops_per_s, d.read.avg_bytes, l.avg, l.p50, l.p95, l.p99, l.max
+        );
+    }
+    if !r.errors.is_empty() {
+        let _ = writeln!(o, "\nErrors");
+        for e in &r.errors {
+            let _ = writeln!(o, "  {e}");
+        }
+    }
+    o
+}

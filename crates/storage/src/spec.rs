@@ -137,6 +137,12 @@ pub struct StorageToml {
     pub seed: Option<u64>,
     pub profile_overrides: Option<toml::Table>,
     pub thresholds: Option<ThresholdsToml>,
+    /// `storage recover`: new log files per instance to generate and replay.
+    #[serde(default)]
+    pub log_files: Option<u64>,
+    /// `storage backup`: folder the copy is written to.
+    #[serde(default)]
+    pub backup_to: Option<PathBuf>,
 }
 
 impl StorageToml {
@@ -167,6 +173,8 @@ impl StorageToml {
             quick: self.quick.or(file.quick),
             seed: self.seed.or(file.seed),
             profile_overrides: self.profile_overrides.or(file.profile_overrides),
+            log_files: self.log_files.or(file.log_files),
+            backup_to: self.backup_to.or(file.backup_to),
             thresholds: match (self.thresholds, file.thresholds) {
                 (Some(a), Some(b)) => Some(ThresholdsToml {
                     db_read_avg_ms: a.db_read_avg_ms.or(b.db_read_avg_ms),

@@ -117,6 +117,13 @@ pub struct StorageArgs {
     /// Random seed of the workload.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// recover: new log files per database to generate and replay (default 500;
+    /// 0 = only replay what a crash left).
+    #[arg(long)]
+    pub log_files: Option<u64>,
+    /// backup: also write the copy to this folder, then verify it.
+    #[arg(long = "to", value_name = "DIR")]
+    pub backup_to: Option<PathBuf>,
 }
 
 impl StorageArgs {
@@ -148,6 +155,8 @@ impl StorageArgs {
             seed: self.seed,
             profile_overrides: None,
             thresholds: None,
+            log_files: self.log_files,
+            backup_to: self.backup_to.clone(),
         }
     }
 }

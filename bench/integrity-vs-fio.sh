@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Speed of mailbench's integrity tests against fio on the same file, in one invocation:
+#  1. storage verify MB/s  vs fio sequential 1 MiB O_DIRECT reads at QD 8 (verify's read size and depth);
+#  2. storage backup MB/s  vs fio sequential 256 KiB O_DIRECT reads at QD 4 (backup's) and 1 MiB at QD 8;
+#  3. storage recover: seconds per replayed log file vs fio random page-size reads of the same count
+#     at the same queue depth (16): replay should be bound by those reads, not by the CPU;
+#     plus the replay shape (database page reads per log file, average log read size).
+# Usage: bench/integrity-vs-fio.sh [SCRATCH_DIR] [DB_SIZE] [LOG_FILES] [PROFILE]
+#        (defaults: ./mailbench-bench 2GiB 50 exchange2013)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-./mailbench-bench}; size=${2:-2GiB}; logs=${3:-50}; profile=${4:-exchange2013}
+command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
+cargo build --release -q -p mailbench
+mb=./target/release/mailbench
+rm -rf "$dir"; mkdir -p "$dir"
+flags=(--path "$dir/db" --databases 1 --db-size "$size" --profile "$profile" --output "$dir/results" -q)
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+latest() { echo "$(ls -d "$dir"/results/"$1"-*/ | tail -1)result.json"; }
+ratio() { python3 -c "print(round($1/$2,3))"; }
+
+$mb storage init "${flags[@]}"
+db="$dir/db/DB01.mdb"
+bytes=$(stat -c %s "$db")
+echo "database: $db ($((bytes >> 20)) MiB, profile $profile)"
+
+echo "== verify vs fio sequential 1 MiB reads, QD 8"
+$mb storage verify "${flags[@]}" || true
+v_mbps=$(json 'round(d["verify"]["mb_per_s"],1)' < "$(latest storage-verify)")
+fio_1m=$(fio --name=seq1m --filename="$db" --bs=1M --rw=read --direct=1 --ioengine=io_uring --iodepth=8 \
+  --readonly --output-format=json | json 'round(d["jobs"][0]["read"]["bw_bytes"]/1e6,1)')
+echo "mailbench verify: $v_mbps MB/s   fio: $fio_1m MB/s   ratio: $(ratio "$v_mbps" "$fio_1m")"
+
+echo "== backup vs fio sequential 256 KiB reads, QD 4"
+b_mbps=$($mb storage backup "${flags[@]}" --json | json 'round(d["total_mb_per_s"],1)')
+fio_256=$(fio --name=seq256k --filename="$db" --bs=256k --rw=read --direct=1 --ioengine=io_uring --iodepth=4 \
+  --readonly --output-format=json | json 'round(d["jobs"][0]["read"]["bw_bytes"]/1e6,1)')
+echo "mailbench backup: $b_mbps MB/s   fio 256K QD4: $fio_256 MB/s (ratio $(ratio "$b_mbps" "$fio_256"))   fio 1M QD8: $fio_1m MB/s (ratio $(ratio "$b_mbps" "$fio_1m"))"
+
+echo "== recover ($logs log files) vs fio random reads of the same page count, QD 16"
+$mb storage recover "${flags[@]}" --log-files "$logs" || true
+r=$(latest storage-recover)
+read -r files secs reads rbytes lavg wps <<<"$(json '"%d %.4f %d %.0f %.0f %.1f" % (d["instances"][0]["log_files_replayed"], d["instances"][0]["seconds"], d["instances"][0]["db_read"]["ops"], d["instances"][0]["db_read"]["avg_bytes"], d["instances"][0]["log_read"]["avg_bytes"], d["instances"][0]["db_write"]["ops"])' < "$r")"
+ps=$(json 'd["spec"]["profile"]["page_size"]' < "$r" | tr -d '"' )
+ps_bytes=$(python3 -c "s='$ps'.lower().replace('kib','*1024').replace('mib','*1048576').replace('b',''); print(eval(s))")
+fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
+  --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
+  | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
+echo "mailbench replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes"
+echo "fio: $reads random ${ps_bytes} B reads at QD 16 in $fio_secs s = $(python3 -c "print(round($fio_secs/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
+echo "replay shape: $(python3 -c "print(round($reads/max($files,1),1))") database page reads per log file, average log read $lavg bytes"
+rm -rf "$dir"

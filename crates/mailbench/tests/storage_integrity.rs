@@ -1,0 +1,600 @@
+//! Integrity and recovery on the real binary: crash consistency under SIGKILL at
+//! random moments (init, load, checkpoint flushes, log rollover), damaged pages
+//! and log blocks found and reported, injected I/O errors recorded without a
+//! panic or a hang, backup and its copy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mailbench_storage::format;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mailbench"))
+}
+
+/// Two 64 MiB databases, an 8 MiB cache each, 4 sessions.
+const SMALL: &[&str] = &[
+    "--databases",
+    "2",
+    "--db-size",
+    "64MiB",
+    "--cache-size",
+    "16MiB",
+    "--threads",
+    "4",
+    "--sample-interval",
+    "1s",
+];
+
+fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.current_dir(dir)
+        .args(["storage", sub, "--path"])
+        .arg(dir.join("data"))
+        .arg("--output")
+        .arg(dir.join("results"))
+        .args(SMALL)
+        .args(extra);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    let s = String::from_utf8_lossy(&o.stdout);
+    let line = s
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON in: {}", text(o)));
+    serde_json::from_str(line).unwrap()
+}
+
+fn latest_result(dir: &Path, kind: &str) -> serde_json::Value {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
+        .collect();
+    v.sort();
+    let p = v.pop().unwrap().join("result.json");
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn db_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join("data").join(format!("DB{:02}.mdb", index + 1))
+}
+
+fn log_dir(dir: &Path, index: usize) -> PathBuf {
+    dir.join("data").join(format!("DB{:02}-logs", index + 1))
+}
+
+fn page_size(db: &Path) -> u64 {
+    let f = std::fs::File::open(db).unwrap();
+    let mut b = [0u8; 24];
+    f.read_exact_at(&mut b, 0).unwrap();
+    u32::from_le_bytes(b[16..20].try_into().unwrap()) as u64
+}
+
+fn db_id(db: &Path) -> u64 {
+    let f = std::fs::File::open(db).unwrap();
+    let mut b = [0u8; 16];
+    f.read_exact_at(&mut b, 0).unwrap();
+    u64::from_le_bytes(b[8..16].try_into().unwrap())
+}
+
+/// A child's output lines, as they come.
+fn lines(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// A tiny deterministic generator (no dev-dependency needed).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moment {
+    /// During database creation (fresh databases).
+    Init,
+    /// At a random time during the load.
+    Load,
+    /// Right after a checkpoint's database flush was started.
+    Checkpoint,
+    /// Right after a log flush that rolls over to a new generation was started.
+    Rollover,
+}
+
+struct Kill {
+    moment: Moment,
+    phase: &'static str,
+    acks: usize,
+    pages_checked: usize,
+    lost: usize,
+    bad: u64,
+    replayed_files: u64,
+}
+
+/// Runs `storage run` and kills it with SIGKILL at the chosen moment; returns
+/// the phase it was in and the ACK lines it printed.
+fn run_and_kill(dir: &Path, moment: Moment, rng: &mut Rng) -> (&'static str, Vec<String>) {
+    let mut child = storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
+        .env("MAILBENCH_ACK_STREAM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = lines(child.stdout.take().unwrap());
+    let err = lines(child.stderr.take().unwrap());
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(30);
+    let mut stdout: Vec<String> = Vec::new();
+    let mut running_at: Option<Instant> = None;
+    let mut creating = false;
+    let want = 1 + rng.below(3) as usize;
+    let init_delay = Duration::from_millis(rng.below(120));
+    let load_delay = Duration::from_millis(100 + rng.below(2500));
+    let mut seen = 0usize;
+    let phase = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no {moment:?} moment within 30 s; stdout tail {:?}",
+            stdout.iter().rev().take(5).collect::<Vec<_>>()
+        );
+        while let Ok(l) = err.try_recv() {
+            if l.contains("creating databases") {
+                creating = true;
+            }
+            if l.contains("mailbench: running") && running_at.is_none() {
+                running_at = Some(Instant::now());
+            }
+        }
+        let mut trigger = None;
+        while let Ok(l) = out.try_recv() {
+            let kind = match moment {
+                Moment::Checkpoint => "CKPT ",
+                Moment::Rollover => "ROLL ",
+                _ => "\u{0}",
+            };
+            if l.starts_with(kind) {
+                seen += 1;
+                if seen >= want && trigger.is_none() {
+                    trigger = Some(match moment {
+                        Moment::Checkpoint => "checkpoint flush",
+                        _ => "log rollover",
+                    });
+                }
+            }
+            stdout.push(l);
+        }
+        if let Some(p) = trigger {
+            break p;
+        }
+        match moment {
+            Moment::Init if creating && t0.elapsed() >= init_delay => {
+                break if running_at.is_none() {
+                    "init"
+                } else {
+                    "load"
+                };
+            }
+            Moment::Load if running_at.is_some_and(|r| r.elapsed() >= load_delay) => break "load",
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The rest of what it printed before dying.
+    while let Ok(l) = out.recv_timeout(Duration::from_secs(5)) {
+        stdout.push(l);
+    }
+    let acks = stdout.into_iter().filter(|l| l.starts_with("ACK ")).collect();
+    (phase, acks)
+}
+
+/// Every acknowledged durable commit's pages hold its change (or a later one).
+fn check_acks(dir: &Path, acks: &[String]) -> (usize, usize) {
+    let mut checked = 0;
+    let mut lost = 0;
+    let mut files: std::collections::HashMap<usize, (std::fs::File, u64, u64)> = Default::default();
+    for a in acks {
+        let f: Vec<&str> = a.split_whitespace().collect();
+        let inst: usize = f[1].parse().unwrap();
+        let (file, ps, id) = files.entry(inst).or_insert_with(|| {
+            let p = db_path(dir, inst);
+            (std::fs::File::open(&p).unwrap(), page_size(&p), db_id(&p))
+        });
+        for pl in f.get(4).map(|s| s.split(',')).into_iter().flatten() {
+            let Some((p, l)) = pl.split_once(':') else {
+                continue;
+            };
+            let (p, l): (u64, u64) = (p.parse().unwrap(), l.parse().unwrap());
+            let mut page = vec![0u8; *ps as usize];
+            file.read_exact_at(&mut page, p * *ps).unwrap();
+            checked += 1;
+            match format::check_page(&page, *id, p) {
+                Ok(h) if h.lsn >= l => {}
+                other => {
+                    lost += 1;
+                    eprintln!("LOST: {a}: page {p} wants LSN >= {l}, has {other:?}");
+                }
+            }
+        }
+    }
+    (checked, lost)
+}
+
+#[test]
+fn sigkill_at_random_moments_then_recover_loses_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let started = Instant::now();
+    let mut rng = Rng(0x5eed_1234_9876_abcd ^ std::process::id() as u64);
+    let plan = [
+        Moment::Init,
+        Moment::Load,
+        Moment::Checkpoint,
+        Moment::Rollover,
+        Moment::Load,
+        Moment::Checkpoint,
+        Moment::Rollover,
+        Moment::Load,
+    ];
+    let mut kills: Vec<Kill> = Vec::new();
+    for i in 0..24 {
+        let moment = plan[i % plan.len()];
+        if moment == Moment::Init {
+            let _ = std::fs::remove_dir_all(dir.join("data"));
+        }
+        let (phase, acks) = run_and_kill(dir, moment, &mut rng);
+        let o = storage(dir, "recover", &["--log-files", "0", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "kill {i} ({phase}): recover failed: {}",
+            text(&o)
+        );
+        let j = json(&o);
+        let bad = j["bad_total"].as_u64().unwrap_or(u64::MAX);
+        let replayed: u64 = j["prior_recovery"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .map(|x| x["log_files_replayed"].as_u64().unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0);
+        let v = storage(dir, "verify", &[]).output().unwrap();
+        assert_eq!(
+            v.status.code(),
+            Some(0),
+            "kill {i} ({phase}): verify after recovery: {}",
+            text(&v)
+        );
+        let (checked, lost) = check_acks(dir, &acks);
+        kills.push(Kill {
+            moment,
+            phase,
+            acks: acks.len(),
+            pages_checked: checked,
+            lost,
+            bad,
+            replayed_files: replayed,
+        });
+    }
+    eprintln!("kill  moment      phase             acks  pages  lost  bad  log files replayed");
+    for (i, k) in kills.iter().enumerate() {
+        eprintln!(
+            "{i:>4}  {:<10}  {:<16} {:>5} {:>6} {:>5} {:>4} {:>6}",
+            format!("{:?}", k.moment),
+            k.phase,
+            k.acks,
+            k.pages_checked,
+            k.lost,
+            k.bad,
+            k.replayed_files
+        );
+    }
+    eprintln!(
+        "{} kills in {:.1} s",
+        kills.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(kills.len() >= 20);
+    assert_eq!(kills.iter().map(|k| k.bad).sum::<u64>(), 0, "bad pages");
+    assert_eq!(kills.iter().map(|k| k.lost).sum::<usize>(), 0, "lost commits");
+    for p in ["init", "checkpoint flush", "log rollover", "load"] {
+        assert!(
+            kills.iter().any(|k| k.phase == p),
+            "no kill landed in phase {p}"
+        );
+    }
+    assert!(
+        kills.iter().map(|k| k.acks).sum::<usize>() > 100,
+        "the harness saw too few acknowledged commits to prove anything"
+    );
+    assert!(kills.iter().any(|k| k.replayed_files > 0), "nothing replayed");
+}
+
+#[test]
+fn a_damaged_page_is_found_with_its_page_number() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = storage(dir, "init", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let db = db_path(dir, 1);
+    let ps = page_size(&db);
+    let f = std::fs::OpenOptions::new().write(true).read(true).open(&db).unwrap();
+    // Page 77: one payload byte flipped.
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 77 * ps + 5000).unwrap();
+    b[0] ^= 0x20;
+    f.write_all_at(&b, 77 * ps + 5000).unwrap();
+    // Page 300 holds a copy of page 301: a good checksum, the wrong page number.
+    let mut p = vec![0u8; ps as usize];
+    f.read_exact_at(&mut p, 301 * ps).unwrap();
+    f.write_all_at(&p, 300 * ps).unwrap();
+    f.sync_all().unwrap();
+    let o = storage(dir, "verify", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = latest_result(dir, "storage-verify");
+    let d = &r["verify"]["databases"][1];
+    assert_eq!(d["bad_checksum_pages"], 1, "{d}");
+    assert_eq!(d["wrong_page_number_pages"], 1, "{d}");
+    assert_eq!(d["first_bad_pages"], serde_json::json!([77, 300]), "{d}");
+    assert_eq!(r["verify"]["databases"][0]["first_bad_pages"], serde_json::json!([]));
+    assert!(text(&o).contains("[77, 300]"), "{}", text(&o));
+    // Backup reads the same damage and fails.
+    let o = storage(dir, "backup", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("bad pages"), "{}", text(&o));
+}
+
+/// Runs the load briefly and kills it before its first checkpoint moves: the
+/// whole log is still to be replayed.
+fn crash_early(dir: &Path) {
+    let mut child = storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
+        .env("MAILBENCH_ACK_STREAM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = lines(child.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut acks = 0;
+    while acks < 40 {
+        assert!(Instant::now() < deadline, "no commits within 30 s");
+        if let Ok(l) = out.recv_timeout(Duration::from_millis(200))
+            && l.starts_with("ACK ")
+        {
+            acks += 1;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn valid_blocks_after_checkpoint(dir: &Path, inst: usize) -> Vec<(PathBuf, u64)> {
+    let db = db_path(dir, inst);
+    let id = db_id(&db);
+    let logs = log_dir(dir, inst);
+    let c = format::Checkpoint::decode(&std::fs::read(logs.join("checkpoint.chk")).unwrap())
+        .unwrap();
+    let mut out = Vec::new();
+    let mut g = c.checkpoint_lsn / c.log_file_size;
+    loop {
+        let p = logs.join(format::log_file_name(g));
+        let Ok(bytes) = std::fs::read(&p) else { break };
+        for (b, blk) in bytes.chunks(format::LOG_BLOCK).enumerate() {
+            let at = g * c.log_file_size + (b * format::LOG_BLOCK) as u64;
+            if at >= c.checkpoint_lsn
+                && matches!(
+                    format::check_log_block(blk, id, g, b as u32),
+                    format::LogBlock::Valid { .. }
+                )
+            {
+                out.push((p.clone(), b as u64));
+            }
+        }
+        g += 1;
+    }
+    out
+}
+
+#[test]
+fn a_damaged_log_block_is_reported_and_not_replayed() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    crash_early(dir);
+    let blocks = valid_blocks_after_checkpoint(dir, 0);
+    assert!(blocks.len() >= 3, "too little log: {blocks:?}");
+    let (path, b) = blocks[blocks.len() / 2].clone();
+    let f = std::fs::OpenOptions::new().write(true).read(true).open(&path).unwrap();
+    let at = b * format::LOG_BLOCK as u64 + 100;
+    let mut x = [0u8; 1];
+    f.read_exact_at(&mut x, at).unwrap();
+    x[0] ^= 1;
+    f.write_all_at(&x, at).unwrap();
+    // DB02's log: cut its last valid block in half (a truncated log).
+    let blocks2 = valid_blocks_after_checkpoint(dir, 1);
+    let (p2, b2) = blocks2.last().unwrap().clone();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p2)
+        .unwrap()
+        .set_len(b2 * format::LOG_BLOCK as u64 + 1000)
+        .unwrap();
+
+    let o = storage(dir, "recover", &["--log-files", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let want = format!(
+        "damaged log block at {} block {b}",
+        path.file_name().unwrap().to_string_lossy()
+    );
+    assert!(text(&o).contains(&want), "want `{want}` in {}", text(&o));
+    let want2 = format!(
+        "truncated log block at {} block {b2}",
+        p2.file_name().unwrap().to_string_lossy()
+    );
+    assert!(text(&o).contains(&want2), "want `{want2}` in {}", text(&o));
+    let r = latest_result(dir, "storage-recover");
+    let rec = &r["prior_recovery"][0];
+    // Replay stopped before the damaged block.
+    let end = rec["end_lsn"].as_u64().unwrap();
+    let gen_of = |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
+    let damaged_at = gen_of(&path) * (1 << 20) + b * format::LOG_BLOCK as u64;
+    assert!(end <= damaged_at, "replayed up to {end}, past the damage at {damaged_at}");
+    assert_eq!(rec["log_damaged"], true);
+    let v = &r["verify"]["databases"];
+    assert_eq!(v[0]["bad_log_blocks"], 1, "{v}");
+    assert!(v[1]["bad_log_blocks"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v[0]["bad_checksum_pages"], 0);
+    assert_eq!(v[0]["newer_than_log_pages"], 0);
+}
+
+#[test]
+fn recover_test_generates_replays_and_verifies() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = storage(dir, "recover", &["--log-files", "3"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = text(&o);
+    assert!(s.contains("Soft-Recovery Statistics"), "{s}");
+    assert!(s.contains("Checksum Statistics"), "{s}");
+    let r = latest_result(dir, "storage-recover");
+    for i in r["instances"].as_array().unwrap() {
+        assert!(i["log_files_replayed"].as_u64().unwrap() >= 3, "{i}");
+        assert!(i["db_read"]["ops"].as_u64().unwrap() > 0, "{i}");
+        assert!(i["log_read"]["avg_bytes"].as_f64().unwrap() > 100_000.0, "{i}");
+        assert_eq!(i["clean"], true);
+    }
+    assert_eq!(r["verify"]["bad_total"], 0);
+    // The databases are clean: a run opens them.
+    let o = storage(dir, "run", &["--warmup", "0s", "--duration", "1s", "--no-verify"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn read_errors_are_recorded_and_fail_without_a_hang() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    crash_early(dir);
+    let faults = "read_fail=0.2,seed=5";
+    // Replay with failing reads: a plain failure, the database still needs recovery.
+    let t0 = Instant::now();
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .env("MAILBENCH_FAULTS", faults)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("I/O error"), "{}", text(&o));
+    let r = latest_result(dir, "storage-recover");
+    assert_eq!(r["verdict"]["status"], "fail");
+    assert!(!r["errors"].as_array().unwrap().is_empty());
+    // Then without faults it recovers.
+    let o = storage(dir, "recover", &["--log-files", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Verify and backup with failing reads: errors counted, partial results kept.
+    let o = storage(dir, "verify", &[])
+        .env("MAILBENCH_FAULTS", faults)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = latest_result(dir, "storage-verify");
+    let d = &r["verify"]["databases"][0];
+    assert!(d["io_errors"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["pages_seen"].as_u64().unwrap() > 100, "{d}");
+    let o = storage(dir, "backup", &[])
+        .env("MAILBENCH_FAULTS", faults)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = latest_result(dir, "storage-backup");
+    assert!(r["verdict"]["reasons"].to_string().contains("I/O errors"), "{r}");
+    assert!(r["databases"][0]["mb_read"].as_f64().unwrap() > 1.0);
+    // Slow I/O only slows them down.
+    let o = storage(dir, "verify", &[])
+        .env("MAILBENCH_FAULTS", "delay_ms=20,delay_share=0.3")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Failing writes during replay.
+    crash_early(dir);
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .env("MAILBENCH_FAULTS", "write_fail=1.0")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(t0.elapsed() < Duration::from_secs(90));
+}
+
+#[test]
+fn backup_copies_and_verifies_the_copy() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = storage(dir, "init", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let to = dir.join("copy");
+    let o = storage(dir, "backup", &["--json", "--to", to.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let j = json(&o);
+    assert!(j["total_mb_per_s"].as_f64().unwrap() > 0.0, "{j}");
+    for d in j["databases"].as_array().unwrap() {
+        assert_eq!(d["copy_bad_pages"], 0, "{d}");
+        assert!((d["size_mb"].as_f64().unwrap() - 67.1).abs() < 0.2, "{d}");
+    }
+    let a = std::fs::read(db_path(dir, 0)).unwrap();
+    let b = std::fs::read(to.join("DB01-DB01.mdb")).unwrap();
+    assert!(a == b, "the copy differs from the database");
+    let r = latest_result(dir, "storage-backup");
+    let s = std::fs::read_to_string(
+        std::fs::read_dir(dir.join("results"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains("storage-backup"))
+            .unwrap()
+            .join("summary.txt"),
+    )
+    .unwrap();
+    assert!(s.contains("Database Backup Statistics"), "{s}");
+    assert!(s.contains("Average") && s.contains("Sum"), "{s}");
+    assert_eq!(r["verdict"]["status"], "pass");
+    // Backup of databases that do not exist: bad input.
+    let o = storage(dir, "backup", &["--databases", "3"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

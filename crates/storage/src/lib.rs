@@ -16,4 +16,5 @@ pub mod run;
 pub mod spec;
 pub mod stats;
 pub mod summary;
+pub mod tune;
 pub mod verify;

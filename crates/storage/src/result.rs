@@ -33,6 +33,9 @@ pub struct StorageResult {
     pub errors: Vec<String>,
     /// Per-interval histograms and counters, one JSON object a line.
     pub intervals_file: String,
+    /// The steps of `--threads auto`, when it was used.
+    #[serde(default)]
+    pub tuning: Vec<crate::tune::TuningStep>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

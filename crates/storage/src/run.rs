@@ -596,6 +596,7 @@ pub fn run(
         verify: verify_result,
         errors,
         intervals_file: "intervals.jsonl".into(),
+        tuning: Vec::new(),
     };
     write_outputs(dir, &result)?;
     Ok(result)
@@ -725,6 +726,7 @@ fn finish_early(
         verify: None,
         errors: vec![why.to_string()],
         intervals_file: String::new(),
+        tuning: Vec::new(),
     };
     write_outputs(dir, &result)?;
     Ok(result)

@@ -242,6 +242,16 @@ pub struct StorageSpec {
 }
 
 impl StorageSpec {
+    /// Spreads `threads` sessions over the instances.
+    pub fn set_threads(&mut self, threads: u32) {
+        self.threads = threads;
+        let n = self.instances.len().max(1);
+        for (i, inst) in self.instances.iter_mut().enumerate() {
+            let base = threads as usize / n;
+            inst.sessions = (base + usize::from(i < threads as usize % n)).max(1);
+        }
+    }
+
     pub fn engine_choice(&self) -> EngineChoice {
         self.io_engine.parse().unwrap_or(EngineChoice::Auto)
     }

@@ -210,7 +210,20 @@ fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
         quiet: global.quiet,
     };
     let ack = std::env::var_os("MAILBENCH_ACK_STREAM").is_some();
-    let result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
+    let mut spec = spec;
+    let mut tuning = Vec::new();
+    if spec.threads_auto {
+        let (steps, chosen) =
+            mailbench_storage::tune::tune(&spec, &dir, &interrupt, &mut progress)?;
+        spec.set_threads(chosen);
+        spec.threads_auto = true;
+        tuning = steps;
+    }
+    let mut result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
+    if !tuning.is_empty() {
+        result.tuning = tuning;
+        mailbench_storage::run::write_outputs(&dir, &result)?;
+    }
     if global.json {
         let v = serde_json::json!({
             "verdict": result.verdict,

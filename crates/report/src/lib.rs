@@ -1,1 +1,46 @@
-//! Renderings of result.json: HTML report with inline SVG charts, merge and compare
+//! Renderings of result.json: the self-contained report.html with inline SVG
+//! charts (storage and mail results), `report merge` (exact histogram merge of
+//! several hosts), `report compare` (regression gate), live terminal progress
+//! and the Prometheus/OpenMetrics endpoint of a running test.
+//!
+//! The report never needs a workload to run: everything comes from
+//! result.json and the intervals.jsonl and test.log beside it.
+
+pub mod compare;
+pub mod fmt;
+pub mod html;
+pub mod load;
+pub mod mailhtml;
+pub mod merge;
+pub mod metrics;
+pub mod progress;
+pub mod svg;
+
+pub use load::{Doc, load};
+
+use mailbench_base::rundir::write_atomic;
+use mailbench_base::{Error, Result};
+use mailbench_storage::result::StorageResult;
+use std::path::{Path, PathBuf};
+
+/// Writes `dir/report.html` for a storage result just written to `dir`
+/// (result.json, intervals.jsonl and test.log are read from there).
+pub fn write_html(dir: &Path, result: &StorageResult) -> Result<PathBuf> {
+    let v = serde_json::to_value(result)
+        .map_err(|e| Error::runtime(format!("cannot encode the result: {e}")))?;
+    write_html_value(dir, &v)
+}
+
+/// Writes `dir/report.html` for any result value (storage-run, mail-run or
+/// another kind) whose files live in `dir`.
+pub fn write_html_value(dir: &Path, result: &serde_json::Value) -> Result<PathBuf> {
+    let doc = load::from_value(result.clone(), &dir.join("result.json"))?;
+    let out = dir.join("report.html");
+    write_atomic(&out, html::render(&doc).as_bytes())?;
+    Ok(out)
+}
+
+/// Renders a loaded result to HTML text.
+pub fn render_html(doc: &Doc) -> String {
+    html::render(doc)
+}

@@ -1,0 +1,275 @@
+//! Live progress while a storage run lasts: a status line redrawn in place on
+//! a terminal (phase, elapsed/remaining, IOPS vs target, latency vs limits, a
+//! running verdict, errors), one compact line per interval otherwise, nothing
+//! with `-q`. `FanOut` forwards to several `Progress` (e.g. the terminal and
+//! the metrics endpoint).
+
+use mailbench_storage::run::{LineProgress, LiveFigures, Progress};
+use std::io::{IsTerminal, Write};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Forwards every call to each part in order.
+#[derive(Default)]
+pub struct FanOut {
+    pub parts: Vec<Box<dyn Progress>>,
+}
+
+impl FanOut {
+    pub fn push(&mut self, p: Box<dyn Progress>) {
+        self.parts.push(p);
+    }
+}
+
+impl Progress for FanOut {
+    fn phase(&mut self, text: &str) {
+        for p in &mut self.parts {
+            p.phase(text);
+        }
+    }
+    fn interval(&mut self, f: &LiveFigures) {
+        for p in &mut self.parts {
+            p.interval(f);
+        }
+    }
+}
+
+/// The progress for the terminal: in-place status line when stderr is a
+/// terminal, one line per interval when it is not, nothing when `quiet`.
+pub fn terminal(quiet: bool) -> Box<dyn Progress> {
+    if !quiet
+        && std::io::stderr().is_terminal()
+        && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
+    {
+        Box::new(TtyProgress::start())
+    } else {
+        Box::new(LineProgress { quiet })
+    }
+}
+
+struct TtyState {
+    started: Instant,
+    phase: String,
+    last: Option<(LiveFigures, Instant)>,
+    tick: usize,
+    color: bool,
+    width: usize,
+}
+
+/// A status line redrawn in place every half second.
+pub struct TtyProgress {
+    state: Arc<Mutex<TtyState>>,
+    stop: Option<Sender<()>>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl TtyProgress {
+    pub fn start() -> TtyProgress {
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse::<usize>().ok())
+            .unwrap_or(150)
+            .clamp(40, 400);
+        let state = Arc::new(Mutex::new(TtyState {
+            started: Instant::now(),
+            phase: "starting".into(),
+            last: None,
+            tick: 0,
+            color: std::env::var_os("NO_COLOR").is_none(),
+            width,
+        }));
+        let (tx, rx) = channel::<()>();
+        let st = state.clone();
+        let ticker = std::thread::Builder::new()
+            .name("mb-progress".into())
+            .spawn(move || {
+                loop {
+                    match rx.recv_timeout(Duration::from_millis(500)) {
+                        Err(RecvTimeoutError::Timeout) => {
+                            if let Ok(mut s) = st.lock() {
+                                s.tick += 1;
+                                draw(&s);
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+            })
+            .ok();
+        TtyProgress {
+            state,
+            stop: Some(tx),
+            ticker,
+        }
+    }
+}
+
+fn clock(s: f64) -> String {
+    let t = s.max(0.0).round() as u64;
+    if t >= 3600 {
+        format!("{}:{:02}:{:02}", t / 3600, (t % 3600) / 60, t % 60)
+    } else {
+        format!("{:02}:{:02}", t / 60, t % 60)
+    }
+}
+
+/// The status line without colour codes, and the verdict word.
+pub fn status_line(
+    phase: &str,
+    live: Option<&LiveFigures>,
+    since: f64,
+    tick: usize,
+) -> (String, String) {
+    const SPIN: [char; 4] = ['|', '/', '-', '\\'];
+    let spin = SPIN[tick % SPIN.len()];
+    let Some(p) = live else {
+        return (format!("{spin} {phase}"), String::new());
+    };
+    let elapsed = p.elapsed_s + since;
+    let remaining = (p.remaining_s - since).max(0.0);
+    let total = (elapsed + remaining).max(1e-9);
+    let filled = ((elapsed / total) * 20.0).round().clamp(0.0, 20.0) as usize;
+    let bar = format!("{}{}", "#".repeat(filled), ".".repeat(20 - filled));
+    let target = p
+        .target_iops
+        .map(|t| format!("/{t:.0}"))
+        .unwrap_or_default();
+    let verdict = if p.passing { "passing" } else { "FAILING" };
+    (
+        format!(
+            "{spin} {verdict} {:<8} {} [{bar}] {} left | IOPS {:.0}{target} | db read {:.2} ms (<= {:.0}) | log write {:.2} ms (<= {:.0}) | errors {}",
+            p.phase,
+            clock(elapsed),
+            clock(remaining),
+            p.transactional_iops,
+            p.db_read_avg_ms,
+            p.db_read_limit_ms,
+            p.log_write_avg_ms,
+            p.log_write_limit_ms,
+            p.errors
+        ),
+        verdict.to_string(),
+    )
+}
+
+fn draw(s: &TtyState) {
+    let (line, verdict) = match &s.last {
+        Some((f, at)) => status_line(&s.phase, Some(f), at.elapsed().as_secs_f64(), s.tick),
+        None => {
+            let (l, v) = status_line(&s.phase, None, 0.0, s.tick);
+            (
+                format!("{l} ({})", clock(s.started.elapsed().as_secs_f64())),
+                v,
+            )
+        }
+    };
+    let line: String = line.chars().take(s.width - 1).collect();
+    let line = if s.color && !verdict.is_empty() {
+        let code = if verdict == "passing" { "32" } else { "31;1" };
+        line.replacen(&verdict, &format!("\x1b[{code}m{verdict}\x1b[0m"), 1)
+    } else {
+        line
+    };
+    let mut e = std::io::stderr().lock();
+    let _ = write!(e, "\r\x1b[2K{line}");
+    let _ = e.flush();
+}
+
+impl Progress for TtyProgress {
+    fn phase(&mut self, text: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            let mut e = std::io::stderr().lock();
+            let _ = writeln!(e, "\r\x1b[2Kmailbench: {text}");
+            drop(e);
+            if s.last.is_none() {
+                s.phase = text.to_string();
+            }
+            draw(&s);
+        }
+    }
+    fn interval(&mut self, p: &LiveFigures) {
+        if let Ok(mut s) = self.state.lock() {
+            s.phase = p.phase.clone();
+            s.last = Some((p.clone(), Instant::now()));
+            draw(&s);
+        }
+    }
+}
+
+impl Drop for TtyProgress {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.ticker.take() {
+            let _ = h.join();
+        }
+        // Leave the last figures on screen.
+        if let Ok(s) = self.state.lock()
+            && s.last.is_some()
+        {
+            draw(&s);
+            let _ = writeln!(std::io::stderr());
+        } else {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(Arc<Mutex<(usize, usize)>>);
+    impl Progress for Count {
+        fn phase(&mut self, _: &str) {
+            if let Ok(mut g) = self.0.lock() {
+                g.0 += 1;
+            }
+        }
+        fn interval(&mut self, _: &LiveFigures) {
+            if let Ok(mut g) = self.0.lock() {
+                g.1 += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn fan_out_forwards_to_all() {
+        let a = Arc::new(Mutex::new((0, 0)));
+        let b = Arc::new(Mutex::new((0, 0)));
+        let mut f = FanOut::default();
+        f.push(Box::new(Count(a.clone())));
+        f.push(Box::new(Count(b.clone())));
+        f.phase("x");
+        f.interval(&LiveFigures::default());
+        f.interval(&LiveFigures::default());
+        assert_eq!(*a.lock().unwrap(), (1, 2));
+        assert_eq!(*b.lock().unwrap(), (1, 2));
+    }
+
+    #[test]
+    fn status_line_shows_figures() {
+        let f = LiveFigures {
+            phase: "measured".into(),
+            elapsed_s: 30.0,
+            remaining_s: 30.0,
+            transactional_iops: 1234.0,
+            target_iops: Some(1000.0),
+            db_read_avg_ms: 1.5,
+            log_write_avg_ms: 0.5,
+            db_read_limit_ms: 20.0,
+            log_write_limit_ms: 10.0,
+            errors: 0,
+            passing: true,
+            ..Default::default()
+        };
+        let (l, v) = status_line("x", Some(&f), 0.0, 0);
+        assert_eq!(v, "passing");
+        assert!(l.contains("00:30 [##########..........] 00:30 left"), "{l}");
+        assert!(l.contains("IOPS 1234/1000"), "{l}");
+        assert!(l.contains("db read 1.50 ms (<= 20)"), "{l}");
+    }
+}

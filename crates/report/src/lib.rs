@@ -44,3 +44,31 @@ pub fn write_html_value(dir: &Path, result: &serde_json::Value) -> Result<PathBu
 pub fn render_html(doc: &Doc) -> String {
     html::render(doc)
 }
+
+/// The `[report]` section of `--config` (every key has a flag of the same
+/// name): `tolerance` for `report compare`, `metrics_listen` for runs.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    /// Compare tolerance: `"5%"` or a number of percent.
+    pub tolerance: Option<Percent>,
+    /// Address of the Prometheus endpoint during runs (`127.0.0.1:9464`).
+    pub metrics_listen: Option<String>,
+}
+
+/// A percentage written as text (`"5%"`) or a number (`5`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Percent {
+    Number(f64),
+    Text(String),
+}
+
+impl Percent {
+    pub fn value(&self) -> std::result::Result<f64, String> {
+        match self {
+            Percent::Number(n) => mailbench_base::parse_percent(&n.to_string()),
+            Percent::Text(t) => mailbench_base::parse_percent(t),
+        }
+    }
+}

@@ -1,17 +1,216 @@
-//! `mailbench report` flags (owned by the report work).
+//! `mailbench report render|merge|compare`. Keys of the `[report]` section of
+//! `--config`: `tolerance` (compare) and `metrics_listen` (storage run).
+
 use crate::Global;
-use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_base::config::ConfigFile;
+use mailbench_base::rundir::{RunDir, write_atomic};
+use mailbench_base::{Error, ExitStatus, Result, Status, parse_percent};
+use mailbench_report::load::{Doc, StorageDoc};
+use mailbench_report::{ReportConfig, compare, merge};
+use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ReportCommand {
     /// Re-render a result.json as report.html / summary.txt.
-    Render,
-    /// Combine results from several hosts into one.
-    Merge,
-    /// Compare two results; fails on regression beyond a tolerance.
-    Compare,
+    Render(RenderArgs),
+    /// Combine results from several hosts into one (exact histogram merge).
+    Merge(MergeArgs),
+    /// Compare two results; fails (exit 1) on regression beyond a tolerance.
+    Compare(CompareArgs),
 }
 
-pub fn run(_cmd: ReportCommand, _global: &Global) -> Result<ExitStatus> {
-    Err(Error::usage("mailbench report is not implemented yet"))
+#[derive(clap::Args, Debug)]
+pub struct RenderArgs {
+    /// result.json files or run folders; report.html (and summary.txt for
+    /// storage results) are written beside each.
+    #[arg(required = true, value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+    /// Write the HTML to this file instead (one result only).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MergeArgs {
+    /// The hosts' result.json files (or run folders) of the same test.
+    #[arg(required = true, num_args = 2.., value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline result.json (or run folder).
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The result to judge against it.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Allowed worsening before a figure counts as a regression [default: 5%].
+    #[arg(long, value_parser = parse_percent, value_name = "PCT")]
+    pub tolerance: Option<f64>,
+}
+
+fn config(global: &Global) -> Result<ReportConfig> {
+    ConfigFile::load_optional(global.config.as_deref())?.section("report")
+}
+
+pub fn run(cmd: ReportCommand, global: &Global) -> Result<ExitStatus> {
+    match cmd {
+        ReportCommand::Render(a) => render(&a, global),
+        ReportCommand::Merge(a) => merge_cmd(&a, global),
+        ReportCommand::Compare(a) => compare_cmd(&a, global),
+    }
+}
+
+fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
+    config(global)?;
+    if a.html.is_some() && a.results.len() > 1 {
+        return Err(Error::usage(
+            "--html names one output file: give one result with it",
+        ));
+    }
+    // Read everything first: a bad input writes nothing.
+    let mut docs = Vec::new();
+    for p in &a.results {
+        docs.push(mailbench_report::load(p)?);
+    }
+    let mut written = Vec::new();
+    for doc in &docs {
+        let dir = doc
+            .source()
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let html_path = a.html.clone().unwrap_or_else(|| dir.join("report.html"));
+        write_atomic(&html_path, mailbench_report::render_html(doc).as_bytes())?;
+        written.push(html_path.display().to_string());
+        if a.html.is_none()
+            && let Doc::Storage(d) = doc
+        {
+            let p = dir.join("summary.txt");
+            write_atomic(&p, storage_summary(d).as_bytes())?;
+            written.push(p.display().to_string());
+        }
+    }
+    if global.json {
+        println!("{}", serde_json::json!({ "written": written }));
+    } else if !global.quiet {
+        for w in &written {
+            println!("{w}");
+        }
+    }
+    Ok(ExitStatus::Pass)
+}
+
+fn storage_summary(d: &StorageDoc) -> String {
+    let mut s = mailbench_storage::summary::render(&d.result);
+    if let Some(m) = &d.merged {
+        s.push_str(&merge::hosts_text(m));
+    }
+    s
+}
+
+fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
+    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+    let _: ReportConfig = cfg.section("report")?;
+    let mut docs: Vec<StorageDoc> = Vec::new();
+    for p in &a.results {
+        match mailbench_report::load(p)? {
+            Doc::Storage(d) => docs.push(*d),
+            other => {
+                return Err(Error::usage(format!(
+                    "cannot merge {}: it is a {} result; report merge combines storage-run results",
+                    other.source().display(),
+                    other.kind()
+                )));
+            }
+        }
+    }
+    let out = merge::merge(&docs)?;
+    let base = global
+        .output
+        .clone()
+        .or(cfg.output.clone())
+        .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    let dir = RunDir::create(&base, "report-merge")?;
+    for (i, s) in out.merged.sources.iter().enumerate() {
+        dir.log.line(format!("merge: source {}: {s}", i + 1));
+    }
+    let value = out.to_value()?;
+    dir.write_json("result.json", &value)?;
+    if !out.intervals.is_empty() {
+        let mut text = String::new();
+        for r in &out.intervals {
+            if let Ok(l) = serde_json::to_string(r) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        }
+        dir.write("intervals.jsonl", text.as_bytes())?;
+    }
+    dir.log.line(format!(
+        "merged {} results from {} hosts: {}",
+        out.merged.sources.len(),
+        out.merged.hosts.len(),
+        out.result.verdict.label()
+    ));
+    let doc = mailbench_report::load(&dir.file("result.json"))?;
+    if let Doc::Storage(d) = &doc {
+        dir.write("summary.txt", storage_summary(d).as_bytes())?;
+    }
+    dir.write(
+        "report.html",
+        mailbench_report::render_html(&doc).as_bytes(),
+    )?;
+    let r = &out.result;
+    if global.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "verdict": r.verdict,
+                "result_dir": dir.path,
+                "hosts": out.merged.hosts.len(),
+                "transactional_iops": r.total.transactional_iops,
+                "target_iops": r.total.target_iops,
+            })
+        );
+    } else if !global.quiet {
+        if let Doc::Storage(d) = &doc {
+            println!("{}", storage_summary(d));
+        }
+        println!("Verdict: {}", r.verdict.label());
+        for reason in &r.verdict.reasons {
+            println!("  - {reason}");
+        }
+        println!("Results: {}", dir.path.display());
+    }
+    Ok(if r.verdict.status == Status::Pass {
+        ExitStatus::Pass
+    } else {
+        ExitStatus::Fail
+    })
+}
+
+fn compare_cmd(a: &CompareArgs, global: &Global) -> Result<ExitStatus> {
+    let cfg = config(global)?;
+    let tol = match (a.tolerance, &cfg.tolerance) {
+        (Some(t), _) => t,
+        (None, Some(p)) => p
+            .value()
+            .map_err(|e| Error::usage(format!("config [report] tolerance: {e}")))?,
+        (None, None) => 5.0,
+    };
+    let base = mailbench_report::load(&a.base)?;
+    let new = mailbench_report::load(&a.new)?;
+    let c = compare::compare(&base, &new, tol)?;
+    if global.json {
+        println!("{}", serde_json::to_string(&c).unwrap_or_default());
+    } else if !global.quiet {
+        print!("{}", compare::render_text(&c));
+    }
+    Ok(if c.regressions > 0 {
+        ExitStatus::Fail
+    } else {
+        ExitStatus::Pass
+    })
 }

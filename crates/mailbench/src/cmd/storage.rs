@@ -6,7 +6,6 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{ByteSize, ExitStatus, Result, parse_duration};
-use mailbench_storage::run::LineProgress;
 use mailbench_storage::spec::{StorageSpec, StorageToml, TestType, Threads};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -117,6 +116,10 @@ pub struct StorageArgs {
     /// Random seed of the workload.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// run: serve live figures for Prometheus at http://HOST:PORT/metrics
+    /// (`[report] metrics_listen`; port 0 picks a free port).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
     /// recover: new log files per database to generate and replay (default 500;
     /// 0 = only replay what a crash left).
     #[arg(long)]
@@ -203,12 +206,28 @@ pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
 
 fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     let (spec, output) = resolve(args, global)?;
+    let report_cfg: mailbench_report::ReportConfig =
+        ConfigFile::load_optional(global.config.as_deref())?.section("report")?;
+    let mut progress = mailbench_report::progress::FanOut::default();
+    progress.push(mailbench_report::progress::terminal(global.quiet));
+    let metrics = match args
+        .metrics_listen
+        .as_ref()
+        .or(report_cfg.metrics_listen.as_ref())
+    {
+        Some(addr) => {
+            let m = mailbench_report::metrics::MetricsServer::start(addr)?;
+            if !global.quiet {
+                eprintln!("mailbench: metrics at http://{}/metrics", m.local_addr());
+            }
+            progress.push(Box::new(m.progress()));
+            Some(m)
+        }
+        None => None,
+    };
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-run")?;
     dir.log.set_echo(global.verbose);
-    let mut progress = LineProgress {
-        quiet: global.quiet,
-    };
     let ack = std::env::var_os("MAILBENCH_ACK_STREAM").is_some();
     let mut spec = spec;
     let mut tuning = Vec::new();
@@ -223,6 +242,13 @@ fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     if !tuning.is_empty() {
         result.tuning = tuning;
         mailbench_storage::run::write_outputs(&dir, &result)?;
+    }
+    if let Some(m) = &metrics {
+        m.finish(&format!("{:?}", result.verdict.status).to_lowercase());
+    }
+    drop(progress);
+    if let Err(e) = mailbench_report::write_html(&dir.path, &result) {
+        eprintln!("mailbench: report.html not written: {e}");
     }
     if global.json {
         let v = serde_json::json!({

@@ -44,6 +44,16 @@ pub fn num(v: f64) -> String {
     fixed(v, dec)
 }
 
+/// A short number: up to 3 decimals, trailing zeros removed (limits, targets).
+pub fn short(v: f64) -> String {
+    let s = fixed(v, 3);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// Milliseconds for latency columns.
 pub fn ms(v: f64) -> String {
     let a = v.abs();
@@ -98,5 +108,8 @@ mod tests {
         assert_eq!(duration(3723.0), "1h 02m 03s");
         assert_eq!(duration(12.34), "12.3 s");
         assert_eq!(bytes(805306368.0), "768.0 MiB");
+        assert_eq!(short(20.0), "20");
+        assert_eq!(short(0.25), "0.25");
+        assert_eq!(short(1000000.0), "1,000,000");
     }
 }

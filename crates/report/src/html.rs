@@ -1,7 +1,7 @@
 //! report.html: one self-contained page (inline CSS and SVG, no scripts, no
 //! network) for storage results, mail results and any other result kind.
 
-use crate::fmt::{bytes, duration, fixed, ms, num};
+use crate::fmt::{bytes, duration, fixed, ms, num, short};
 use crate::load::{Doc, OtherDoc, StorageDoc};
 use crate::svg::{self, Band, BarChart, Bars, HLine, Line, LineChart, RED, XAxis, YScale, esc};
 use mailbench_base::{Status, Verdict};
@@ -27,7 +27,7 @@ h3{font-size:14px;margin:16px 0 6px}
 .verdict ul{margin:8px 0 0 0;padding-left:22px;font-size:14px}
 .identity{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:2px 24px;margin:0 0 12px}
 .identity div{display:flex;gap:8px;padding:2px 0;border-bottom:1px dotted var(--line)}
-.identity dt{color:var(--muted);min-width:110px}.identity dd{margin:0;word-break:break-all}
+.identity div.wide{grid-column:1/-1}.identity dt{color:var(--muted);min-width:110px}.identity dd{margin:0;word-break:break-all}
 .tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(200px,1fr));gap:12px;margin:12px 0}
 .tile{border:1px solid var(--line);border-left:5px solid var(--pass);border-radius:6px;padding:10px 12px}
 .tile.bad{border-left-color:var(--fail)}.tile.na{border-left-color:var(--line)}
@@ -135,7 +135,12 @@ pub fn verdict_banner(v: &Verdict, what: &str) -> String {
 pub fn identity(items: &[(&str, String)]) -> String {
     let mut o = String::from(r#"<dl class="identity" id="identity">"#);
     for (k, v) in items {
-        let _ = write!(o, "<div><dt>{}</dt><dd>{}</dd></div>", esc(k), esc(v));
+        let wide = if v.chars().count() > 40 {
+            r#" class="wide""#
+        } else {
+            ""
+        };
+        let _ = write!(o, "<div{wide}><dt>{}</dt><dd>{}</dd></div>", esc(k), esc(v));
     }
     o.push_str("</dl>");
     o
@@ -191,11 +196,16 @@ pub fn table(id: &str, groups: &[(&str, usize)], head: &[&str], rows: &[Vec<Stri
         o.push_str("</tr>");
     }
     o.push_str("<tr>");
+    let first = rows.first();
     for (i, h) in head.iter().enumerate() {
+        let left = i == 0
+            || first
+                .and_then(|r| r.get(i))
+                .is_some_and(|c| c.starts_with(r#"<td class="t""#));
         let _ = write!(
             o,
             "<th{}>{}</th>",
-            if i == 0 { r#" class="t""# } else { "" },
+            if left { r#" class="t""# } else { "" },
             esc(h)
         );
     }
@@ -238,7 +248,7 @@ pub fn test_log(log: Option<&str>) -> String {
 pub fn curve_ms(h: &LatencyHist) -> Vec<(f64, f64)> {
     h.curve()
         .into_iter()
-        .filter(|(p, _)| *p < 100.0)
+        .filter(|(p, _)| *p >= 10.0 && *p < 100.0)
         .map(|(p, us)| (p, us as f64 / 1000.0))
         .collect()
 }
@@ -352,6 +362,7 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         ax.label,
         "I/O per second",
     );
+    c.y_scale = YScale::Auto;
     c.bands = bands.clone();
     c.lines.push(Line::new(
         "transactional (reads + writes)",
@@ -405,12 +416,12 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
                 .push(Line::new("p99", class_color(n), pts(&s.t, p, ax.div)).dashed());
         }
         c.hlines.push(HLine {
-            label: format!("average limit {} ms", num(avg_lim)),
+            label: format!("average limit {} ms", short(avg_lim)),
             value: avg_lim,
             color: RED.into(),
         });
         c.hlines.push(HLine {
-            label: format!("max limit {} ms", num(max_lim)),
+            label: format!("max limit {} ms", short(max_lim)),
             value: max_lim,
             color: "#82071e".into(),
         });
@@ -514,12 +525,12 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
             ],
             hlines: vec![
                 HLine {
-                    label: format!("db read avg limit {} ms", num(th.db_read_avg_ms)),
+                    label: format!("db read avg limit {} ms", short(th.db_read_avg_ms)),
                     value: th.db_read_avg_ms,
                     color: RED.into(),
                 },
                 HLine {
-                    label: format!("log write avg limit {} ms", num(th.log_write_avg_ms)),
+                    label: format!("log write avg limit {} ms", short(th.log_write_avg_ms)),
                     value: th.log_write_avg_ms,
                     color: "#82071e".into(),
                 },
@@ -653,25 +664,25 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     crit(
         "Database read latency, average",
         format!("{} ms", ms(rd.avg)),
-        format!("≤ {} ms", num(th.db_read_avg_ms)),
+        format!("≤ {} ms", short(th.db_read_avg_ms)),
         rd.avg > th.db_read_avg_ms,
     );
     crit(
         "Database read latency, slowest",
         format!("{} ms", ms(rd.max)),
-        format!("≤ {} ms", num(th.db_read_max_ms)),
+        format!("≤ {} ms", short(th.db_read_max_ms)),
         rd.max > th.db_read_max_ms,
     );
     crit(
         "Log write latency, average",
         format!("{} ms", ms(lw.avg)),
-        format!("≤ {} ms", num(th.log_write_avg_ms)),
+        format!("≤ {} ms", short(th.log_write_avg_ms)),
         lw.avg > th.log_write_avg_ms,
     );
     crit(
         "Log write latency, slowest",
         format!("{} ms", ms(lw.max)),
-        format!("≤ {} ms", num(th.log_write_max_ms)),
+        format!("≤ {} ms", short(th.log_write_max_ms)),
         lw.max > th.log_write_max_ms,
     );
     if let Some(target) = t.target_iops {
@@ -1416,6 +1427,8 @@ pub fn storage_page(d: &StorageDoc) -> String {
         .get("log_write")
         .map(|c| c.latency_ms)
         .unwrap_or_default();
+    let rd_ops = t.classes.get("db_read").map(|c| c.ops).unwrap_or(0);
+    let lw_ops = t.classes.get("log_write").map(|c| c.ops).unwrap_or(0);
     b.push_str(r#"<div class="tiles">"#);
     b.push_str(&tile(
         "fig-iops",
@@ -1434,9 +1447,9 @@ pub fn storage_page(d: &StorageDoc) -> String {
             "avg · p99 {} · max {} ms · limit {} ms",
             ms(rd.p99),
             ms(rd.max),
-            num(th.db_read_avg_ms)
+            short(th.db_read_avg_ms)
         ),
-        Some(rd.avg > th.db_read_avg_ms || rd.max > th.db_read_max_ms),
+        (rd_ops > 0).then_some(rd.avg > th.db_read_avg_ms || rd.max > th.db_read_max_ms),
     ));
     b.push_str(&tile(
         "fig-log-write",
@@ -1446,9 +1459,9 @@ pub fn storage_page(d: &StorageDoc) -> String {
             "avg · p99 {} · max {} ms · limit {} ms",
             ms(lw.p99),
             ms(lw.max),
-            num(th.log_write_avg_ms)
+            short(th.log_write_avg_ms)
         ),
-        Some(lw.avg > th.log_write_avg_ms || lw.max > th.log_write_max_ms),
+        (lw_ops > 0).then_some(lw.avg > th.log_write_avg_ms || lw.max > th.log_write_max_ms),
     ));
     b.push_str(&tile(
         "fig-tps",

@@ -320,6 +320,49 @@ fn y_range(values: &[f64], refs: &[f64], scale: YScale) -> YMap {
     }
 }
 
+/// Dashed reference lines with labels that do not overlap: a label close to
+/// an earlier one moves to the left end, then to the middle.
+fn thresholds(hl: &[HLine], fr: &Frame, py: &dyn Fn(f64) -> f64) -> String {
+    let mut o = String::new();
+    let mut placed: Vec<(f64, u8)> = Vec::new();
+    for h in hl {
+        let y = py(h.value);
+        let slot = (0u8..3)
+            .find(|s| {
+                !placed
+                    .iter()
+                    .any(|(py, ps)| ps == s && (py - y).abs() < 13.0)
+            })
+            .unwrap_or(0);
+        placed.push((y, slot));
+        let (x, anchor) = match slot {
+            0 => (fr.x + fr.w - 4.0, "end"),
+            1 => (fr.x + 4.0, "start"),
+            _ => (fr.x + fr.w / 2.0, "middle"),
+        };
+        // Above the line, unless that leaves the plot.
+        let ty = if y - 4.0 < fr.y + 10.0 {
+            y + 12.0
+        } else {
+            y - 4.0
+        };
+        let _ = write!(
+            o,
+            r##"<g class="threshold"><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{}" y="{}" text-anchor="{anchor}" font-size="11" fill="{}" paint-order="stroke" stroke="#ffffff" stroke-width="3">{}</text></g>"##,
+            f(fr.x),
+            f(fr.x + fr.w),
+            f(y),
+            f(y),
+            esc(&h.color),
+            f(x),
+            f(ty),
+            esc(&h.color),
+            esc(&h.label)
+        );
+    }
+    o
+}
+
 fn nines(p: f64) -> f64 {
     let q = (1.0 - p / 100.0).max(1e-6);
     -q.log10()
@@ -380,7 +423,6 @@ pub fn line_chart(c: &LineChart) -> String {
                 .fold(f64::NEG_INFINITY, f64::max)
                 .max(lo + 1e-9);
             let step = nice_step(hi - lo, 8);
-            let hi = (hi / step).ceil() * step;
             let mut t = Vec::new();
             let mut v = (lo / step).ceil() * step;
             while v <= hi + step * 1e-6 {
@@ -481,22 +523,7 @@ pub fn line_chart(c: &LineChart) -> String {
         ))
     );
     // Reference lines.
-    for h in &c.hlines {
-        let y = py(h.value);
-        let _ = write!(
-            o,
-            r#"<g class="threshold"><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{}" y="{}" text-anchor="end" font-size="11" fill="{}">{}</text></g>"#,
-            f(fr.x),
-            f(fr.x + fr.w),
-            f(y),
-            f(y),
-            esc(&h.color),
-            f(fr.x + fr.w - 4.0),
-            f(y - 4.0),
-            esc(&h.color),
-            esc(&h.label)
-        );
-    }
+    o.push_str(&thresholds(&c.hlines, &fr, &py));
     // Series.
     for l in &c.lines {
         let pts: Vec<(f64, f64)> = l
@@ -587,7 +614,7 @@ pub fn bar_chart(c: &BarChart) -> String {
         .flat_map(|g| g.values.iter().cloned())
         .filter(|v| v.is_finite())
         .collect();
-    if c.categories.is_empty() || vals.is_empty() {
+    if c.categories.is_empty() || !vals.iter().any(|v| *v > 0.0) {
         no_data(&mut o, &fr);
         o.push_str("</svg>");
         return o;
@@ -678,22 +705,7 @@ pub fn bar_chart(c: &BarChart) -> String {
         }
         o.push_str("</g>");
     }
-    for h in &c.hlines {
-        let y = py(h.value);
-        let _ = write!(
-            o,
-            r#"<g class="threshold"><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{}" y="{}" text-anchor="end" font-size="11" fill="{}">{}</text></g>"#,
-            f(fr.x),
-            f(fr.x + fr.w),
-            f(y),
-            f(y),
-            esc(&h.color),
-            f(fr.x + fr.w - 4.0),
-            f(y - 4.0),
-            esc(&h.color),
-            esc(&h.label)
-        );
-    }
+    o.push_str(&thresholds(&c.hlines, &fr, &py));
     o.push_str("</svg>");
     o
 }

@@ -200,11 +200,7 @@ fn run_and_kill(dir: &Path, moment: Moment, rng: &mut Rng) -> (&'static str, Vec
         }
         match moment {
             Moment::Init if creating && t0.elapsed() >= init_delay => {
-                break if running_at.is_none() {
-                    "init"
-                } else {
-                    "load"
-                };
+                break if running_at.is_none() { "init" } else { "load" };
             }
             Moment::Load if running_at.is_some_and(|r| r.elapsed() >= load_delay) => break "load",
             _ => {}
@@ -217,7 +213,10 @@ fn run_and_kill(dir: &Path, moment: Moment, rng: &mut Rng) -> (&'static str, Vec
     while let Ok(l) = out.recv_timeout(Duration::from_secs(5)) {
         stdout.push(l);
     }
-    let acks = stdout.into_iter().filter(|l| l.starts_with("ACK ")).collect();
+    let acks = stdout
+        .into_iter()
+        .filter(|l| l.starts_with("ACK "))
+        .collect();
     (phase, acks)
 }
 
@@ -333,7 +332,11 @@ fn sigkill_at_random_moments_then_recover_loses_nothing() {
     );
     assert!(kills.len() >= 20);
     assert_eq!(kills.iter().map(|k| k.bad).sum::<u64>(), 0, "bad pages");
-    assert_eq!(kills.iter().map(|k| k.lost).sum::<usize>(), 0, "lost commits");
+    assert_eq!(
+        kills.iter().map(|k| k.lost).sum::<usize>(),
+        0,
+        "lost commits"
+    );
     for p in ["init", "checkpoint flush", "log rollover", "load"] {
         assert!(
             kills.iter().any(|k| k.phase == p),
@@ -344,7 +347,10 @@ fn sigkill_at_random_moments_then_recover_loses_nothing() {
         kills.iter().map(|k| k.acks).sum::<usize>() > 100,
         "the harness saw too few acknowledged commits to prove anything"
     );
-    assert!(kills.iter().any(|k| k.replayed_files > 0), "nothing replayed");
+    assert!(
+        kills.iter().any(|k| k.replayed_files > 0),
+        "nothing replayed"
+    );
 }
 
 #[test]
@@ -355,7 +361,11 @@ fn a_damaged_page_is_found_with_its_page_number() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let db = db_path(dir, 1);
     let ps = page_size(&db);
-    let f = std::fs::OpenOptions::new().write(true).read(true).open(&db).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&db)
+        .unwrap();
     // Page 77: one payload byte flipped.
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, 77 * ps + 5000).unwrap();
@@ -373,7 +383,10 @@ fn a_damaged_page_is_found_with_its_page_number() {
     assert_eq!(d["bad_checksum_pages"], 1, "{d}");
     assert_eq!(d["wrong_page_number_pages"], 1, "{d}");
     assert_eq!(d["first_bad_pages"], serde_json::json!([77, 300]), "{d}");
-    assert_eq!(r["verify"]["databases"][0]["first_bad_pages"], serde_json::json!([]));
+    assert_eq!(
+        r["verify"]["databases"][0]["first_bad_pages"],
+        serde_json::json!([])
+    );
     assert!(text(&o).contains("[77, 300]"), "{}", text(&o));
     // Backup reads the same damage and fails.
     let o = storage(dir, "backup", &[]).output().unwrap();
@@ -409,8 +422,8 @@ fn valid_blocks_after_checkpoint(dir: &Path, inst: usize) -> Vec<(PathBuf, u64)>
     let db = db_path(dir, inst);
     let id = db_id(&db);
     let logs = log_dir(dir, inst);
-    let c = format::Checkpoint::decode(&std::fs::read(logs.join("checkpoint.chk")).unwrap())
-        .unwrap();
+    let c =
+        format::Checkpoint::decode(&std::fs::read(logs.join("checkpoint.chk")).unwrap()).unwrap();
     let mut out = Vec::new();
     let mut g = c.checkpoint_lsn / c.log_file_size;
     loop {
@@ -440,7 +453,11 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     let blocks = valid_blocks_after_checkpoint(dir, 0);
     assert!(blocks.len() >= 3, "too little log: {blocks:?}");
     let (path, b) = blocks[blocks.len() / 2].clone();
-    let f = std::fs::OpenOptions::new().write(true).read(true).open(&path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&path)
+        .unwrap();
     let at = b * format::LOG_BLOCK as u64 + 100;
     let mut x = [0u8; 1];
     f.read_exact_at(&mut x, at).unwrap();
@@ -456,7 +473,9 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
         .set_len(b2 * format::LOG_BLOCK as u64 + 1000)
         .unwrap();
 
-    let o = storage(dir, "recover", &["--log-files", "0"]).output().unwrap();
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let want = format!(
         "damaged log block at {} block {b}",
@@ -472,22 +491,30 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     let rec = &r["prior_recovery"][0];
     // Replay stopped before the damaged block.
     let end = rec["end_lsn"].as_u64().unwrap();
-    let gen_of = |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
+    let gen_of =
+        |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
     let damaged_at = gen_of(&path) * (1 << 20) + b * format::LOG_BLOCK as u64;
-    assert!(end <= damaged_at, "replayed up to {end}, past the damage at {damaged_at}");
+    assert!(
+        end <= damaged_at,
+        "replayed up to {end}, past the damage at {damaged_at}"
+    );
     assert_eq!(rec["log_damaged"], true);
     let v = &r["verify"]["databases"];
     assert_eq!(v[0]["bad_log_blocks"], 1, "{v}");
     assert!(v[1]["bad_log_blocks"].as_u64().unwrap() >= 1, "{v}");
-    assert_eq!(v[0]["bad_checksum_pages"], 0);
-    assert_eq!(v[0]["newer_than_log_pages"], 0);
+    // Pages are intact; some may hold changes logged after the damage (the log
+    // ends early now), which verify reports as newer than the log.
+    assert_eq!(v[0]["bad_checksum_pages"], 0, "{v}");
+    assert_eq!(v[0]["wrong_page_number_pages"], 0, "{v}");
 }
 
 #[test]
 fn recover_test_generates_replays_and_verifies() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let o = storage(dir, "recover", &["--log-files", "3"]).output().unwrap();
+    let o = storage(dir, "recover", &["--log-files", "3"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = text(&o);
     assert!(s.contains("Soft-Recovery Statistics"), "{s}");
@@ -496,14 +523,21 @@ fn recover_test_generates_replays_and_verifies() {
     for i in r["instances"].as_array().unwrap() {
         assert!(i["log_files_replayed"].as_u64().unwrap() >= 3, "{i}");
         assert!(i["db_read"]["ops"].as_u64().unwrap() > 0, "{i}");
-        assert!(i["log_read"]["avg_bytes"].as_f64().unwrap() > 100_000.0, "{i}");
+        assert!(
+            i["log_read"]["avg_bytes"].as_f64().unwrap() > 100_000.0,
+            "{i}"
+        );
         assert_eq!(i["clean"], true);
     }
     assert_eq!(r["verify"]["bad_total"], 0);
     // The databases are clean: a run opens them.
-    let o = storage(dir, "run", &["--warmup", "0s", "--duration", "1s", "--no-verify"])
-        .output()
-        .unwrap();
+    let o = storage(
+        dir,
+        "run",
+        &["--warmup", "0s", "--duration", "1s", "--no-verify"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
@@ -525,7 +559,9 @@ fn read_errors_are_recorded_and_fail_without_a_hang() {
     assert_eq!(r["verdict"]["status"], "fail");
     assert!(!r["errors"].as_array().unwrap().is_empty());
     // Then without faults it recovers.
-    let o = storage(dir, "recover", &["--log-files", "0"]).output().unwrap();
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // Verify and backup with failing reads: errors counted, partial results kept.
     let o = storage(dir, "verify", &[])
@@ -543,7 +579,10 @@ fn read_errors_are_recorded_and_fail_without_a_hang() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let r = latest_result(dir, "storage-backup");
-    assert!(r["verdict"]["reasons"].to_string().contains("I/O errors"), "{r}");
+    assert!(
+        r["verdict"]["reasons"].to_string().contains("I/O errors"),
+        "{r}"
+    );
     assert!(r["databases"][0]["mb_read"].as_f64().unwrap() > 1.0);
     // Slow I/O only slows them down.
     let o = storage(dir, "verify", &[])
@@ -595,6 +634,8 @@ fn backup_copies_and_verifies_the_copy() {
     assert!(s.contains("Average") && s.contains("Sum"), "{s}");
     assert_eq!(r["verdict"]["status"], "pass");
     // Backup of databases that do not exist: bad input.
-    let o = storage(dir, "backup", &["--databases", "3"]).output().unwrap();
+    let o = storage(dir, "backup", &["--databases", "3"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }

@@ -581,7 +581,7 @@ impl Replay {
                 }
             }
         }
-        if bytes.len() % LOG_BLOCK != 0 {
+        if !bytes.len().is_multiple_of(LOG_BLOCK) {
             self.log_done = true;
             self.damaged = true;
             self.stopped = format!(

@@ -154,7 +154,7 @@ pub fn run(
         if !h.clean {
             return Err(Error::usage(format!(
                 "{} was not shut down cleanly (a crash or kill left it needing log replay); run \
-                 `mailbench storage recover` on it, or give a new folder",
+                 `mailbench storage recover --log-files 0` (same flags) to replay its log, or give a new folder",
                 inst.db_path.display()
             )));
         }
@@ -668,14 +668,7 @@ pub fn judge(
         ));
     }
     if let Some(v) = verify {
-        for d in &v.databases {
-            if d.bad() > 0 {
-                r.push(format!(
-                    "Verification of {} found {} bad-checksum pages, {} wrong-page-number pages, {} pages newer than the log and {} bad log blocks (first bad pages: {:?}).",
-                    d.name, d.bad_checksum_pages, d.wrong_page_number_pages, d.newer_than_log_pages, d.bad_log_blocks, d.first_bad_pages
-                ));
-            }
-        }
+        r.extend(v.reasons());
     }
     Verdict::from_reasons(r)
 }

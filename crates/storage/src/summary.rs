@@ -305,33 +305,7 @@ pub fn render(r: &StorageResult) -> String {
     }
 
     if let Some(v) = &r.verify {
-        let _ = writeln!(o, "\nChecksum Statistics");
-        let _ = writeln!(
-            o,
-            "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8}",
-            "DB",
-            "seen pages",
-            "bad pages",
-            "wrong page#",
-            "newer than",
-            "log blocks",
-            "bad blks",
-            "MB/s"
-        );
-        for d in &v.databases {
-            let _ = writeln!(
-                o,
-                "  {:<6} {:>10} {:>9} {:>11} {:>11} {:>10} {:>9} {:>8.0}",
-                d.name,
-                d.pages_seen,
-                d.bad_checksum_pages,
-                d.wrong_page_number_pages,
-                d.newer_than_log_pages,
-                d.log_blocks_checked,
-                d.bad_log_blocks,
-                d.mb / d.seconds.max(1e-9)
-            );
-        }
+        o.push_str(&crate::verify::render_checksum(v));
     }
     if !r.errors.is_empty() {
         let _ = writeln!(o, "\nErrors");

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Generator efficiency (a benchmark, not a timed test): CPU seconds of the mailbench
+# process per 1000 commands and per 1000 simulated user-hours, and the largest user
+# count this machine sustains while the generator's own scheduling delay stays
+# under 10 ms p99. The command rate is held constant (RATE tasks/s over all users:
+# the day is stretched as users grow) so that rising users measure the generator's
+# cost per simulated user (connections, IDLE sessions, timers), not the server's.
+#   bench/mail-generator.sh [USER COUNTS...]   (default: 100 250 500 1000 2000 4000)
+# Env: RATE (default 60 tasks/s), OUT. Needs root + scripts/packages/mail.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE=${RATE:-60}
+OUT=${OUT:-./mailbench-results/generator}
+COUNTS=("$@")
+[ ${#COUNTS[@]} -eq 0 ] && COUNTS=(100 250 500 1000 2000 4000)
+mkdir -p "$OUT"
+cargo build --release -q -p mailbench
+# mmb3's tasks with a small initial mailbox, so setup stays quick at thousands of users.
+PROFILE="$OUT/mmb3-small.toml"
+sed -e 's/^inbox = 100/inbox = 10/' -e 's/^folders = 10/folders = 2/' \
+    -e 's/^messages_per_folder = 10/messages_per_folder = 2/' -e 's/^calendar = 25/calendar = 5/' \
+    -e 's/^name = "mmb3"/name = "mmb3-small"/' profiles/mail/mmb3.toml > "$PROFILE"
+TASKS_PER_DAY=307
+ulimit -n 65536 2>/dev/null || true
+printf "%-7s %-8s %-10s %-14s %-16s %-14s %-10s %s\n" users day_s cpu_s "cpu/1000cmd" "cpu/1000user-h" "sched_p99_ms" score_ms verdict
+best=0
+for n in "${COUNTS[@]}"; do
+  day=$(( n * TASKS_PER_DAY / RATE ))
+  set +e
+  ./target/release/mailbench mail run --users "$n" --profile "$PROFILE" --day-length "${day}s" \
+    --ramp-up 30s --concurrency 32 --output "$OUT" --json > "$OUT/last.json" 2>"$OUT/last.err"
+  set -e
+  res=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"])' "$OUT/last.json" 2>/dev/null || true)
+  if [ -z "$res" ]; then echo "$n users: run failed: $(tail -3 "$OUT/last.err")"; break; fi
+  line=$(python3 - "$res" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); g = r["generator"]
+p99 = g["sched_delay"]["p99_ms"]
+print(f'{r["users"]:<7} {r["window"]["day_s"]:<8.0f} {g["cpu_s"]:<10.1f} {g["cpu_s_per_1000_commands"]:<14.3f} '
+      f'{g["cpu_s_per_1000_user_hours"]:<16.2f} {p99:<14.2f} {r["score"]["weighted_p95_ms"]:<10.0f} {r["verdict"]["status"]} {1 if p99 < 10 else 0}')
+PY
+)
+  echo "${line% *}"
+  [ "${line##* }" = "1" ] && best=$n || break
+done
+echo "largest user count with generator scheduling delay p99 < 10 ms: $best (at $RATE tasks/s)"

@@ -47,7 +47,7 @@ td.t,th.t{text-align:left;white-space:normal}
 tr.group th{background:#eaeef2;text-align:center}
 td.bad{color:var(--fail);font-weight:700}
 td.ok{color:var(--pass);font-weight:600}
-table.kv td:first-child{color:var(--muted);padding-right:24px}
+table.kv td:first-child{color:var(--muted);padding-right:24px;white-space:nowrap}
 table.kv td{text-align:left;white-space:normal}
 pre.log{max-height:420px;overflow:auto;background:var(--bg);border:1px solid var(--line);padding:8px 10px;font-size:12px;line-height:1.35}
 .note{color:var(--muted);font-size:12.5px}
@@ -294,7 +294,8 @@ struct Series {
 
 fn series(d: &StorageDoc) -> Series {
     let mut s = Series::default();
-    for rec in &d.intervals {
+    // Shutdown intervals (short, after the window) are left out of the charts.
+    for rec in d.intervals.iter().filter(|r| r.phase != "shutdown") {
         let mut sum = Stats::default();
         for i in &rec.instances {
             sum.add(i);

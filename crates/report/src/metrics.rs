@@ -235,7 +235,17 @@ fn esc_label(v: &str) -> String {
 
 fn num(v: f64) -> String {
     if v.is_finite() {
-        format!("{v}")
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            return format!("{v:.0}");
+        }
+        // Nine decimals (nanoseconds for seconds), trailing zeros removed.
+        let s = format!("{v:.9}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        if s.is_empty() || s == "-" || s == "-0" {
+            "0".into()
+        } else {
+            s.to_string()
+        }
     } else if v.is_nan() {
         "NaN".into()
     } else if v > 0.0 {

@@ -463,7 +463,7 @@ pub fn line_chart(c: &LineChart) -> String {
     for b in &c.bands {
         let x0 = px(b.x0).clamp(fr.x, fr.x + fr.w);
         let x1 = px(b.x1).clamp(fr.x, fr.x + fr.w);
-        if x1 > x0 {
+        if x1 > x0 + 1.0 {
             let _ = write!(
                 o,
                 r##"<rect class="band" x="{}" y="{}" width="{}" height="{}" fill="#eaeef2"/><text x="{}" y="{}" font-size="11" fill="{GREY}">{}</text>"##,
@@ -473,7 +473,12 @@ pub fn line_chart(c: &LineChart) -> String {
                 f(fr.h),
                 f(x0 + 4.0),
                 f(fr.y + 13.0),
-                esc(&b.label)
+                // A label only where it fits.
+                if (x1 - x0) > b.label.chars().count() as f64 * 6.0 + 8.0 {
+                    esc(&b.label)
+                } else {
+                    String::new()
+                }
             );
         }
     }

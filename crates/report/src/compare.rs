@@ -302,8 +302,8 @@ pub fn render_text(c: &Comparison) -> String {
     let _ = writeln!(o, "tolerance: {} %\n", c.tolerance_pct);
     let _ = writeln!(
         o,
-        "{:<40} {:>14} {:>14} {:>10}  {}",
-        "figure", "base", "new", "delta", ""
+        "{:<40} {:>14} {:>14} {:>10}",
+        "figure", "base", "new", "delta"
     );
     for r in &c.rows {
         let d = match r.delta_pct {

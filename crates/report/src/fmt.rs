@@ -30,10 +30,10 @@ pub fn fixed(v: f64, dec: usize) -> String {
 /// A number with decimals chosen by magnitude (3 significant digits or more).
 pub fn num(v: f64) -> String {
     let a = v.abs();
-    let dec = if a == 0.0 || a >= 100.0 {
-        if a >= 100.0 && a < 1000.0 { 1 } else { 0 }
-    } else if a >= 10.0 {
-        2
+    let dec = if a == 0.0 || a >= 1000.0 {
+        0
+    } else if a >= 100.0 {
+        1
     } else if a >= 1.0 {
         2
     } else if a >= 0.1 {

@@ -276,6 +276,9 @@ pub fn time_axis(max_s: f64) -> TimeAxis {
 // ---------------------------------------------------------------------------
 // Storage.
 
+/// One measured interval: CPU busy, I/O wait, memory used, stalls/s, IOPS.
+type Sample = (f64, f64, f64, f64, f64);
+
 /// Time series computed from intervals.jsonl.
 #[derive(Default)]
 struct Series {
@@ -288,7 +291,7 @@ struct Series {
     iowait: Vec<f64>,
     mem: Vec<f64>,
     /// Measured-window interval values for min/avg/max tables.
-    measured: Vec<(f64, f64, f64, f64, f64)>,
+    measured: Vec<Sample>,
     shutdown_from: Option<f64>,
 }
 
@@ -1148,7 +1151,7 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
 
     // Host System Performance.
     o.push_str(r#"<h2 id="host-performance">Host System Performance</h2>"#);
-    let stat = |f: &dyn Fn(&(f64, f64, f64, f64, f64)) -> f64| -> (String, String, String) {
+    let stat = |f: &dyn Fn(&Sample) -> f64| -> (String, String, String) {
         if s.measured.is_empty() {
             return ("–".into(), "–".into(), "–".into());
         }
@@ -1162,7 +1165,7 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     for (name, f) in [
         (
             "% Processor Time (busy)",
-            &(|m: &(f64, f64, f64, f64, f64)| m.0) as &dyn Fn(&(f64, f64, f64, f64, f64)) -> f64,
+            &(|m: &Sample| m.0) as &dyn Fn(&Sample) -> f64,
         ),
         ("% Processor I/O Wait", &|m| m.1),
         ("% Memory Used", &|m| m.2),

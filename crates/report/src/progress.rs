@@ -85,15 +85,12 @@ impl TtyProgress {
         let ticker = std::thread::Builder::new()
             .name("mb-progress".into())
             .spawn(move || {
-                loop {
-                    match rx.recv_timeout(Duration::from_millis(500)) {
-                        Err(RecvTimeoutError::Timeout) => {
-                            if let Ok(mut s) = st.lock() {
-                                s.tick += 1;
-                                draw(&s);
-                            }
-                        }
-                        _ => break,
+                while let Err(RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(Duration::from_millis(500))
+                {
+                    if let Ok(mut s) = st.lock() {
+                        s.tick += 1;
+                        draw(&s);
                     }
                 }
             })

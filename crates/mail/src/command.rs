@@ -236,6 +236,7 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o)?;
+    let intr = mailbench_base::interrupt::Interrupt::install()?;
     let mut header = RunHeader::begin("mail-setup");
     let run = RunDir::create(&out.base, "mail-setup")?;
     run.log.set_echo(out.verbose);
@@ -254,7 +255,11 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
         true,
         o.seed,
         run.log.clone(),
+        intr.clone(),
     ));
+    if intr.raised() {
+        return Err(Error::Interrupted);
+    }
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
     let failed = report.users - report.users_ok;
@@ -382,6 +387,7 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o)?;
+    let intr = mailbench_base::interrupt::Interrupt::install()?;
     let mut header = RunHeader::begin("mail-run");
     let run = RunDir::create(&out.base, "mail-run")?;
     run.log.set_echo(out.verbose);
@@ -407,7 +413,11 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
             true,
             o.seed,
             run.log.clone(),
+            intr.clone(),
         ));
+        if intr.raised() {
+            return Err(Error::Interrupted);
+        }
         run.log.line(format!(
             "setup: {} users ok, {} messages appended in {:.1} s",
             r.users_ok, r.messages_appended, r.seconds
@@ -465,6 +475,7 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         queue_etc.clone(),
         disk_dev.clone(),
         out,
+        intr.clone(),
     ));
     let cpu_used = process_cpu_s() - cpu_before;
     let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
@@ -741,6 +752,7 @@ struct CtlResult {
 /// Runs the users, writes one interval line per tick, samples the host and the
 /// queue, ends the drain when every delivery arrived (or the drain limit passed),
 /// and stops early on Ctrl-C / SIGTERM.
+#[allow(clippy::too_many_arguments)]
 async fn controller(
     sh: Arc<Shared>,
     o: &Resolved,
@@ -749,6 +761,7 @@ async fn controller(
     queue_etc: Option<PathBuf>,
     disk_dev: Option<String>,
     out: &Output,
+    intr: mailbench_base::interrupt::Interrupt,
 ) -> CtlResult {
     use tokio::signal::unix::{SignalKind, signal};
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -782,7 +795,7 @@ async fn controller(
     let mut stats_day_end: Option<(CpuTimes, Option<DiskCounters>, std::time::Instant)> = None;
     loop {
         let interrupted = tokio::select! {
-            _ = tick.tick() => false,
+            _ = tick.tick() => intr.raised() && !stopping,
             _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => true,
             _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => true,
             _ = &mut users => { break; }

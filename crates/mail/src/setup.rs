@@ -52,6 +52,7 @@ pub fn folder_plan(p: &Profile) -> Vec<(String, u32)> {
 }
 
 /// Provisions every user of `topo`; `content` false only checks the logins.
+#[allow(clippy::too_many_arguments)]
 pub async fn provision(
     target: Arc<Target>,
     topo: Arc<Topology>,
@@ -60,6 +61,7 @@ pub async fn provision(
     content: bool,
     seed: u64,
     log: TestLog,
+    stop: mailbench_base::interrupt::Interrupt,
 ) -> SetupReport {
     let t0 = Instant::now();
     let report = Arc::new(Mutex::new(SetupReport {
@@ -71,6 +73,7 @@ pub async fn provision(
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1).min(topo.users.len().max(1)) {
+        let stop = stop.clone();
         let (target, topo, profile, report, msggen, next, log) = (
             target.clone(),
             topo.clone(),
@@ -83,7 +86,7 @@ pub async fn provision(
         set.spawn(async move {
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= topo.users.len() {
+                if i >= topo.users.len() || stop.raised() {
                     break;
                 }
                 let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));

@@ -1,4 +1,5 @@
 //! `mailbench mail` usage errors and an unreachable server: no mail server needed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "mail_support.rs"]
 mod support;
 use support::*;

@@ -2,6 +2,7 @@
 //! misbehaving proxy of our own: wrong password, connections reset mid-task, a
 //! server that stops answering, garbage responses. Each is counted as errors by
 //! kind, the run ends cleanly with a Fail verdict (exit 1), and nothing panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "mail_support.rs"]
 mod support;
 use mailbench_base::rundir::TestLog;

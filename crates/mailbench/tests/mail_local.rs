@@ -2,6 +2,7 @@
 //! (idempotent), then a compressed-day mmb3 run in which every task kind runs,
 //! mail is actually delivered into the recipients' mailboxes, and every task has
 //! its 95th percentile.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "mail_support.rs"]
 mod support;
 use mailbench_mail::profile::TaskKind;

@@ -1,5 +1,6 @@
 //! Shared helpers of the mail integration tests (included with `#[path]`): a
 //! misbehaving TCP proxy, running the binary, reading result.json.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::io::{Read, Write};

@@ -180,8 +180,12 @@ impl Progress for TtyProgress {
             let mut e = std::io::stderr().lock();
             let _ = writeln!(e, "\r\x1b[2Kmailbench: {text}");
             drop(e);
-            if s.last.is_none() {
+            // After the load (verification, stopping) the phase text replaces
+            // the figures line; during it, messages just scroll above.
+            if s.last.is_none() || text.starts_with("verifying") || text.starts_with("interrupted")
+            {
                 s.phase = text.to_string();
+                s.last = None;
             }
             draw(&s);
         }

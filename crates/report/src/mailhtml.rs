@@ -167,7 +167,7 @@ pub fn mail_page(d: &MailDoc) -> String {
             rows,
             color: "#1f6feb".into(),
             over_color: RED.into(),
-            limit: Some((limit, format!("{} ms", num(limit)))),
+            limit: Some((limit, format!("{} ms", crate::fmt::short(limit)))),
         }),
         "Each task's 95th percentile; bars over the line are drawn red. The verdict uses the weighted average of these.",
     ));
@@ -224,7 +224,7 @@ pub fn mail_page(d: &MailDoc) -> String {
         c.lines.push(Line::new("delivery", "#8250df", curve_ms(&h)));
     }
     c.hlines.push(HLine {
-        label: format!("{} s", num(within_s)),
+        label: format!("{} s", crate::fmt::short(within_s)),
         value: within_s * 1000.0,
         color: RED.into(),
     });

@@ -211,6 +211,10 @@ pub struct Instance {
     // Pacing.
     next_intended: Instant,
     txn_rate: Option<f64>,
+    ios_per_txn: f64,
+    rate_at: Instant,
+    rate_ios: u64,
+    rate_txns: u64,
     // Write-back.
     flushing: bool,
     flush_start: usize,
@@ -308,6 +312,10 @@ impl Instance {
             next_txn: 1,
             next_intended: t0,
             txn_rate: None,
+            ios_per_txn: 3.0,
+            rate_at: now,
+            rate_ios: 0,
+            rate_txns: 0,
             flushing: false,
             flush_start: flush_start.max(1),
             flush_stop,
@@ -490,8 +498,26 @@ impl Instance {
         if let Some(target) = self.s.target_iops {
             // Open loop: transactions at the rate that yields the target IOPS, given
             // the I/O per transaction observed so far.
-            let per_txn = (self.total_ios as f64 + 3.0) / (self.total_txns as f64 + 1.0);
-            self.txn_rate = Some((target / per_txn.max(0.05)).max(0.1));
+            // I/O per transaction over the last second, smoothed: the cache warms
+            // and write-back starts, so the early ratio must not rule for long.
+            if self.txn_rate.is_none() || now.duration_since(self.rate_at) >= Duration::from_secs(1)
+            {
+                let dios = self.total_ios - self.rate_ios;
+                let dtx = self.total_txns - self.rate_txns;
+                if dtx >= 20 {
+                    let recent = dios as f64 / dtx as f64;
+                    self.ios_per_txn = 0.5 * self.ios_per_txn + 0.5 * recent;
+                    self.rate_at = now;
+                    self.rate_ios = self.total_ios;
+                    self.rate_txns = self.total_txns;
+                }
+                // The estimate of I/O per transaction is never exact: catch up the
+                // I/O owed since the start over the next 5 s, by at most half the target.
+                let owed =
+                    target * now.duration_since(self.t0).as_secs_f64() - self.total_ios as f64;
+                let want = target + (owed / 5.0).clamp(-0.5 * target, 0.5 * target);
+                self.txn_rate = Some((want / self.ios_per_txn.max(0.05)).max(0.1));
+            }
         }
         for sid in 0..self.sessions.len() {
             if self.sessions[sid].state != SState::Idle {

@@ -66,6 +66,9 @@ pub struct ReplayResult {
     /// Updates of a transaction without a commit record at the end of the log.
     pub uncommitted_updates_dropped: u64,
     pub seconds: f64,
+    /// CPU time of the replaying thread (decoding, applying, checksums).
+    #[serde(default)]
+    pub cpu_seconds: f64,
     pub seconds_per_log_file: f64,
     pub db_reads_per_log_file: f64,
     pub db_read: ClassFigures,
@@ -232,6 +235,7 @@ struct Replay {
     errors: Vec<String>,
     interrupted: bool,
     t0: Instant,
+    cpu0: f64,
 }
 
 impl Replay {
@@ -341,6 +345,7 @@ impl Replay {
             errors: Vec::new(),
             interrupted: false,
             t0,
+            cpu0: thread_cpu_s(),
             header,
         })
     }
@@ -369,7 +374,7 @@ impl Replay {
                 progressed |= self.consume_chunks();
                 progressed |= self.prepare();
                 progressed |= self.apply();
-                if self.blocked {
+                if self.blocked && self.writes < WRITE_DEPTH / 2 {
                     progressed |= self.write_back(false);
                 }
                 let replayed =
@@ -934,9 +939,6 @@ impl Replay {
                 tag: T_WRITE | id,
             });
             any = true;
-            if !all {
-                break;
-            }
         }
         any
     }
@@ -1017,6 +1019,7 @@ impl Replay {
             }
         }
         let secs = self.t0.elapsed().as_secs_f64();
+        r.cpu_seconds = thread_cpu_s() - self.cpu0;
         let files = self.gens_seen.len() as u64;
         r.start_lsn = self.start_lsn;
         r.end_lsn = end;
@@ -1213,6 +1216,21 @@ pub fn run_recover(
     dir.write_json("result.json", &res)?;
     dir.write("summary.txt", render(&res).as_bytes())?;
     Ok(res)
+}
+
+/// CPU seconds used by the calling thread (utime + stime from
+/// /proc/thread-self/stat, in clock ticks of 1/100 s).
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let u: f64 = f.get(11)?.parse().ok()?;
+            let k: f64 = f.get(12)?.parse().ok()?;
+            Some((u + k) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn init_incomplete(db: &Path) -> bool {
@@ -1479,7 +1497,7 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
     for r in rs {
         let _ = writeln!(
             o,
-            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file; {}",
+            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file; CPU {:.2} s; {}",
             r.name,
             r.records,
             r.transactions,
@@ -1487,6 +1505,7 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
             r.updates_skipped,
             r.uncommitted_updates_dropped,
             r.db_reads_per_log_file,
+            r.cpu_seconds,
             r.stopped
         );
     }

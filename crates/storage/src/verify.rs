@@ -478,7 +478,7 @@ pub(crate) fn scan_pages(
     let ps = header.page_size as usize;
     let per_chunk = (opts.chunk / ps).max(1) as u64;
     let (tx, rx): (Sender<Checked>, Receiver<Checked>) = channel();
-    let mut free: Vec<AlignedBuf> = (0..opts.depth + pool_size() + 1)
+    let mut free: Vec<AlignedBuf> = (0..opts.depth + 2 * pool_size() + 2)
         .map(|_| AlignedBuf::new(per_chunk as usize * ps))
         .collect();
     let mut r = PageScan {
@@ -515,12 +515,14 @@ pub(crate) fn scan_pages(
         }
         done.clear();
         if reads + writes > 0 {
-            let (min, t) = if jobs == 0 {
-                (1, Duration::from_millis(500))
+            // Block on the device (no spinning): checked chunks are collected after
+            // each completion, or within a millisecond.
+            let t = if jobs == 0 {
+                Duration::from_millis(500)
             } else {
-                (0, Duration::from_micros(200))
+                Duration::from_millis(1)
             };
-            io.wait(min, Some(t), &mut done);
+            io.wait(1, Some(t), &mut done);
         }
         for c in done.drain(..) {
             if c.tag & READ != 0 {

@@ -337,13 +337,12 @@ fn ctrl_c_stops_quickly_with_a_partial_interrupted_result() {
             .ok()
             .and_then(|mut d| d.next())
             .map(|e| e.unwrap().path().join("test.log"));
-        if let Some(l) = found {
-            if std::fs::read_to_string(&l)
+        if let Some(l) = found
+            && std::fs::read_to_string(&l)
                 .unwrap_or_default()
                 .contains("phase: measured window")
-            {
-                break l;
-            }
+        {
+            break l;
         }
         assert!(
             Instant::now() < deadline,

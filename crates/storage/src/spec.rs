@@ -661,7 +661,7 @@ mod tests {
         for (text, key) in [
             ("[storage]\ndb_size = \"1GiB\"\ncopies = 0\n", "copies"),
             (
-                "[storage]\ndb_size = \"1GiB\"\ncapacity_pct = 150\n",
+                "[storage]\ndb_size = \"1GiB\"\ncapacity_pct = 50\n",
                 "db_size",
             ),
             ("[storage]\ncapacity_pct = 150\n", "capacity_pct"),

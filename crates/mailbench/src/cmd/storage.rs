@@ -300,11 +300,34 @@ fn storage_verify(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     let (spec, output) = resolve(args, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
+    let started = std::time::Instant::now();
+    let mut header = mailbench_base::RunHeader::begin("storage-verify");
     let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
-    dir.write_json(
-        "result.json",
-        &serde_json::json!({ "kind": "storage-verify", "verify": v }),
-    )?;
+    header.finish(started.elapsed());
+    let reasons = v
+        .databases
+        .iter()
+        .filter(|d| d.bad() > 0)
+        .map(|d| {
+            format!(
+                "{}: {} bad pages or log blocks (first bad pages {:?}).",
+                d.name,
+                d.bad(),
+                d.first_bad_pages
+            )
+        })
+        .collect();
+    let verdict = mailbench_base::Verdict::from_reasons(reasons);
+    let mut result = serde_json::to_value(&header).unwrap_or_default();
+    result["verdict"] = serde_json::to_value(&verdict).unwrap_or_default();
+    result["verify"] = serde_json::to_value(&v).unwrap_or_default();
+    dir.write_json("result.json", &result)?;
+    let summary = format!(
+        "mailbench storage verify — {}\n{}",
+        verdict.label(),
+        mailbench_storage::verify::render_checksum(&v)
+    );
+    dir.write("summary.txt", summary.as_bytes())?;
     if !global.quiet {
         for d in &v.databases {
             println!(

@@ -1,5 +1,6 @@
 //! One module per command group: flag definitions and the call into the library.
 pub mod mail;
+pub mod multihost;
 pub mod plan;
 pub mod report;
 pub mod storage;

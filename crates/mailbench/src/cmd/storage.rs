@@ -127,10 +127,12 @@ pub struct StorageArgs {
     /// backup: also write the copy to this folder, then verify it.
     #[arg(long = "to", value_name = "DIR")]
     pub backup_to: Option<PathBuf>,
+    #[command(flatten)]
+    pub multihost: super::multihost::MultiArgs,
 }
 
 impl StorageArgs {
-    fn to_toml(&self) -> StorageToml {
+    pub(super) fn to_toml(&self) -> StorageToml {
         let opt_vec = |v: &Vec<PathBuf>| if v.is_empty() { None } else { Some(v.clone()) };
         StorageToml {
             test_type: self.test_type,
@@ -182,6 +184,9 @@ pub fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, Path
 }
 
 pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
+    if let Some(outcome) = super::multihost::storage(&cmd, global) {
+        return outcome;
+    }
     match cmd {
         StorageCommand::Run(a) => storage_run(&a, global),
         StorageCommand::Init(a) => storage_init(&a, global),

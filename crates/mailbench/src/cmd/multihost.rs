@@ -1,0 +1,145 @@
+//! Many hosts (PRODUCT.md §5): `storage init|run|verify` as one test over
+//! MPI ranks (build with `--features mpi`, launch with mpirun/srun/an MPI
+//! operator), or `storage run --start-at TIME` on each host and `report
+//! merge` afterwards. The work is in the `mailbench-multihost` crate.
+
+use super::storage::{StorageArgs, StorageCommand};
+use crate::Global;
+use mailbench_base::config::ConfigFile;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_multihost::storage::{Command, Options, spec_for_rank};
+use mailbench_storage::spec::{StorageSpec, StorageToml};
+use std::path::{Path, PathBuf};
+
+/// Flags of `storage` commands for tests over many hosts.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MultiArgs {
+    /// run: start the load (after the databases exist) at this wall-clock
+    /// time, RFC 3339 (2026-07-10T14:00:00Z), on every host given the same
+    /// time; then `mailbench report merge` the hosts' results.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+}
+
+/// `Some` when the command runs as ranks of a distributed test (started by
+/// an MPI launcher, `mpi` feature) or with `--start-at`; `None` leaves it to
+/// the single-host path.
+pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatus>> {
+    let (c, args) = match cmd {
+        StorageCommand::Init(a) => (Command::Init, a),
+        StorageCommand::Run(a) => (Command::Run, a),
+        StorageCommand::Verify(a) => (Command::Verify, a),
+        _ => return None,
+    };
+    let mpi = mailbench_multihost::launched_by_mpi();
+    if mpi && !mailbench_multihost::MPI_BUILT {
+        if mailbench_multihost::launcher_size().unwrap_or(1) > 1 && !global.quiet {
+            eprintln!(
+                "mailbench: started as one of several MPI ranks, but this mailbench was built \
+                 without the `mpi` feature: this rank runs an independent test (build with \
+                 `cargo build --release --features mpi` for one test over all ranks)"
+            );
+        }
+    }
+    let distributed = mpi && mailbench_multihost::MPI_BUILT;
+    if args.multihost.start_at.is_some() && c != Command::Run {
+        return Some(Err(Error::usage(
+            "--start-at applies to `storage run` (the load starts at that time)",
+        )));
+    }
+    if !distributed && args.multihost.start_at.is_none() {
+        return None;
+    }
+    Some(run(c, args, global))
+}
+
+fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
+    let start_at = match &args.multihost.start_at {
+        Some(t) => Some(mailbench_multihost::parse_start_at(t)?),
+        None => None,
+    };
+    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+    let output = global
+        .output
+        .clone()
+        .or(cfg.output.clone())
+        .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    let allow = args.allow_block_device
+        || cfg
+            .section::<StorageToml>("storage")?
+            .allow_block_device
+            .unwrap_or(false);
+    let toml = args.to_toml();
+    let resolve = |rank: usize, host: &str, hosts: &[String]| -> Result<StorageSpec> {
+        let default_data = if hosts.len() > 1 {
+            "./mailbench-data/rank-{rank}"
+        } else {
+            "./mailbench-data"
+        };
+        let spec = StorageSpec::resolve(toml.clone(), &cfg, Path::new(default_data))?;
+        if spec.threads_auto && cmd == Command::Run {
+            return Err(Error::usage(
+                "--threads auto is not available for a test over several hosts or with \
+                 --start-at (each host would tune alone): give a number of threads",
+            ));
+        }
+        let spec = spec_for_rank(spec, rank, host, hosts)?;
+        spec.check_paths(allow)?;
+        Ok(spec)
+    };
+    let opts = Options {
+        start_at,
+        quiet: global.quiet,
+        verbose: global.verbose,
+        listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
+        watch: Default::default(),
+        ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
+    };
+    let interrupt = Interrupt::install()?;
+    let t = mailbench_multihost::world()?;
+    let rank = t.rank();
+    let out = mailbench_multihost::storage::command(
+        t.as_ref(),
+        cmd,
+        &resolve,
+        &output,
+        interrupt,
+        &opts,
+    )?;
+    drop(t);
+    if rank > 0 {
+        return Ok(out.status);
+    }
+    if global.json {
+        let v = serde_json::json!({
+            "verdict": out.result.get("verdict"),
+            "result_dir": out.dir,
+            "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+            "transactional_iops": out.result.pointer("/total/transactional_iops"),
+            "target_iops": out.result.pointer("/total/target_iops"),
+        });
+        println!("{v}");
+    } else if !global.quiet {
+        println!("{}", out.summary);
+        if let Some(v) = out.result.get("verdict") {
+            println!(
+                "Verdict: {}",
+                v.get("status")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("")
+                    .to_uppercase()
+            );
+            for r in v
+                .get("reasons")
+                .and_then(|r| r.as_array())
+                .into_iter()
+                .flatten()
+            {
+                println!("  - {}", r.as_str().unwrap_or(""));
+            }
+        }
+        println!("Results: {}", out.dir.display());
+    }
+    Ok(out.status)
+}

@@ -1,0 +1,751 @@
+//! `storage init|run|verify` as one test over many ranks.
+//!
+//! Every rank: resolves its share (paths with `{rank}`/`{host}`), creates its
+//! databases, waits at a barrier for all the others, then starts the load at
+//! the same wall-clock time (rank 0 picks it, or `--start-at`), so warm-up
+//! and measured windows begin and end together. Each rank keeps its own
+//! result in `<run>/rank-N/`; rank 0 gathers them and writes `<run>/result.json`
+//! with per-host sections and the exact aggregate (the `report merge` of the
+//! rank results). A rank that fails makes rank 0 write a Fail verdict naming
+//! its host and stop the others.
+
+use crate::watch::{Coordinator, Endpoint, Failure, LiveMsg, Member, WatchOptions};
+use crate::{Transport, from_unix_ms, to_unix_ms, wait_until};
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
+use mailbench_base::{Error, ExitStatus, Result, Status, Verdict};
+use mailbench_report::load::{Doc, StorageDoc};
+use mailbench_storage::run::{LiveFigures, Progress};
+use mailbench_storage::spec::StorageSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Init,
+    Run,
+    Verify,
+}
+
+impl Command {
+    fn kind(self) -> &'static str {
+        match self {
+            Command::Init => "storage-init",
+            Command::Run => "storage-run",
+            Command::Verify => "storage-verify",
+        }
+    }
+}
+
+pub struct Options {
+    /// When the load starts on every rank (default: 2 s after the last rank
+    /// finished creating its databases).
+    pub start_at: Option<SystemTime>,
+    pub quiet: bool,
+    pub verbose: bool,
+    /// Where rank 0 listens for the side channel (default 0.0.0.0, free port).
+    pub listen: Option<String>,
+    pub watch: WatchOptions,
+    /// The MAILBENCH_ACK_STREAM switch of `storage run`.
+    pub ack_stream: bool,
+}
+
+/// What the command hands back to the CLI for its output.
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub dir: PathBuf,
+    /// The aggregate result (rank 0) or this rank's own.
+    pub result: Value,
+    pub summary: String,
+}
+
+/// Resolves this rank's spec from `(rank, host, every rank's host)`: the
+/// caller applies [`spec_for_rank`], then checks the paths.
+pub type Resolve<'a> = &'a dyn Fn(usize, &str, &[String]) -> Result<StorageSpec>;
+
+#[derive(Serialize, Deserialize)]
+struct Setup {
+    dir: PathBuf,
+    hosts: Vec<String>,
+    endpoint: Option<Endpoint>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Part {
+    rank: usize,
+    host: String,
+    /// result.json of the rank, as written.
+    result: String,
+    intervals: String,
+}
+
+/// The spec of rank `rank` of `size`: templates expanded, a distinct seed
+/// per rank (unique data on every host), and refusal when two ranks on one
+/// host would share a folder.
+pub fn spec_for_rank(
+    mut spec: StorageSpec,
+    rank: usize,
+    host: &str,
+    hosts: &[String],
+) -> Result<StorageSpec> {
+    let templated = spec
+        .volumes
+        .iter()
+        .chain(spec.log_volumes.iter())
+        .any(|p| p.to_string_lossy().contains("{rank}"));
+    let same_host = hosts.iter().filter(|h| h.as_str() == host).count() > 1;
+    if same_host && !templated {
+        return Err(Error::usage(format!(
+            "{} ranks run on host {host} and would share the database folders {:?}: put `{{rank}}` in \
+             --path (and --log-path), e.g. --path /data/mailbench-{{rank}}",
+            hosts.iter().filter(|h| h.as_str() == host).count(),
+            spec.volumes
+        )));
+    }
+    let x = |p: &Path| crate::expand_path(p, rank, host);
+    spec.volumes = spec.volumes.iter().map(|p| x(p)).collect();
+    spec.log_volumes = spec.log_volumes.iter().map(|p| x(p)).collect();
+    for i in &mut spec.instances {
+        i.volume = x(&i.volume);
+        i.db_path = x(&i.db_path);
+        i.log_dir = x(&i.log_dir);
+    }
+    spec.seed = spec
+        .seed
+        .wrapping_add((rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    Ok(spec)
+}
+
+struct Ctx<'a> {
+    t: &'a dyn Transport,
+    cmd: Command,
+    rank: usize,
+    size: usize,
+    host: String,
+    hosts: Vec<String>,
+    top: PathBuf,
+    coord: Option<Coordinator>,
+    member: Option<Member>,
+    interrupt: Interrupt,
+    opts: &'a Options,
+}
+
+impl Ctx<'_> {
+    fn phase(&self, p: &str) {
+        if let Some(c) = &self.coord {
+            c.set_phase(p);
+        }
+    }
+
+    /// The poll of every wait: a failed rank (rank 0 knows) or an interrupt.
+    fn check(&self) -> Result<()> {
+        if let Some(c) = &self.coord
+            && let Some(f) = c.failures().first()
+        {
+            return Err(Error::runtime(f.reason.clone()));
+        }
+        if self.interrupt.raised() {
+            return Err(Error::Interrupted);
+        }
+        Ok(())
+    }
+
+    fn rank_dir(&self) -> Result<RunDir> {
+        if self.size == 1 {
+            let log = TestLog::open(&self.top.join("test.log"))?;
+            return Ok(RunDir {
+                path: self.top.clone(),
+                log,
+            });
+        }
+        let path = self.top.join(format!("rank-{}", self.rank));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| Error::runtime(format!("cannot create {}: {e}", path.display())))?;
+        let log = TestLog::open(&path.join("test.log"))?;
+        log.line(format!(
+            "rank {} of {} on host {} ({} transport)",
+            self.rank,
+            self.size,
+            self.host,
+            self.t.kind()
+        ));
+        Ok(RunDir { path, log })
+    }
+}
+
+/// Runs `cmd` on this rank; on rank 0 also writes the aggregate. Creates
+/// `output/<kind>-<time>/` (rank 0's name, shared with the ranks).
+pub fn command(
+    t: &dyn Transport,
+    cmd: Command,
+    resolve: Resolve,
+    output: &Path,
+    interrupt: Interrupt,
+    opts: &Options,
+) -> Result<Outcome> {
+    let rank = t.rank();
+    let size = t.size();
+    let host = t.host();
+    let mut ok = || interrupt_check(&interrupt);
+    // Host names, the run folder and rank 0's address.
+    let names = t.gather(host.as_bytes(), &Vec::new, &mut ok)?;
+    let hosts_here: Vec<String> = names
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(&n.unwrap_or_default()).into_owned())
+        .collect();
+    let mut coord = None;
+    let setup = if rank == 0 {
+        let dir = RunDir::create(output, cmd.kind())?;
+        let top = dir.path.clone();
+        let endpoint = if size > 1 {
+            let (c, ep) = Coordinator::start(
+                hosts_here.clone(),
+                opts.listen.as_deref(),
+                opts.watch,
+                failure_hook(top.clone(), cmd, hosts_here.clone(), interrupt.clone()),
+                interval_hook(size, opts.quiet),
+            )?;
+            dir.log.line(format!(
+                "{size} ranks on {:?}; rank 0 listens on port {} at {:?}",
+                hosts_here, ep.port, ep.addrs
+            ));
+            coord = Some(c);
+            Some(ep)
+        } else {
+            None
+        };
+        Setup {
+            dir: top,
+            hosts: hosts_here,
+            endpoint,
+        }
+    } else {
+        Setup {
+            dir: PathBuf::new(),
+            hosts: Vec::new(),
+            endpoint: None,
+        }
+    };
+    let bytes = serde_json::to_vec(&setup).map_err(|e| Error::runtime(e.to_string()))?;
+    let setup: Setup = serde_json::from_slice(&t.broadcast(&bytes, &mut ok)?)
+        .map_err(|e| Error::runtime(format!("setup from rank 0: {e}")))?;
+    let member = match (&setup.endpoint, rank) {
+        (Some(ep), r) if r > 0 => Some(Member::connect(ep, rank, &host, interrupt.clone())?),
+        _ => None,
+    };
+    let ctx = Ctx {
+        t,
+        cmd,
+        rank,
+        size,
+        host,
+        hosts: setup.hosts,
+        top: setup.dir,
+        coord,
+        member,
+        interrupt,
+        opts,
+    };
+    let own = rank_part(&ctx, resolve);
+    finish(ctx, own)
+}
+
+fn interrupt_check(i: &Interrupt) -> Result<()> {
+    if i.raised() {
+        Err(Error::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// This rank's own test; its result.json text.
+fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
+    ctx.phase("spec resolution");
+    let spec = resolve(ctx.rank, &ctx.host, &ctx.hosts)?;
+    let dir = ctx.rank_dir()?;
+    dir.log.set_echo(ctx.opts.verbose);
+    match ctx.cmd {
+        Command::Init => {
+            ctx.phase("database creation");
+            let s = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
+            let v = json!({ "kind": "storage-init", "host": ctx.host, "rank": ctx.rank, "init": s, "spec": spec });
+            dir.write_json("result.json", &v)?;
+            Ok((dir, v))
+        }
+        Command::Verify => {
+            ctx.phase("verification");
+            let started = std::time::Instant::now();
+            let mut header = mailbench_base::RunHeader::begin("storage-verify");
+            let v = mailbench_storage::verify::verify_all(&spec, &ctx.interrupt)?;
+            header.finish(started.elapsed());
+            let verdict = Verdict::from_reasons(v.reasons());
+            let mut result = serde_json::to_value(&header).unwrap_or_default();
+            result["verdict"] = serde_json::to_value(&verdict).unwrap_or_default();
+            result["verify"] = serde_json::to_value(&v).unwrap_or_default();
+            result["rank"] = json!(ctx.rank);
+            dir.write_json("result.json", &result)?;
+            Ok((dir, result))
+        }
+        Command::Run => {
+            ctx.phase("database creation");
+            if !ctx.opts.quiet && ctx.rank == 0 {
+                eprintln!(
+                    "mailbench: {} rank(s): creating databases, then starting together",
+                    ctx.size
+                );
+            }
+            let init = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
+            ctx.phase("the barrier after database creation");
+            ctx.t.barrier(&mut || ctx.check())?;
+            let start = if ctx.rank == 0 {
+                let soon =
+                    SystemTime::now() + Duration::from_secs(if ctx.size > 1 { 2 } else { 0 });
+                let at = ctx.opts.start_at.map(|s| s.max(soon)).unwrap_or(soon);
+                to_unix_ms(at).to_le_bytes().to_vec()
+            } else {
+                Vec::new()
+            };
+            let b = ctx.t.broadcast(&start, &mut || ctx.check())?;
+            let ms = b
+                .get(..8)
+                .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(|| Error::runtime("start time from rank 0 is malformed"))?;
+            let at = from_unix_ms(ms);
+            dir.log.line(format!(
+                "databases ready; the load starts at {}",
+                humantime::format_rfc3339_millis(at)
+            ));
+            if !ctx.opts.quiet && ctx.rank == 0 {
+                eprintln!(
+                    "mailbench: the load starts at {}",
+                    humantime::format_rfc3339_seconds(at)
+                );
+            }
+            ctx.phase("the wait for the start time");
+            let late = wait_until(at, &mut || ctx.check())?;
+            if late > Duration::from_millis(500) {
+                dir.log.line(format!(
+                    "started {:.1} s after the start time",
+                    late.as_secs_f64()
+                ));
+            }
+            ctx.phase("the load");
+            let mut progress = RankProgress {
+                seq: 0,
+                coord: ctx.coord.as_ref(),
+                member: ctx.member.as_ref(),
+                echo: if ctx.size == 1 {
+                    Some(mailbench_report::progress::terminal(ctx.opts.quiet))
+                } else {
+                    None
+                },
+                phases: ctx.rank == 0 && !ctx.opts.quiet,
+            };
+            let mut result = mailbench_storage::run::run(
+                &spec,
+                &dir,
+                &ctx.interrupt,
+                &mut progress,
+                ctx.opts.ack_stream,
+            )?;
+            drop(progress);
+            if result.init.as_ref().is_some_and(|i| i.written_bytes == 0) {
+                result.init = Some(init);
+                mailbench_storage::run::write_outputs(&dir, &result)?;
+            }
+            if let Err(e) = mailbench_report::write_html(&dir.path, &result) {
+                dir.log.line(format!("report.html not written: {e}"));
+            }
+            let v = serde_json::to_value(&result).map_err(|e| Error::runtime(e.to_string()))?;
+            Ok((dir, v))
+        }
+    }
+}
+
+struct RankProgress<'a> {
+    seq: u64,
+    coord: Option<&'a Coordinator>,
+    member: Option<&'a Member>,
+    echo: Option<Box<dyn Progress>>,
+    phases: bool,
+}
+
+impl Progress for RankProgress<'_> {
+    fn phase(&mut self, text: &str) {
+        if let Some(e) = &mut self.echo {
+            e.phase(text);
+        } else if self.phases {
+            eprintln!("mailbench: rank 0: {text}");
+        }
+    }
+    fn interval(&mut self, p: &LiveFigures) {
+        self.seq += 1;
+        if let Some(e) = &mut self.echo {
+            e.interval(p);
+        }
+        let m = LiveMsg::from_live(self.seq, p);
+        if let Some(c) = self.coord {
+            c.local_interval(m);
+        } else if let Some(m2) = self.member {
+            m2.interval(m);
+        }
+    }
+}
+
+fn interval_hook(size: usize, quiet: bool) -> Box<dyn FnMut(LiveFigures) + Send> {
+    Box::new(move |p: LiveFigures| {
+        if quiet {
+            return;
+        }
+        let target = p
+            .target_iops
+            .map(|t| format!(" / target {t:.0}"))
+            .unwrap_or_default();
+        eprintln!(
+            "[{:>6.0}s {:<8} {size} ranks] IOPS {:>9.1}{target} | db read {:>6.2} ms (<= {:.0}) | log write {:>6.2} ms (<= {:.0}) | errors {} | {} | {:.0}s left",
+            p.elapsed_s,
+            p.phase,
+            p.transactional_iops,
+            p.db_read_avg_ms,
+            p.db_read_limit_ms,
+            p.log_write_avg_ms,
+            p.log_write_limit_ms,
+            p.errors,
+            if p.passing { "passing" } else { "FAILING" },
+            p.remaining_s.max(0.0)
+        );
+    })
+}
+
+/// Rank 0, the moment a rank fails: a Fail result naming the host (the job
+/// may be killed soon after), then stop the local test.
+fn failure_hook(
+    top: PathBuf,
+    cmd: Command,
+    hosts: Vec<String>,
+    interrupt: Interrupt,
+) -> Box<dyn Fn(&Failure, &[Failure]) + Send> {
+    let written = Arc::new(Mutex::new(()));
+    Box::new(move |f: &Failure, all: &[Failure]| {
+        let _g = written.lock();
+        eprintln!("mailbench: FAIL: {}", f.reason);
+        let v = failure_value(cmd, &hosts, all);
+        if let Ok(text) = serde_json::to_vec_pretty(&v) {
+            let _ = write_atomic(&top.join("result.json"), &text);
+        }
+        let summary = format!(
+            "mailbench {} over {} ranks — FAIL\n{}\n",
+            cmd.kind(),
+            hosts.len(),
+            all.iter()
+                .map(|f| format!("  - {}", f.reason))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let _ = write_atomic(&top.join("summary.txt"), summary.as_bytes());
+        interrupt.raise();
+    })
+}
+
+fn failure_value(cmd: Command, hosts: &[String], failures: &[Failure]) -> Value {
+    let mut header = mailbench_base::RunHeader::begin("storage-multihost");
+    header.finish(Duration::ZERO);
+    let mut v = serde_json::to_value(&header).unwrap_or_default();
+    v["command"] = json!(cmd.kind());
+    v["verdict"] = json!(Verdict {
+        status: Status::Fail,
+        reasons: failures.iter().map(|f| f.reason.clone()).collect(),
+    });
+    v["multihost"] = json!({ "hosts": hosts, "failures": failures });
+    v
+}
+
+/// After the rank's own part: gather to rank 0, which writes the aggregate.
+fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
+    let own = match own {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(m) = &ctx.member {
+                m.fail(&e.to_string());
+            }
+            if let Some(c) = &ctx.coord {
+                // Rank 0 itself failed: say so, stop the others, end the job.
+                let msg = format!("rank 0 on host {} failed: {e}", ctx.host);
+                eprintln!("mailbench: {msg}");
+                c.stop_all(&msg);
+                let f = Failure {
+                    rank: 0,
+                    host: ctx.host.clone(),
+                    reason: msg,
+                    at: mailbench_base::host::now_rfc3339(),
+                };
+                let mut all = c.failures();
+                all.insert(0, f);
+                let v = failure_value(ctx.cmd, &ctx.hosts, &all);
+                if let Ok(text) = serde_json::to_vec_pretty(&v) {
+                    let _ = write_atomic(&ctx.top.join("result.json"), &text);
+                }
+                if ctx.size > 1 {
+                    ctx.t.abort(e.exit_status().code());
+                }
+            }
+            return Err(e);
+        }
+    };
+    let (dir, value) = own;
+    let part = Part {
+        rank: ctx.rank,
+        host: ctx.host.clone(),
+        result: std::fs::read_to_string(dir.file("result.json")).unwrap_or_default(),
+        intervals: std::fs::read_to_string(dir.file("intervals.jsonl")).unwrap_or_default(),
+    };
+    let own_status = status_of(&value);
+    if ctx.size == 1 {
+        let summary = std::fs::read_to_string(dir.file("summary.txt")).unwrap_or_default();
+        return Ok(Outcome {
+            status: own_status,
+            dir: dir.path,
+            result: value,
+            summary,
+        });
+    }
+    ctx.phase("the gathering of results");
+    let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
+    let coord = ctx.coord.as_ref();
+    let skip = || coord.map(|c| c.failed_ranks()).unwrap_or_default();
+    // Rank 0 waits for every rank that has not failed; failures are skipped.
+    let gathered = ctx.t.gather(&bytes, &skip, &mut || {
+        if ctx.rank > 0 {
+            interrupt_check(&ctx.interrupt)
+        } else {
+            Ok(())
+        }
+    })?;
+    if let Some(m) = ctx.member {
+        m.done();
+        return Ok(Outcome {
+            status: own_status,
+            dir: dir.path,
+            result: value,
+            summary: String::new(),
+        });
+    }
+    let Some(coord) = ctx.coord else {
+        return Err(Error::runtime("rank 0 has no coordinator"));
+    };
+    let failures = coord.failures();
+    let mut parts: Vec<Part> = Vec::new();
+    for g in gathered.into_iter().flatten() {
+        match serde_json::from_slice::<Part>(&g) {
+            Ok(p) => parts.push(p),
+            Err(e) => dir
+                .log
+                .line(format!("a rank's result could not be read: {e}")),
+        }
+    }
+    let agg = aggregate(&ctx.top, ctx.cmd, &ctx.hosts, &parts, &failures)?;
+    coord.finish();
+    let status = status_of(&agg.0);
+    let out = Outcome {
+        status,
+        dir: ctx.top.clone(),
+        result: agg.0,
+        summary: agg.1,
+    };
+    if !failures.is_empty() {
+        // The failed rank cannot take part in MPI_Finalize: end the job.
+        eprintln!("{}", out.summary);
+        eprintln!("Results: {}", out.dir.display());
+        ctx.t.abort(ExitStatus::Fail.code());
+    }
+    Ok(out)
+}
+
+fn status_of(v: &Value) -> ExitStatus {
+    let s = v
+        .get("verdict")
+        .and_then(|v| v.get("status"))
+        .and_then(Value::as_str)
+        .unwrap_or("pass");
+    match s {
+        "pass" => ExitStatus::Pass,
+        "fail" => ExitStatus::Fail,
+        "interrupted" => ExitStatus::Interrupted,
+        _ => ExitStatus::Runtime,
+    }
+}
+
+/// Rank 0: one result from the ranks' parts (with failures named first).
+/// Returns the result value and summary text.
+fn aggregate(
+    top: &Path,
+    cmd: Command,
+    hosts: &[String],
+    parts: &[Part],
+    failures: &[Failure],
+) -> Result<(Value, String)> {
+    let dir = RunDir {
+        path: top.to_path_buf(),
+        log: TestLog::open(&top.join("test.log"))?,
+    };
+    // Every rank's files beside rank 0's (copies when the ranks do not
+    // share the results folder), so `report merge rank-*/` works here.
+    let mut files = Vec::new();
+    for p in parts {
+        let rd = top.join(format!("rank-{}", p.rank));
+        let _ = std::fs::create_dir_all(&rd);
+        let f = rd.join("result.json");
+        if !f.exists() {
+            write_atomic(&f, p.result.as_bytes())?;
+            if !p.intervals.is_empty() {
+                write_atomic(&rd.join("intervals.jsonl"), p.intervals.as_bytes())?;
+            }
+        }
+        files.push((p.rank, p.host.clone(), f));
+        dir.log.line(format!(
+            "rank {} on host {}: result gathered",
+            p.rank, p.host
+        ));
+    }
+    let fail_reasons: Vec<String> = failures.iter().map(|f| f.reason.clone()).collect();
+    for r in &fail_reasons {
+        dir.log.line(format!("FAIL: {r}"));
+    }
+    let ranks_json: Vec<Value> = (0..hosts.len())
+        .map(|r| {
+            let failed = failures.iter().find(|f| f.rank == r);
+            json!({
+                "rank": r,
+                "host": hosts.get(r),
+                "result": format!("rank-{r}/result.json"),
+                "status": if failed.is_some() { "failed" } else if parts.iter().any(|p| p.rank == r) { "gathered" } else { "missing" },
+                "failure": failed.map(|f| f.reason.clone()),
+            })
+        })
+        .collect();
+    let multihost = json!({ "ranks": ranks_json, "failures": failures });
+    let (mut value, mut summary) = match cmd {
+        Command::Run => aggregate_run(&dir, &files)?,
+        Command::Init | Command::Verify => aggregate_generic(cmd, &files)?,
+    };
+    value["multihost"] = multihost;
+    if !fail_reasons.is_empty() {
+        let mut reasons = fail_reasons.clone();
+        let old = value["verdict"]["reasons"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        reasons.extend(old.iter().filter_map(|r| r.as_str().map(String::from)));
+        value["verdict"] = json!(Verdict {
+            status: Status::Fail,
+            reasons,
+        });
+        summary = format!("FAIL: {}\n\n{summary}", fail_reasons.join("\nFAIL: "));
+    }
+    dir.write_json("result.json", &value)?;
+    dir.write("summary.txt", summary.as_bytes())?;
+    if cmd == Command::Run
+        && let Ok(doc) = mailbench_report::load(&dir.file("result.json"))
+    {
+        let _ = dir.write(
+            "report.html",
+            mailbench_report::render_html(&doc).as_bytes(),
+        );
+    }
+    Ok((value, summary))
+}
+
+/// The same as `report merge` of the ranks' result files.
+fn aggregate_run(dir: &RunDir, files: &[(usize, String, PathBuf)]) -> Result<(Value, String)> {
+    let mut docs: Vec<StorageDoc> = Vec::new();
+    for (_, _, f) in files {
+        match mailbench_report::load(f)? {
+            Doc::Storage(d) => docs.push(*d),
+            other => {
+                return Err(Error::runtime(format!(
+                    "{} is a {} result, not storage-run",
+                    f.display(),
+                    other.kind()
+                )));
+            }
+        }
+    }
+    if docs.len() == 1 {
+        let d = &docs[0];
+        let text = mailbench_storage::summary::render(&d.result);
+        let _ = std::fs::copy(
+            d.source.with_file_name("intervals.jsonl"),
+            dir.file("intervals.jsonl"),
+        );
+        return Ok((d.raw.clone(), text));
+    }
+    let out = mailbench_report::merge::merge(&docs)?;
+    let value = out.to_value()?;
+    if !out.intervals.is_empty() {
+        let mut text = String::new();
+        for r in &out.intervals {
+            if let Ok(l) = serde_json::to_string(r) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        }
+        dir.write("intervals.jsonl", text.as_bytes())?;
+    }
+    let mut summary = mailbench_storage::summary::render(&out.result);
+    summary.push_str(&mailbench_report::merge::hosts_text(&out.merged));
+    Ok((value, summary))
+}
+
+fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result<(Value, String)> {
+    let mut hosts = Vec::new();
+    let mut reasons = Vec::new();
+    let mut summary = format!("mailbench {} over {} ranks\n", cmd.kind(), files.len());
+    for (rank, host, f) in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", f.display())))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::runtime(format!("{}: {e}", f.display())))?;
+        if let Some(rs) = v["verdict"]["reasons"].as_array() {
+            for r in rs.iter().filter_map(Value::as_str) {
+                reasons.push(format!("rank {rank} on host {host}: {r}"));
+            }
+        }
+        match cmd {
+            Command::Init => {
+                for d in v["init"]["databases"].as_array().into_iter().flatten() {
+                    summary.push_str(&format!(
+                        "  rank {rank} {host}: {} {} {} ({:.0} MB/s)\n",
+                        d["name"].as_str().unwrap_or(""),
+                        d["action"].as_str().unwrap_or(""),
+                        d["path"].as_str().unwrap_or(""),
+                        d["mb_per_s"].as_f64().unwrap_or(0.0)
+                    ));
+                }
+            }
+            _ => {
+                summary.push_str(&format!(
+                    "  rank {rank} {host}: {} databases, {} bad pages or log blocks\n",
+                    v["verify"]["databases"]
+                        .as_array()
+                        .map(Vec::len)
+                        .unwrap_or(0),
+                    v["verify"]["bad_total"].as_u64().unwrap_or(0)
+                ));
+            }
+        }
+        hosts.push(json!({ "rank": rank, "host": host, "result": v }));
+    }
+    let verdict = Verdict::from_reasons(reasons);
+    summary.push_str(&format!("Verdict: {}\n", verdict.label()));
+    let mut header = mailbench_base::RunHeader::begin(cmd.kind());
+    header.finish(Duration::ZERO);
+    let mut v = serde_json::to_value(&header).unwrap_or_default();
+    v["kind"] = json!(cmd.kind());
+    v["verdict"] = json!(verdict);
+    v["hosts"] = json!(hosts);
+    Ok((v, summary))
+}

@@ -621,7 +621,7 @@ fn aggregate(
             json!({
                 "rank": r,
                 "host": hosts.get(r),
-                "result": format!("rank-{r}/result.json"),
+                "result": parts.iter().any(|p| p.rank == r).then(|| format!("rank-{r}/result.json")),
                 "status": if failed.is_some() { "failed" } else if parts.iter().any(|p| p.rank == r) { "gathered" } else { "missing" },
                 "failure": failed.map(|f| f.reason.clone()),
             })
@@ -629,11 +629,11 @@ fn aggregate(
         .collect();
     let multihost = json!({ "ranks": ranks_json, "failures": failures });
     let (mut value, mut summary) = match cmd {
-        Command::Run => aggregate_run(&dir, &files)?,
+        Command::Run => aggregate_run(&dir, &files, &fail_reasons)?,
         Command::Init | Command::Verify => aggregate_generic(cmd, &files)?,
     };
     value["multihost"] = multihost;
-    if !fail_reasons.is_empty() {
+    if !fail_reasons.is_empty() && cmd != Command::Run {
         let mut reasons = fail_reasons.clone();
         let old = value["verdict"]["reasons"]
             .as_array()
@@ -644,6 +644,8 @@ fn aggregate(
             status: Status::Fail,
             reasons,
         });
+    }
+    if !fail_reasons.is_empty() {
         summary = format!("FAIL: {}\n\n{summary}", fail_reasons.join("\nFAIL: "));
     }
     dir.write_json("result.json", &value)?;
@@ -660,7 +662,11 @@ fn aggregate(
 }
 
 /// The same as `report merge` of the ranks' result files.
-fn aggregate_run(dir: &RunDir, files: &[(usize, String, PathBuf)]) -> Result<(Value, String)> {
+fn aggregate_run(
+    dir: &RunDir,
+    files: &[(usize, String, PathBuf)],
+    failures: &[String],
+) -> Result<(Value, String)> {
     let mut docs: Vec<StorageDoc> = Vec::new();
     for (_, _, f) in files {
         match mailbench_report::load(f)? {
@@ -674,16 +680,29 @@ fn aggregate_run(dir: &RunDir, files: &[(usize, String, PathBuf)]) -> Result<(Va
             }
         }
     }
+    let judged = |r: &mut mailbench_storage::result::StorageResult| {
+        if !failures.is_empty() {
+            let mut reasons = failures.to_vec();
+            reasons.append(&mut r.verdict.reasons);
+            r.verdict = Verdict {
+                status: Status::Fail,
+                reasons,
+            };
+        }
+    };
     if docs.len() == 1 {
-        let d = &docs[0];
+        let d = &mut docs[0];
+        judged(&mut d.result);
         let text = mailbench_storage::summary::render(&d.result);
         let _ = std::fs::copy(
             d.source.with_file_name("intervals.jsonl"),
             dir.file("intervals.jsonl"),
         );
-        return Ok((d.raw.clone(), text));
+        let v = serde_json::to_value(&d.result).map_err(|e| Error::runtime(e.to_string()))?;
+        return Ok((v, text));
     }
-    let out = mailbench_report::merge::merge(&docs)?;
+    let mut out = mailbench_report::merge::merge(&docs)?;
+    judged(&mut out.result);
     let value = out.to_value()?;
     if !out.intervals.is_empty() {
         let mut text = String::new();

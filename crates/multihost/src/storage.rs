@@ -9,7 +9,9 @@
 //! rank results). A rank that fails makes rank 0 write a Fail verdict naming
 //! its host and stop the others.
 
-use crate::watch::{Coordinator, Endpoint, Failure, LiveMsg, Member, WatchOptions};
+use crate::watch::{
+    Coordinator, Endpoint, Failure, FailureHook, IntervalHook, LiveMsg, Member, WatchOptions,
+};
 use crate::{Transport, from_unix_ms, to_unix_ms, wait_until};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
@@ -396,7 +398,7 @@ impl Progress for RankProgress<'_> {
     }
 }
 
-fn interval_hook(size: usize, quiet: bool) -> Box<dyn FnMut(LiveFigures) + Send> {
+fn interval_hook(size: usize, quiet: bool) -> IntervalHook {
     Box::new(move |p: LiveFigures| {
         if quiet {
             return;
@@ -428,7 +430,7 @@ fn failure_hook(
     cmd: Command,
     hosts: Vec<String>,
     interrupt: Interrupt,
-) -> Box<dyn Fn(&Failure, &[Failure]) + Send> {
+) -> FailureHook {
     let written = Arc::new(Mutex::new(()));
     Box::new(move |f: &Failure, all: &[Failure]| {
         let _g = written.lock();

@@ -173,8 +173,10 @@ impl Default for WatchOptions {
     }
 }
 
-type FailureHook = Box<dyn Fn(&Failure, &[Failure]) + Send>;
-type IntervalHook = Box<dyn FnMut(LiveFigures) + Send>;
+/// Called on rank 0 with the failure that just happened and every failure so far.
+pub type FailureHook = Box<dyn Fn(&Failure, &[Failure]) + Send>;
+/// Called on rank 0 with each interval's aggregate live figures.
+pub type IntervalHook = Box<dyn FnMut(LiveFigures) + Send>;
 
 struct State {
     hosts: Vec<String>,

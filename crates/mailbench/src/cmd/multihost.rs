@@ -33,14 +33,16 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
         _ => return None,
     };
     let mpi = mailbench_multihost::launched_by_mpi();
-    if mpi && !mailbench_multihost::MPI_BUILT {
-        if mailbench_multihost::launcher_size().unwrap_or(1) > 1 && !global.quiet {
-            eprintln!(
-                "mailbench: started as one of several MPI ranks, but this mailbench was built \
-                 without the `mpi` feature: this rank runs an independent test (build with \
-                 `cargo build --release --features mpi` for one test over all ranks)"
-            );
-        }
+    if mpi
+        && !mailbench_multihost::MPI_BUILT
+        && mailbench_multihost::launcher_size().unwrap_or(1) > 1
+        && !global.quiet
+    {
+        eprintln!(
+            "mailbench: started as one of several MPI ranks, but this mailbench was built \
+             without the `mpi` feature: this rank runs an independent test (build with \
+             `cargo build --release --features mpi` for one test over all ranks)"
+        );
     }
     let distributed = mpi && mailbench_multihost::MPI_BUILT;
     if args.multihost.start_at.is_some() && c != Command::Run {

@@ -11,10 +11,17 @@ pub struct HostInfo {
     pub memory_bytes: u64,
 }
 
+/// This machine's host name (from /proc; `unknown` if unreadable).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 impl HostInfo {
     pub fn collect() -> HostInfo {
         let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-        let hostname = read("/proc/sys/kernel/hostname").unwrap_or_else(|_| "unknown".into());
+        let hostname = hostname();
         let kernel = read("/proc/sys/kernel/osrelease").unwrap_or_else(|_| "unknown".into());
         let os = std::fs::read_to_string("/etc/os-release")
             .ok()

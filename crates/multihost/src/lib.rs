@@ -98,12 +98,7 @@ impl Transport for Single {
     }
 }
 
-/// The hostname from /proc (or `unknown`).
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
+pub use mailbench_base::host::hostname;
 
 /// The number of ranks a launcher (mpirun, srun, an MPI operator) started,
 /// from its environment; `None` when not launched as ranks.

@@ -30,6 +30,8 @@ pub enum Command {
     Init,
     Run,
     Verify,
+    Backup,
+    Recover,
 }
 
 impl Command {
@@ -38,6 +40,8 @@ impl Command {
             Command::Init => "storage-init",
             Command::Run => "storage-run",
             Command::Verify => "storage-verify",
+            Command::Backup => "storage-backup",
+            Command::Recover => "storage-recover",
         }
     }
 }
@@ -53,6 +57,10 @@ pub struct Options {
     pub watch: WatchOptions,
     /// The MAILBENCH_ACK_STREAM switch of `storage run`.
     pub ack_stream: bool,
+    /// `storage backup --to` (may hold `{rank}` / `{host}`).
+    pub backup_to: Option<PathBuf>,
+    /// `storage recover --log-files`.
+    pub log_files: u64,
 }
 
 /// What the command hands back to the CLI for its output.
@@ -267,6 +275,19 @@ fn interrupt_check(i: &Interrupt) -> Result<()> {
 fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
     ctx.phase("spec resolution");
     let spec = resolve(ctx.rank, &ctx.host, &ctx.hosts)?;
+    let sharing = ctx.hosts.iter().filter(|h| **h == ctx.host).count();
+    if ctx.cmd == Command::Backup
+        && let Some(to) = &ctx.opts.backup_to
+        && sharing > 1
+        && !to.to_string_lossy().contains("{rank}")
+    {
+        return Err(Error::usage(format!(
+            "{sharing} ranks run on host {} and would copy into the same folder {}: put \
+                 `{{rank}}` in --to, e.g. --to /backup/mailbench-{{rank}}",
+            ctx.host,
+            to.display()
+        )));
+    }
     let dir = ctx.rank_dir()?;
     dir.log.set_echo(ctx.opts.verbose);
     match ctx.cmd {
@@ -290,6 +311,36 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
             result["rank"] = json!(ctx.rank);
             dir.write_json("result.json", &result)?;
             Ok((dir, result))
+        }
+        Command::Backup => {
+            ctx.phase("backup");
+            let to = ctx
+                .opts
+                .backup_to
+                .as_ref()
+                .map(|p| crate::expand_path(p, ctx.rank, &ctx.host));
+            let r =
+                mailbench_storage::backup::run_backup(&spec, &dir, to.as_deref(), &ctx.interrupt)?;
+            let v = serde_json::to_value(&r).map_err(|e| Error::runtime(e.to_string()))?;
+            Ok((dir, v))
+        }
+        Command::Recover => {
+            ctx.phase("recovery");
+            let quiet = ctx.opts.quiet || ctx.rank > 0;
+            let mut phase = |t: &str| {
+                if !quiet {
+                    eprintln!("mailbench: rank 0: {t}");
+                }
+            };
+            let r = mailbench_storage::recover::run_recover(
+                &spec,
+                &dir,
+                ctx.opts.log_files,
+                &ctx.interrupt,
+                &mut phase,
+            )?;
+            let v = serde_json::to_value(&r).map_err(|e| Error::runtime(e.to_string()))?;
+            Ok((dir, v))
         }
         Command::Run => {
             ctx.phase("database creation");
@@ -632,7 +683,9 @@ fn aggregate(
     let multihost = json!({ "ranks": ranks_json, "failures": failures });
     let (mut value, mut summary) = match cmd {
         Command::Run => aggregate_run(&dir, &files, &fail_reasons)?,
-        Command::Init | Command::Verify => aggregate_generic(cmd, &files)?,
+        Command::Init | Command::Verify | Command::Backup | Command::Recover => {
+            aggregate_generic(cmd, &files)?
+        }
     };
     value["multihost"] = multihost;
     if !fail_reasons.is_empty() && cmd != Command::Run {
@@ -725,6 +778,8 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
     let mut hosts = Vec::new();
     let mut reasons = Vec::new();
     let mut summary = format!("mailbench {} over {} ranks\n", cmd.kind(), files.len());
+    let (mut backup_mb, mut backup_s, mut backup_dbs) = (0.0f64, 0.0f64, 0usize);
+    let (mut replayed, mut replay_s) = (0u64, 0.0f64);
     for (rank, host, f) in files {
         let text = std::fs::read_to_string(f)
             .map_err(|e| Error::runtime(format!("cannot read {}: {e}", f.display())))?;
@@ -747,7 +802,38 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
                     ));
                 }
             }
-            _ => {
+            Command::Backup => {
+                let mb = v["databases"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d["size_mb"].as_f64())
+                    .sum::<f64>();
+                backup_mb += mb;
+                backup_s = backup_s.max(v["seconds"].as_f64().unwrap_or(0.0));
+                backup_dbs += v["databases"].as_array().map(Vec::len).unwrap_or(0);
+                summary.push_str(&format!(
+                    "  rank {rank} {host}: {} databases, {mb:.0} MB in {:.1} s, {:.1} MB/s\n",
+                    v["databases"].as_array().map(Vec::len).unwrap_or(0),
+                    v["seconds"].as_f64().unwrap_or(0.0),
+                    v["total_mb_per_s"].as_f64().unwrap_or(0.0)
+                ));
+            }
+            Command::Recover => {
+                for i in v["instances"].as_array().into_iter().flatten() {
+                    let files = i["log_files_replayed"].as_u64().unwrap_or(0);
+                    let secs = i["seconds"].as_f64().unwrap_or(0.0);
+                    replayed += files;
+                    replay_s += secs;
+                    summary.push_str(&format!(
+                        "  rank {rank} {host}: {} replayed {files} log files in {secs:.2} s \
+                         ({:.4} s per log file)\n",
+                        i["name"].as_str().unwrap_or(""),
+                        i["seconds_per_log_file"].as_f64().unwrap_or(0.0)
+                    ));
+                }
+            }
+            Command::Verify | Command::Run => {
                 summary.push_str(&format!(
                     "  rank {rank} {host}: {} databases, {} bad pages or log blocks\n",
                     v["verify"]["databases"]
@@ -760,6 +846,29 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
         }
         hosts.push(json!({ "rank": rank, "host": host, "result": v }));
     }
+    let mut totals = Value::Null;
+    if cmd == Command::Backup {
+        // The ranks read at the same time: total MB/s over the slowest rank's time.
+        let mb_per_s = if backup_s > 0.0 {
+            backup_mb / backup_s
+        } else {
+            0.0
+        };
+        summary.push_str(&format!(
+            "  all ranks: {backup_dbs} databases, {backup_mb:.0} MB in {backup_s:.1} s, {mb_per_s:.1} MB/s\n"
+        ));
+        totals = json!({ "databases": backup_dbs, "size_mb": backup_mb, "seconds": backup_s, "total_mb_per_s": mb_per_s });
+    } else if cmd == Command::Recover {
+        let per = if replayed > 0 {
+            replay_s / replayed as f64
+        } else {
+            0.0
+        };
+        summary.push_str(&format!(
+            "  all ranks: {replayed} log files replayed, {replay_s:.2} s in sum, {per:.4} s per log file\n"
+        ));
+        totals = json!({ "log_files_replayed": replayed, "seconds_sum": replay_s, "seconds_per_log_file": per });
+    }
     let verdict = Verdict::from_reasons(reasons);
     summary.push_str(&format!("Verdict: {}\n", verdict.label()));
     let mut header = mailbench_base::RunHeader::begin(cmd.kind());
@@ -768,5 +877,8 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
     v["kind"] = json!(cmd.kind());
     v["verdict"] = json!(verdict);
     v["hosts"] = json!(hosts);
+    if !totals.is_null() {
+        v["totals"] = totals;
+    }
     Ok((v, summary))
 }

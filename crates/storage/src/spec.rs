@@ -143,9 +143,41 @@ pub struct StorageToml {
     /// `storage backup`: folder the copy is written to.
     #[serde(default)]
     pub backup_to: Option<PathBuf>,
+    /// Per-host values (`[storage.hosts."db07"]`) over the section's, under
+    /// the flags: each host of a many-hosts test finds its own folders.
+    #[serde(default)]
+    pub hosts: Option<std::collections::BTreeMap<String, HostToml>>,
+}
+
+/// `[storage.hosts."NAME"]`: what differs from host to host.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostToml {
+    pub paths: Option<Vec<PathBuf>>,
+    pub log_paths: Option<Vec<PathBuf>>,
+    pub databases: Option<u32>,
+    pub mailboxes: Option<u64>,
+    pub target_iops: Option<f64>,
+    pub threads: Option<Threads>,
+    pub backup_to: Option<PathBuf>,
 }
 
 impl StorageToml {
+    /// The section with `[storage.hosts."host"]` applied over it, if present.
+    pub fn for_host(mut self, host: &str) -> StorageToml {
+        let Some(h) = self.hosts.as_ref().and_then(|m| m.get(host)).cloned() else {
+            return self;
+        };
+        self.paths = h.paths.or(self.paths);
+        self.log_paths = h.log_paths.or(self.log_paths);
+        self.databases = h.databases.or(self.databases);
+        self.mailboxes = h.mailboxes.or(self.mailboxes);
+        self.target_iops = h.target_iops.or(self.target_iops);
+        self.threads = h.threads.or(self.threads);
+        self.backup_to = h.backup_to.or(self.backup_to);
+        self
+    }
+
     /// `self` (flags) over `file`.
     pub fn over(self, file: StorageToml) -> StorageToml {
         StorageToml {
@@ -175,6 +207,7 @@ impl StorageToml {
             profile_overrides: self.profile_overrides.or(file.profile_overrides),
             log_files: self.log_files.or(file.log_files),
             backup_to: self.backup_to.or(file.backup_to),
+            hosts: self.hosts.or(file.hosts),
             thresholds: match (self.thresholds, file.thresholds) {
                 (Some(a), Some(b)) => Some(ThresholdsToml {
                     db_read_avg_ms: a.db_read_avg_ms.or(b.db_read_avg_ms),
@@ -263,8 +296,20 @@ impl StorageSpec {
         cfg: &ConfigFile,
         default_data: &Path,
     ) -> Result<StorageSpec> {
+        let host = mailbench_base::host::hostname();
+        Self::resolve_for_host(flags, cfg, default_data, &host)
+    }
+
+    /// [`StorageSpec::resolve`] for a named host: its `[storage.hosts."host"]`
+    /// values apply (between the flags and the section).
+    pub fn resolve_for_host(
+        flags: StorageToml,
+        cfg: &ConfigFile,
+        default_data: &Path,
+        host: &str,
+    ) -> Result<StorageSpec> {
         let file: StorageToml = cfg.section("storage")?;
-        let t = flags.over(file);
+        let t = flags.over(file.for_host(host));
         let quick = t.quick.unwrap_or(false);
         let test_type = t.test_type.unwrap_or(TestType::Performance);
         let profile_name = t.profile.clone().unwrap_or_else(|| "exchange2013".into());
@@ -646,6 +691,35 @@ mod tests {
         assert!(!s.paced);
         assert_eq!(s.instances[0].mailboxes, 25);
         assert_eq!(s.instances.iter().map(|i| i.sessions).sum::<usize>(), 16);
+    }
+
+    #[test]
+    fn a_host_section_applies_to_its_host_only_and_flags_win() {
+        let c = cfg(
+            "[storage]\ndb_size = \"1GiB\"\npaths = [\"/data/a\"]\ndatabases = 2\n\
+             [storage.hosts.db07]\npaths = [\"/srv/x\", \"/srv/y\"]\ndatabases = 4\n",
+        );
+        let d = Path::new("/tmp/x");
+        let s = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db07").unwrap();
+        assert_eq!(
+            s.volumes,
+            vec![PathBuf::from("/srv/x"), PathBuf::from("/srv/y")]
+        );
+        assert_eq!(s.instances.len(), 4);
+        let s = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db08").unwrap();
+        assert_eq!(s.volumes, vec![PathBuf::from("/data/a")]);
+        assert_eq!(s.instances.len(), 2);
+        let flags = StorageToml {
+            databases: Some(1),
+            ..Default::default()
+        };
+        let s = StorageSpec::resolve_for_host(flags, &c, d, "db07").unwrap();
+        assert_eq!(s.instances.len(), 1);
+        let bad = cfg("[storage]\ndb_size = \"1GiB\"\n[storage.hosts.db07]\npath = [\"/x\"]\n");
+        let e = StorageSpec::resolve_for_host(StorageToml::default(), &bad, d, "db07")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("path"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
         StorageCommand::Init(a) => (Command::Init, a),
         StorageCommand::Run(a) => (Command::Run, a),
         StorageCommand::Verify(a) => (Command::Verify, a),
+        StorageCommand::Backup(a) => (Command::Backup, a),
+        StorageCommand::Recover(a) => (Command::Recover, a),
         _ => return None,
     };
     let mpi = mailbench_multihost::launched_by_mpi();
@@ -72,6 +74,7 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
             .section::<StorageToml>("storage")?
             .allow_block_device
             .unwrap_or(false);
+    let section = cfg.section::<StorageToml>("storage")?;
     let toml = args.to_toml();
     let resolve = |rank: usize, host: &str, hosts: &[String]| -> Result<StorageSpec> {
         let default_data = if hosts.len() > 1 {
@@ -79,7 +82,8 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         } else {
             "./mailbench-data"
         };
-        let spec = StorageSpec::resolve(toml.clone(), &cfg, Path::new(default_data))?;
+        let spec =
+            StorageSpec::resolve_for_host(toml.clone(), &cfg, Path::new(default_data), host)?;
         if spec.threads_auto && cmd == Command::Run {
             return Err(Error::usage(
                 "--threads auto is not available for a test over several hosts or with \
@@ -97,6 +101,8 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
         watch: Default::default(),
         ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
+        backup_to: args.backup_to.clone().or(section.backup_to.clone()),
+        log_files: args.log_files.or(section.log_files).unwrap_or(500),
     };
     let interrupt = Interrupt::install()?;
     let t = mailbench_multihost::world()?;

@@ -1,0 +1,519 @@
+//! `storage init|run|verify` as one test over MPI ranks (build with
+//! `--features mpi`; needs `mpirun` from openmpi-bin): three ranks on this
+//! machine, the aggregate equal to `report merge` of the rank results, a
+//! killed rank failing the run by name, and ranks on two network namespaces
+//! joined by a veth pair (root and `ip` needed; the test creates and deletes
+//! them).
+#![cfg(feature = "mpi")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One MPI job at a time (two cores).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_mailbench")
+}
+
+const SMALL: &[&str] = &[
+    "--quick",
+    "--databases",
+    "1",
+    "--db-size",
+    "8MiB",
+    "--cache-size",
+    "4MiB",
+    "--threads",
+    "2",
+    "--warmup",
+    "1s",
+    "--duration",
+    "3s",
+    "--sample-interval",
+    "1s",
+];
+
+fn mpirun(np: usize) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
+        .arg(np.to_string());
+    c
+}
+
+/// Waits for a child with a deadline; kills it (and fails) past it.
+fn wait(mut child: Child, limit: Duration) -> (Output, Duration) {
+    let t = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return (child.wait_with_output().unwrap(), t.elapsed());
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "no end within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn run_job(mut c: Command, limit: Duration) -> Output {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun (apt-get install openmpi-bin)");
+    wait(child, limit).0
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn only_run_dir(out: &Path, prefix: &str) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// `report merge` of the ranks' results must give the aggregate rank 0 wrote.
+fn check_equals_merge(run: &Path, ranks: usize) -> Value {
+    let agg = json(&run.join("result.json"));
+    let merged_out = run.join("merge-check");
+    let mut c = Command::new(exe());
+    c.args(["--quiet", "--output"]).arg(&merged_out);
+    c.args(["report", "merge"]);
+    for r in 0..ranks {
+        c.arg(run.join(format!("rank-{r}/result.json")));
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let m = json(&only_run_dir(&merged_out, "report-merge").join("result.json"));
+    for key in [
+        "total",
+        "instances",
+        "verdict",
+        "window",
+        "init",
+        "verify",
+        "disks",
+    ] {
+        assert_eq!(
+            agg[key], m[key],
+            "aggregate and report merge differ in {key}"
+        );
+    }
+    let hosts = |v: &Value| -> Vec<Value> {
+        v["merged"]["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| serde_json::json!([h["label"], h["total"], h["verdict"]]))
+            .collect()
+    };
+    assert_eq!(hosts(&agg), hosts(&m));
+    assert_eq!(hosts(&agg).len(), ranks);
+    // Exact: histograms added, not percentiles averaged.
+    assert_eq!(agg["total"]["histograms"], m["total"]["histograms"]);
+    let total = agg["total"]["classes"]["db_read"]["ops"].as_u64().unwrap();
+    let sum: u64 = (0..ranks)
+        .map(|r| {
+            json(&run.join(format!("rank-{r}/result.json")))["total"]["classes"]["db_read"]["ops"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(total, sum);
+    agg
+}
+
+fn figures(agg: &Value) -> String {
+    let mut s = String::new();
+    for h in agg["merged"]["hosts"].as_array().unwrap() {
+        s.push_str(&format!(
+            "  {:<10} {:<5} IOPS {:>9.1}  db read avg {:.3} ms p99 {:.3}  log write avg {:.3} ms\n",
+            h["label"].as_str().unwrap(),
+            h["verdict"]["status"].as_str().unwrap(),
+            h["total"]["transactional_iops"].as_f64().unwrap(),
+            h["total"]["classes"]["db_read"]["latency_ms"]["avg"]
+                .as_f64()
+                .unwrap(),
+            h["total"]["classes"]["db_read"]["latency_ms"]["p99"]
+                .as_f64()
+                .unwrap(),
+            h["total"]["classes"]["log_write"]["latency_ms"]["avg"]
+                .as_f64()
+                .unwrap(),
+        ));
+    }
+    s.push_str(&format!(
+        "  aggregate  {:<5} IOPS {:>9.1}  db read avg {:.3} ms p99 {:.3}  log write avg {:.3} ms",
+        agg["verdict"]["status"].as_str().unwrap(),
+        agg["total"]["transactional_iops"].as_f64().unwrap(),
+        agg["total"]["classes"]["db_read"]["latency_ms"]["avg"]
+            .as_f64()
+            .unwrap(),
+        agg["total"]["classes"]["db_read"]["latency_ms"]["p99"]
+            .as_f64()
+            .unwrap(),
+        agg["total"]["classes"]["log_write"]["latency_ms"]["avg"]
+            .as_f64()
+            .unwrap(),
+    ));
+    s
+}
+
+#[test]
+fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    let out = tmp.path().join("out");
+    let job = |sub: &str, extra: &[&str]| {
+        let mut c = mpirun(3);
+        c.arg(exe())
+            .args(["--output"])
+            .arg(&out)
+            .args(["storage", sub, "--path", &data])
+            .args(SMALL)
+            .args(extra);
+        run_job(c, Duration::from_secs(100))
+    };
+    // init: every rank creates its own databases, unique per rank.
+    let o = job("init", &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let init = only_run_dir(&out, "storage-init");
+    let v = json(&init.join("result.json"));
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3, "{v}");
+    for r in 0..3 {
+        assert!(tmp.path().join(format!("data-{r}/DB01.mdb")).exists());
+    }
+    // run (opening the databases init made): one test, one aggregate.
+    let o = job("run", &["--open"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("Per-Host Results"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("3 ranks] IOPS"),
+        "no live aggregate: {stderr}"
+    );
+    let run = only_run_dir(&out, "storage-run");
+    let agg = check_equals_merge(&run, 3);
+    assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
+    // The ranks measured the same window: one start time for all.
+    let starts: Vec<String> = (0..3)
+        .map(|r| {
+            let log = std::fs::read_to_string(run.join(format!("rank-{r}/test.log"))).unwrap();
+            let l = log
+                .lines()
+                .find(|l| l.contains("the load starts at"))
+                .unwrap();
+            l.split("the load starts at").nth(1).unwrap().to_string()
+        })
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+    eprintln!("3 ranks on one host:\n{}", figures(&agg));
+    // verify: every rank checks its own databases.
+    let o = job("verify", &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&only_run_dir(&out, "storage-verify").join("result.json"));
+    assert_eq!(v["verdict"]["status"], "pass");
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3);
+    // backup: every rank reads (and copies) its own databases at once.
+    let to = format!("{}/backup-{{rank}}", tmp.path().display());
+    let o = job("backup", &["--to", &to]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&only_run_dir(&out, "storage-backup").join("result.json"));
+    assert_eq!(v["verdict"]["status"], "pass", "{v}");
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3);
+    let per_rank: f64 = v["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["result"]["databases"][0]["size_mb"].as_f64().unwrap())
+        .sum();
+    assert!((v["totals"]["size_mb"].as_f64().unwrap() - per_rank).abs() < 1e-6);
+    for r in 0..3 {
+        assert!(tmp.path().join(format!("backup-{r}")).is_dir());
+    }
+    eprintln!("backup over 3 ranks: {}", v["totals"]);
+    // recover: every rank generates log files, crashes and replays them.
+    let o = job("recover", &["--log-files", "2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&only_run_dir(&out, "storage-recover").join("result.json"));
+    assert_eq!(v["verdict"]["status"], "pass", "{v}");
+    assert!(
+        v["totals"]["log_files_replayed"].as_u64().unwrap() >= 6,
+        "{v}"
+    );
+    eprintln!("recover over 3 ranks: {}", v["totals"]);
+}
+
+#[test]
+fn ranks_sharing_a_host_need_rank_in_the_path() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = mpirun(2);
+    c.arg(exe())
+        .arg("--output")
+        .arg(tmp.path().join("out"))
+        .args(["storage", "run", "--path"])
+        .arg(tmp.path().join("same"))
+        .args(SMALL);
+    let o = run_job(c, Duration::from_secs(60));
+    assert!(!o.status.success());
+    let all = text(&o);
+    assert!(all.contains("put `{rank}` in"), "{all}");
+    assert!(!tmp.path().join("same").exists(), "nothing may be written");
+}
+
+#[test]
+fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let wrap = tmp.path().join("wrap.sh");
+    std::fs::write(
+        &wrap,
+        format!(
+            "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
+            tmp.path().display(),
+            exe()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&wrap).status().unwrap();
+    let out = tmp.path().join("out");
+    let mut c = mpirun(3);
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    c.arg(&wrap)
+        .arg("--output")
+        .arg(&out)
+        .args(["storage", "run", "--path", &data])
+        .args(SMALL)
+        .args(["--duration", "120s"]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill rank 1 once the load runs on it (its intervals file has lines).
+    let t = Instant::now();
+    let pid = loop {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the load never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(dir) = std::fs::read_dir(&out) else {
+            continue;
+        };
+        let Some(run) = dir.flatten().next() else {
+            continue;
+        };
+        let iv = run.path().join("rank-1/intervals.jsonl");
+        if std::fs::read_to_string(&iv).is_ok_and(|s| s.lines().count() >= 2)
+            && let Ok(p) = std::fs::read_to_string(tmp.path().join("pid-1"))
+        {
+            break p.trim().to_string();
+        }
+    };
+    let killed = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (o, _) = wait(child, Duration::from_secs(60));
+    let took = killed.elapsed();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let run = only_run_dir(&out, "storage-run");
+    let v = json(&run.join("result.json"));
+    assert_eq!(v["verdict"]["status"], "fail", "{v}");
+    let first = v["verdict"]["reasons"][0].as_str().unwrap();
+    let host = hostname();
+    assert!(first.contains(&format!("rank 1 on host {host}")), "{first}");
+    eprintln!(
+        "killed rank 1 (pid {pid}); the job ended {:.1} s later (exit {:?}): {first}",
+        took.as_secs_f64(),
+        o.status.code()
+    );
+}
+
+/// Two network namespaces joined by a veth pair; deleted on drop.
+struct Netns {
+    a: String,
+    b: String,
+}
+
+impl Netns {
+    fn create(tag: &str) -> Option<Netns> {
+        let ok = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let n = Netns {
+            a: format!("mbmh-{tag}-a"),
+            b: format!("mbmh-{tag}-b"),
+        };
+        let va = format!("mbv{tag}a");
+        let vb = format!("mbv{tag}b");
+        if !ok(&["netns", "add", &n.a]) {
+            return None;
+        }
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["netns", "add", &n.b],
+            vec!["link", "add", &va, "type", "veth", "peer", "name", &vb],
+            vec!["link", "set", &va, "netns", &n.a],
+            vec!["link", "set", &vb, "netns", &n.b],
+            vec!["-n", &n.a, "addr", "add", "10.231.77.1/24", "dev", &va],
+            vec!["-n", &n.b, "addr", "add", "10.231.77.2/24", "dev", &vb],
+            vec!["-n", &n.a, "link", "set", &va, "up"],
+            vec!["-n", &n.b, "link", "set", &vb, "up"],
+            vec!["-n", &n.a, "link", "set", "lo", "up"],
+            vec!["-n", &n.b, "link", "set", "lo", "up"],
+        ];
+        for s in steps {
+            assert!(ok(&s), "ip {s:?} failed");
+        }
+        Some(n)
+    }
+
+    fn tx_bytes(&self, ns: &str, dev: &str) -> u64 {
+        let o = Command::new("ip")
+            .args(["-n", ns, "-s", "-j", "link", "show", dev])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        v[0]["stats64"]["tx"]["bytes"].as_u64().unwrap_or(0)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+/// Ranks on two "hosts": mpirun and rank 0 in namespace A; the second host
+/// is namespace B (own hostname), reached like ssh would through a launch
+/// agent; MPI and mailbench's side channel use only the veth addresses.
+#[test]
+fn ranks_on_two_network_namespaces_over_veth() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tag = format!("{}", std::process::id() % 10000);
+    let Some(ns) = Netns::create(&tag) else {
+        eprintln!("SKIPPED: cannot create network namespaces (needs root and iproute2)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = tmp.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\n# plm_rsh_agent: [options] HOST COMMAND -> COMMAND in namespace B\n\
+             while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+             shift\nexec ip netns exec {} unshare --uts sh -c \"hostname {}; $*\"\n",
+            ns.b, ns.b
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&agent)
+        .status()
+        .unwrap();
+    let hosts = tmp.path().join("hosts");
+    std::fs::write(&hosts, "10.231.77.1 slots=2\n10.231.77.2 slots=2\n").unwrap();
+    let vb = format!("mbv{tag}b");
+    let tx0 = ns.tx_bytes(&ns.b, &vb);
+    let out = tmp.path().join("out");
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    let mut c = Command::new("ip");
+    c.args([
+        "netns",
+        "exec",
+        &ns.a,
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+    ])
+    .arg("--hostfile")
+    .arg(&hosts)
+    .arg("--mca")
+    .arg("plm_rsh_agent")
+    .arg(&agent)
+    .args(["--mca", "btl", "tcp,self"])
+    .args(["--mca", "btl_tcp_if_include", "10.231.77.0/24"])
+    .args(["--mca", "oob_tcp_if_include", "10.231.77.0/24"])
+    .args(["--map-by", "node", "-np", "3"])
+    .arg(exe())
+    .arg("--output")
+    .arg(&out)
+    .args(["storage", "run", "--path", &data])
+    .args(SMALL);
+    let o = run_job(c, Duration::from_secs(100));
+    assert!(o.status.success(), "{}", text(&o));
+    let run = only_run_dir(&out, "storage-run");
+    let agg = check_equals_merge(&run, 3);
+    assert_eq!(agg["verdict"]["status"], "pass");
+    let labels: Vec<&str> = agg["merged"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["label"].as_str().unwrap())
+        .collect();
+    assert!(labels.contains(&ns.b.as_str()), "{labels:?}");
+    // Rank 1 sat in namespace B: its result crossed the veth.
+    let sent = ns.tx_bytes(&ns.b, &vb) - tx0;
+    let rank1 = std::fs::metadata(run.join("rank-1/result.json"))
+        .unwrap()
+        .len();
+    assert!(
+        sent > rank1,
+        "namespace B sent {sent} bytes, its result is {rank1}"
+    );
+    let log = std::fs::read_to_string(run.join("test.log")).unwrap();
+    assert!(log.contains("10.231.77.1"), "{log}");
+    eprintln!(
+        "ranks over veth (namespace B sent {sent} bytes):\n{}",
+        figures(&agg)
+    );
+}

@@ -38,6 +38,15 @@ const SMALL: &[&str] = &[
     "1s",
 ];
 
+/// `args` with the value of `--duration` replaced.
+fn with_duration(args: &[&'static str], d: &'static str) -> Vec<&'static str> {
+    let mut v = args.to_vec();
+    if let Some(i) = v.iter().position(|a| *a == "--duration") {
+        v[i + 1] = d;
+    }
+    v
+}
+
 fn mpirun(np: usize) -> Command {
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
@@ -319,9 +328,8 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
         .arg("--output")
         .arg(&out)
         .args(["storage", "run", "--path", &data])
-        .args(SMALL)
-        .args(["--duration", "120s"]);
-    let child = c
+        .args(with_duration(SMALL, "120s"));
+    let mut child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -334,6 +342,12 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
             "the load never started"
         );
         std::thread::sleep(Duration::from_millis(100));
+        if child.try_wait().unwrap().is_some() {
+            panic!(
+                "the job ended before the load: {}",
+                text(&child.wait_with_output().unwrap())
+            );
+        }
         let Ok(dir) = std::fs::read_dir(&out) else {
             continue;
         };

@@ -299,6 +299,15 @@ fn bad_inputs_exit_2_naming_the_input() {
         &["--headroom"],
     );
     assert_usage(
+        &b(&[
+            "--mailboxes",
+            "100",
+            "--emit-config",
+            "/nonexistent-mailbench-dir/storage.toml",
+        ]),
+        &["--emit-config", "/nonexistent-mailbench-dir", "does not exist"],
+    );
+    assert_usage(
         &b(&["--mailboxes", "100", "--guidance", "2007"]),
         &["--guidance"],
     );

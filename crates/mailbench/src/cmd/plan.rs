@@ -193,6 +193,26 @@ pub fn run(args: PlanArgs, global: &Global) -> Result<ExitStatus> {
     let settings = args.flags.settings().merge(file);
     let rules = Rules::builtin()?;
     let input = settings.validate(&rules)?;
+    if let Some(path) = &input.emit_config {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        if !parent.is_dir() {
+            return Err(Error::usage(format!(
+                "--emit-config {}: the folder {} does not exist; create it or give another path",
+                path.display(),
+                parent.display()
+            )));
+        }
+        if path.is_dir() {
+            return Err(Error::usage(format!(
+                "--emit-config {} is a folder: give a file name, e.g. {}/storage.toml",
+                path.display(),
+                path.display()
+            )));
+        }
+    }
     let plan = mailbench_plan::plan(&input, &rules)?;
 
     if let Some(path) = &input.emit_config {

@@ -13,6 +13,7 @@ pub mod sieve;
 pub mod smtp;
 pub mod stats;
 pub mod target;
+pub mod tls;
 pub mod topology;
 pub mod wire;
 

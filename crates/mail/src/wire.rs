@@ -82,6 +82,11 @@ pub struct Wire {
     buf: Vec<u8>,
     start: usize,
     pub peer: String,
+    /// The peer is a loopback address (as connected, not as named).
+    pub loopback: bool,
+    /// `None` on a plain-text stream, else how TLS was set up and what was
+    /// negotiated (e.g. `STARTTLS TLSv1.3 TLS13_AES_256_GCM_SHA384`).
+    security: Option<String>,
     /// Bytes read and written (generator efficiency figures).
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -109,23 +114,51 @@ impl Wire {
             Ok(Ok(s)) => s,
         };
         let _ = s.set_nodelay(true);
-        Ok(Wire::from_io(Box::new(s), peer))
+        let loopback = s
+            .peer_addr()
+            .map(|a| a.ip().to_canonical().is_loopback())
+            .unwrap_or(false);
+        let mut w = Wire::from_io(Box::new(s), peer);
+        w.loopback = loopback;
+        Ok(w)
     }
 
+    /// A wire over any stream; not taken for loopback, plain text.
     pub fn from_io(io: Box<dyn Io>, peer: String) -> Wire {
         Wire {
             io,
             buf: Vec::with_capacity(8192),
             start: 0,
             peer,
+            loopback: false,
+            security: None,
             bytes_in: 0,
             bytes_out: 0,
         }
     }
 
-    /// Replaces the stream (after STARTTLS); the buffer must be empty.
     pub fn into_io(self) -> Box<dyn Io> {
         self.io
+    }
+
+    /// Takes the stream out (for a TLS handshake), leaving a closed one behind.
+    pub fn take_io(&mut self) -> Box<dyn Io> {
+        std::mem::replace(&mut self.io, Box::new(tokio::io::empty()))
+    }
+
+    /// Puts an encrypted stream in place (after a TLS handshake).
+    pub fn set_tls_io(&mut self, io: Box<dyn Io>, security: String) {
+        self.io = io;
+        self.security = Some(security);
+    }
+
+    /// How the stream is protected; `None` = plain text.
+    pub fn security(&self) -> Option<&str> {
+        self.security.as_deref()
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.security.is_some()
     }
 
     pub async fn write_all(&mut self, data: &[u8], deadline: Instant) -> OpResult<()> {

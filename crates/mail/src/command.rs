@@ -10,8 +10,10 @@ use crate::run::{RunParams, Shared};
 use crate::setup::{SetupReport, provision};
 use crate::stats::Stats;
 use crate::target::{
-    Credentials, Endpoint, IMAP_SCHEMES, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Target,
+    Credentials, Endpoint, IMAP_SCHEMES, Pinned, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Security,
+    Target,
 };
+use crate::tls::Tls;
 use crate::topology::Topology;
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::verdict::{RunHeader, Status, Verdict};
@@ -39,6 +41,8 @@ pub struct Output {
 /// A prepared target: endpoints, credentials, and the local servers if any.
 struct Prepared {
     target: Arc<Target>,
+    /// How each connection was protected at start (set by `probe`).
+    security: Option<Security>,
     topo: Arc<Topology>,
     local: Option<LocalServer>,
     local_dir: Option<PathBuf>,
@@ -112,9 +116,12 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
             sieve: Some(Endpoint::local("sieve", p.sieve)),
             creds: Credentials::shared(local.password.clone()),
             op_timeout: o.op_timeout,
+            tls: tls_of(o)?,
+            pinned: Pinned::default(),
         };
         Ok(Prepared {
             target: Arc::new(target),
+            security: None,
             topo: Arc::new(topo),
             local: Some(local),
             local_dir: Some(dir),
@@ -158,7 +165,10 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
                 sieve,
                 creds,
                 op_timeout: o.op_timeout,
+                tls: tls_of(o)?,
+                pinned: Pinned::default(),
             }),
+            security: None,
             topo: Arc::new(topo),
             local: None,
             local_dir: None,
@@ -167,8 +177,38 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
     }
 }
 
+fn tls_of(o: &Resolved) -> Result<Tls> {
+    Tls::new(
+        o.starttls,
+        o.ca_file.as_deref(),
+        o.tls_insecure,
+        o.allow_cleartext_auth,
+    )
+}
+
+/// Connects to every endpoint once (TLS as the policy says) and keeps how each
+/// connection was protected; STARTTLS used here is required from then on.
+fn probe(rt: &tokio::runtime::Runtime, p: &mut Prepared, log: &TestLog) -> Result<()> {
+    let mut t = (*p.target).clone();
+    let sec = rt.block_on(t.probe())?;
+    log.line(format!(
+        "connections: IMAP {}; submission {}{}; certificates {}",
+        sec.imap,
+        sec.submission,
+        sec.sieve
+            .as_ref()
+            .map(|s| format!("; ManageSieve {s}"))
+            .unwrap_or_default(),
+        t.tls.verification()
+    ));
+    p.target = Arc::new(t);
+    p.security = Some(sec);
+    Ok(())
+}
+
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved) -> Result<()> {
+    tls_of(o)?;
     if o.target == "local" {
         return crate::local::check_prerequisites();
     }
@@ -194,11 +234,20 @@ fn validate(o: &Resolved) -> Result<()> {
 }
 
 fn target_json(p: &Prepared) -> Value {
+    let tls = &p.target.tls;
     json!({
         "kind": p.target.kind,
         "imap": p.target.imap.url(),
         "submission": p.target.submission.url(),
         "sieve": p.target.sieve.as_ref().map(|s| s.url()),
+        "tls": {
+            "connections": p.security,
+            "starttls": tls.starttls,
+            "certificates_verified": tls.verify,
+            "certificates": tls.verification(),
+            "ca_file": tls.ca_file.as_ref().map(|f| f.display().to_string()),
+            "cleartext_auth_allowed": tls.allow_cleartext_auth,
+        },
         "local_dir": p.local_dir.as_ref().map(|d| d.display().to_string()),
         "server": if p.local.is_some() {
             json!({
@@ -208,6 +257,33 @@ fn target_json(p: &Prepared) -> Value {
             })
         } else { Value::Null },
     })
+}
+
+/// One summary line: how each connection was protected and whether
+/// certificates were verified (from `target_json`).
+fn security_line(target: &Value) -> String {
+    let tls = &target["tls"];
+    let c = &tls["connections"];
+    let mut parts = Vec::new();
+    for (name, key) in [
+        ("IMAP", "imap"),
+        ("submission", "submission"),
+        ("ManageSieve", "sieve"),
+    ] {
+        if let Some(v) = c[key].as_str() {
+            parts.push(format!("{name} {v}"));
+        }
+    }
+    let uses_tls = parts.iter().any(|p| p.contains("TLS "));
+    let mut line = format!("Security    {}", parts.join(", "));
+    if uses_tls || tls["certificates_verified"] == json!(false) {
+        line.push_str(&format!(
+            "; certificates {}",
+            tls["certificates"].as_str().unwrap_or("?")
+        ));
+    }
+    line.push('\n');
+    line
 }
 
 fn setup_json(r: &SetupReport) -> Value {
@@ -245,8 +321,8 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
         o.users, profile.name
     ));
     let rt = runtime()?;
-    let prepared = prepare(&o, &profile, &run.log)?;
-    rt.block_on(prepared.target.probe())?;
+    let mut prepared = prepare(&o, &profile, &run.log)?;
+    probe(&rt, &mut prepared, &run.log)?;
     let report = rt.block_on(provision(
         prepared.target.clone(),
         prepared.topo.clone(),
@@ -287,10 +363,11 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
     });
     run.write_json("result.json", &result)?;
     let summary = format!(
-        "mailbench mail setup — {}\n\nTarget      {} ({})\nProfile     {}\nUsers       {} ({} ok)\nLists       {}\nFolders     {} created\nMessages    {} appended ({:.1} MB), {} already present\nRate        {:.0} appends/s over {:.1} s\nErrors      {}\n{}\nVerdict     {}{}\n",
+        "mailbench mail setup — {}\n\nTarget      {} ({})\n{}Profile     {}\nUsers       {} ({} ok)\nLists       {}\nFolders     {} created\nMessages    {} appended ({:.1} MB), {} already present\nRate        {:.0} appends/s over {:.1} s\nErrors      {}\n{}\nVerdict     {}{}\n",
         header.started,
         prepared.target.kind,
         prepared.target.imap.url(),
+        security_line(&result["target"]),
         profile.name,
         report.users,
         report.users_ok,
@@ -396,8 +473,8 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         o.users, profile.name, o.day_length, profile.day, o.ramp_up
     ));
     let rt = runtime()?;
-    let prepared = prepare(&o, &profile, &run.log)?;
-    rt.block_on(prepared.target.probe())?;
+    let mut prepared = prepare(&o, &profile, &run.log)?;
+    probe(&rt, &mut prepared, &run.log)?;
     run.log
         .line(format!("target answers: {}", prepared.target.imap.url()));
 
@@ -961,6 +1038,7 @@ pub fn render_summary(r: &Value, profile: &Profile) -> String {
         r["target"]["imap"].as_str().unwrap_or(""),
         r["target"]["submission"].as_str().unwrap_or("")
     ));
+    s.push_str(&security_line(&r["target"]));
     s.push_str(&format!(
         "Profile     {} — {}\n",
         profile.name, profile.description

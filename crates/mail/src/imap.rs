@@ -3,6 +3,8 @@
 //! parsers the simulated users need. Every untagged `EXISTS` is timestamped, which
 //! is how delivery latency is measured.
 
+use crate::target::Endpoint;
+use crate::tls::{StartTls, Tls};
 use crate::wire::{ErrorKind, OpError, OpResult, Wire};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -55,10 +57,58 @@ pub fn mailbox(name: &str) -> String {
 }
 
 impl ImapConn {
-    /// Connects and reads the greeting.
+    /// Connects in plain text and reads the greeting (no TLS, no policy).
     pub async fn connect(host: &str, port: u16, op_timeout: Duration) -> OpResult<ImapConn> {
         let wire = Wire::connect(host, port, op_timeout).await?;
         Self::from_wire(wire, op_timeout).await
+    }
+
+    /// Connects to `ep` with TLS as its scheme and `starttls` say: implicit TLS
+    /// for `imaps://`; on `imap://` STARTTLS when offered (`auto`) or always
+    /// (`require`). Fails (kind `tls`) when the connection could not carry a
+    /// password safely (tls.rs).
+    pub async fn open(
+        ep: &Endpoint,
+        tls: &Tls,
+        starttls: StartTls,
+        op_timeout: Duration,
+    ) -> OpResult<ImapConn> {
+        let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
+        if ep.implicit_tls() {
+            let deadline = Instant::now() + op_timeout;
+            tls.handshake(&mut wire, &ep.host, "implicit TLS", deadline)
+                .await?;
+        }
+        let mut c = Self::from_wire(wire, op_timeout).await?;
+        if !c.wire.is_tls() && starttls != StartTls::Never {
+            if c.caps.is_empty() {
+                let r = c.cmd("CAPABILITY", "CAPABILITY").await?;
+                for u in &r.untagged {
+                    c.parse_caps(u);
+                }
+            }
+            if Tls::upgrade(starttls, c.has_cap("STARTTLS"), "IMAP", &c.wire.peer)? {
+                let (st, resp) = c.cmd_status("STARTTLS").await?;
+                if st != Status::Ok {
+                    return Err(OpError::new(
+                        ErrorKind::Tls,
+                        format!("STARTTLS refused by {}: {}", c.wire.peer, resp.text),
+                    ));
+                }
+                let deadline = Instant::now() + op_timeout;
+                tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
+                    .await?;
+                // Capabilities from before TLS are not to be trusted (RFC 3501 6.2.1).
+                c.caps.clear();
+            }
+        }
+        tls.check_credentials_safe(&c.wire, "IMAP", "imaps://")?;
+        Ok(c)
+    }
+
+    /// How the connection is protected: `None` = plain text.
+    pub fn security(&self) -> Option<&str> {
+        self.wire.security()
     }
 
     pub async fn from_wire(wire: Wire, op_timeout: Duration) -> OpResult<ImapConn> {

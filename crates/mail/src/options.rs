@@ -1,6 +1,7 @@
 //! The options of `mail setup` and `mail run`: the `[mail]` section of the config
 //! file and the flags (every flag has a key of the same name; flags win).
 
+use crate::tls::StartTls;
 use mailbench_base::{Error, Result, parse_duration, parse_percent};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -70,7 +71,10 @@ pub struct MailOptions {
     pub seed: Option<u64>,
     pub op_timeout: Option<Dur>,
     pub concurrency: Option<usize>,
-    pub insecure: Option<bool>,
+    pub starttls: Option<StartTls>,
+    pub ca_file: Option<PathBuf>,
+    pub tls_insecure: Option<bool>,
+    pub allow_cleartext_auth: Option<bool>,
     pub day_length: Option<Dur>,
     pub ramp_up: Option<Dur>,
     pub drain: Option<Dur>,
@@ -111,7 +115,10 @@ impl MailOptions {
             seed,
             op_timeout,
             concurrency,
-            insecure,
+            starttls,
+            ca_file,
+            tls_insecure,
+            allow_cleartext_auth,
             day_length,
             ramp_up,
             drain,
@@ -146,7 +153,14 @@ pub struct Resolved {
     #[serde(with = "mailbench_base::units::serde_duration")]
     pub op_timeout: Duration,
     pub concurrency: usize,
-    pub insecure: bool,
+    /// STARTTLS policy on plain-text URLs (tls.rs).
+    pub starttls: StartTls,
+    /// Extra trusted CA certificates (PEM), besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Certificates are NOT verified.
+    pub tls_insecure: bool,
+    /// Passwords may cross a non-loopback connection in plain text.
+    pub allow_cleartext_auth: bool,
     #[serde(with = "mailbench_base::units::serde_duration")]
     pub day_length: Duration,
     #[serde(with = "mailbench_base::units::serde_duration")]
@@ -193,6 +207,33 @@ impl Resolved {
         if target == "local" && o.users_file.is_some() {
             return Err(Error::usage(
                 "--users-file is for remote servers; the local target creates its own users",
+            ));
+        }
+        let tls_insecure = o.tls_insecure.unwrap_or(false);
+        if target == "local" {
+            let mut given = Vec::new();
+            if o.starttls == Some(StartTls::Require) {
+                given.push("--starttls require");
+            }
+            if o.ca_file.is_some() {
+                given.push("--ca-file");
+            }
+            if tls_insecure {
+                given.push("--tls-insecure");
+            }
+            if o.allow_cleartext_auth == Some(true) {
+                given.push("--allow-cleartext-auth");
+            }
+            if !given.is_empty() {
+                return Err(Error::usage(format!(
+                    "{} are for remote servers; the local target speaks plain text on 127.0.0.1",
+                    given.join(", ")
+                )));
+            }
+        }
+        if tls_insecure && o.ca_file.is_some() {
+            return Err(Error::usage(
+                "--ca-file has no effect with --tls-insecure (nothing is verified): drop one of them",
             ));
         }
         let users = o.users.unwrap_or(100);
@@ -247,7 +288,10 @@ impl Resolved {
             seed: o.seed.unwrap_or(1),
             op_timeout,
             concurrency: o.concurrency.unwrap_or(16).max(1),
-            insecure: o.insecure.unwrap_or(false),
+            starttls: o.starttls.unwrap_or_default(),
+            ca_file: o.ca_file.clone(),
+            tls_insecure,
+            allow_cleartext_auth: o.allow_cleartext_auth.unwrap_or(false),
             day_length,
             ramp_up,
             drain: o.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
@@ -309,5 +353,40 @@ mod tests {
                 .to_string()
                 .contains("--submission")
         );
+    }
+
+    #[test]
+    fn tls_options() {
+        let file: MailOptions = toml::from_str(
+            "imap = \"imaps://h\"\nsubmission = \"smtp://h\"\nstarttls = \"require\"\nca_file = \"/x/ca.pem\"\nallow_cleartext_auth = true\n",
+        )
+        .unwrap();
+        let r = Resolved::from(&file, Duration::from_secs(60)).unwrap();
+        assert_eq!(r.starttls, StartTls::Require);
+        assert_eq!(
+            r.ca_file.as_deref(),
+            Some(std::path::Path::new("/x/ca.pem"))
+        );
+        assert!(r.allow_cleartext_auth && !r.tls_insecure);
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["starttls"], "require");
+        assert_eq!(j["tls_insecure"], false);
+        // Defaults: auto, verified.
+        let r = Resolved::from(&MailOptions::default(), Duration::from_secs(60)).unwrap();
+        assert_eq!((r.starttls, r.tls_insecure), (StartTls::Auto, false));
+        // --ca-file and --tls-insecure contradict each other.
+        let both = MailOptions {
+            tls_insecure: Some(true),
+            ..file.clone()
+        };
+        assert!(Resolved::from(&both, Duration::from_secs(60)).is_err());
+        // TLS options make no sense for the plain-text local target.
+        let local = MailOptions {
+            tls_insecure: Some(true),
+            ..Default::default()
+        };
+        let e = Resolved::from(&local, Duration::from_secs(60)).unwrap_err();
+        assert!(e.to_string().contains("--tls-insecure"), "{e}");
+        assert!(toml::from_str::<MailOptions>("starttls = \"maybe\"").is_err());
     }
 }

@@ -1,6 +1,8 @@
-//! A minimal ManageSieve (RFC 5804) client: AUTHENTICATE PLAIN, PUTSCRIPT,
-//! SETACTIVE, DELETESCRIPT, LOGOUT. Server-side rules are Sieve scripts.
+//! A minimal ManageSieve (RFC 5804) client: STARTTLS, AUTHENTICATE PLAIN,
+//! PUTSCRIPT, SETACTIVE, DELETESCRIPT, LOGOUT. Server-side rules are Sieve scripts.
 
+use crate::target::Endpoint;
+use crate::tls::{StartTls, Tls};
 use crate::wire::{ErrorKind, OpError, OpResult, Wire};
 use base64::Engine as _;
 use std::time::Duration;
@@ -17,7 +19,7 @@ fn quote(s: &str) -> String {
 }
 
 impl SieveConn {
-    /// Connects and reads the capability greeting (ends with `OK`).
+    /// Connects in plain text and reads the capability greeting (ends with `OK`).
     pub async fn connect(host: &str, port: u16, op_timeout: Duration) -> OpResult<SieveConn> {
         let wire = Wire::connect(host, port, op_timeout).await?;
         let mut c = SieveConn {
@@ -29,12 +31,66 @@ impl SieveConn {
         Ok(c)
     }
 
+    /// Connects to `ep` and upgrades with STARTTLS when the greeting offers it
+    /// (`auto`) or always (`require`). Fails (kind `tls`) when the connection
+    /// could not carry a password safely.
+    pub async fn open(
+        ep: &Endpoint,
+        tls: &Tls,
+        starttls: StartTls,
+        op_timeout: Duration,
+    ) -> OpResult<SieveConn> {
+        let wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
+        let mut c = SieveConn {
+            wire,
+            op_timeout,
+            commands: 0,
+        };
+        let (_, caps) = c
+            .response_lines("greeting", Instant::now() + op_timeout)
+            .await?;
+        let offered = caps.iter().any(|l| l.eq_ignore_ascii_case("\"STARTTLS\""));
+        if starttls != StartTls::Never
+            && Tls::upgrade(starttls, offered, "ManageSieve", &c.wire.peer)?
+        {
+            c.command("STARTTLS", b"STARTTLS\r\n")
+                .await
+                .map_err(|e| match e.kind {
+                    ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
+                    _ => e,
+                })?;
+            let deadline = Instant::now() + op_timeout;
+            tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
+                .await?;
+            // The server lists its capabilities again over TLS (RFC 5804 2.2).
+            c.response("capabilities after STARTTLS", Instant::now() + op_timeout)
+                .await?;
+        }
+        tls.check_credentials_safe(&c.wire, "ManageSieve", "sieve:// with STARTTLS")?;
+        Ok(c)
+    }
+
+    /// How the connection is protected: `None` = plain text.
+    pub fn security(&self) -> Option<&str> {
+        self.wire.security()
+    }
+
     async fn response(&mut self, what: &str, deadline: Instant) -> OpResult<String> {
+        self.response_lines(what, deadline).await.map(|(ok, _)| ok)
+    }
+
+    /// The final `OK` line and the lines before it.
+    async fn response_lines(
+        &mut self,
+        what: &str,
+        deadline: Instant,
+    ) -> OpResult<(String, Vec<String>)> {
+        let mut lines = Vec::new();
         loop {
             let u = self.wire.read_unit(deadline).await?;
             let text = String::from_utf8_lossy(&u).to_string();
             if text.starts_with("OK") {
-                return Ok(text);
+                return Ok((text, lines));
             }
             if text.starts_with("NO") || text.starts_with("BYE") {
                 let kind = if what == "AUTHENTICATE" {
@@ -61,6 +117,7 @@ impl SieveConn {
                     ),
                 ));
             }
+            lines.push(text);
         }
     }
 

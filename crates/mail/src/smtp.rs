@@ -1,6 +1,8 @@
-//! A minimal SMTP submission client: EHLO, AUTH PLAIN, MAIL/RCPT/DATA, QUIT, one
-//! connection per message (as a client that submits and disconnects).
+//! A minimal SMTP submission client: EHLO, STARTTLS, AUTH PLAIN, MAIL/RCPT/DATA,
+//! QUIT, one connection per message (as a client that submits and disconnects).
 
+use crate::target::Endpoint;
+use crate::tls::{StartTls, Tls};
 use crate::wire::{ErrorKind, OpError, OpResult, Wire};
 use base64::Engine as _;
 use std::time::Duration;
@@ -10,15 +12,70 @@ pub struct SmtpConn {
     wire: Wire,
     pub op_timeout: Duration,
     pub commands: u64,
+    /// EHLO keywords of the server (upper case), once EHLO was answered.
+    ehlo: Option<Vec<String>>,
 }
 
-/// A complete reply: code and joined text.
+/// A complete reply: code, joined text, and the text of each line.
 struct Reply {
     code: u16,
     text: String,
+    lines: Vec<String>,
 }
 
 impl SmtpConn {
+    /// Connects to `ep` with TLS as its scheme and `starttls` say: implicit TLS
+    /// for `submissions://`/`smtps://`; on `smtp://`/`submission://` EHLO, then
+    /// STARTTLS when offered (`auto`) or always (`require`) and EHLO again. Fails
+    /// (kind `tls`) when the connection could not carry a password safely.
+    pub async fn open(
+        ep: &Endpoint,
+        tls: &Tls,
+        starttls: StartTls,
+        op_timeout: Duration,
+    ) -> OpResult<SmtpConn> {
+        let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
+        if ep.implicit_tls() {
+            let deadline = Instant::now() + op_timeout;
+            tls.handshake(&mut wire, &ep.host, "implicit TLS", deadline)
+                .await?;
+        }
+        let mut c = Self::from_wire(wire, op_timeout).await?;
+        c.hello().await?;
+        if !c.wire.is_tls()
+            && starttls != StartTls::Never
+            && Tls::upgrade(starttls, c.has_ext("STARTTLS"), "submission", &c.wire.peer)?
+        {
+            c.command("STARTTLS", b"STARTTLS\r\n", 220)
+                .await
+                .map_err(|e| match e.kind {
+                    ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
+                    _ => e,
+                })?;
+            let deadline = Instant::now() + op_timeout;
+            tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
+                .await?;
+            // Forget what the server said in plain text and ask again (RFC 3207).
+            c.ehlo = None;
+            c.hello().await?;
+        }
+        tls.check_credentials_safe(&c.wire, "submission", "submissions://")?;
+        Ok(c)
+    }
+
+    /// How the connection is protected: `None` = plain text.
+    pub fn security(&self) -> Option<&str> {
+        self.wire.security()
+    }
+
+    /// Whether the server's EHLO answer listed `keyword`.
+    pub fn has_ext(&self, keyword: &str) -> bool {
+        self.ehlo
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|k| k.eq_ignore_ascii_case(keyword)))
+    }
+
+    /// Connects in plain text and reads the greeting (no TLS, no policy).
     pub async fn connect(host: &str, port: u16, op_timeout: Duration) -> OpResult<SmtpConn> {
         let wire = Wire::connect(host, port, op_timeout).await?;
         Self::from_wire(wire, op_timeout).await
@@ -29,6 +86,7 @@ impl SmtpConn {
             wire,
             op_timeout,
             commands: 0,
+            ehlo: None,
         };
         let r = c.reply(Instant::now() + op_timeout).await?;
         if r.code != 220 {
@@ -46,6 +104,7 @@ impl SmtpConn {
 
     async fn reply(&mut self, deadline: Instant) -> OpResult<Reply> {
         let mut text = String::new();
+        let mut lines = Vec::new();
         loop {
             let line = self.wire.read_line(deadline).await?;
             if line.len() < 3 || !line[..3].iter().all(|c| c.is_ascii_digit()) {
@@ -65,10 +124,14 @@ impl SmtpConn {
             if !text.is_empty() {
                 text.push(' ');
             }
-            text.push_str(String::from_utf8_lossy(line.get(4..).unwrap_or(b"")).trim());
+            let this = String::from_utf8_lossy(line.get(4..).unwrap_or(b""))
+                .trim()
+                .to_string();
+            text.push_str(&this);
+            lines.push(this);
             match line.get(3) {
                 Some(b'-') => continue,
-                None | Some(b' ') => return Ok(Reply { code, text }),
+                None | Some(b' ') => return Ok(Reply { code, text, lines }),
                 _ => {
                     return Err(OpError::new(
                         ErrorKind::Malformed,
@@ -105,10 +168,27 @@ impl SmtpConn {
         Ok(r)
     }
 
-    /// EHLO then AUTH PLAIN (when credentials are given).
-    pub async fn hello_auth(&mut self, user: &str, password: &str) -> OpResult<()> {
-        self.command("EHLO", b"EHLO mailbench.localhost\r\n", 250)
+    /// EHLO; keeps the keywords the server lists.
+    pub async fn hello(&mut self) -> OpResult<()> {
+        let r = self
+            .command("EHLO", b"EHLO mailbench.localhost\r\n", 250)
             .await?;
+        let keywords = r
+            .lines
+            .iter()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|k| k.to_ascii_uppercase())
+            .collect();
+        self.ehlo = Some(keywords);
+        Ok(())
+    }
+
+    /// EHLO (unless done) then AUTH PLAIN (when credentials are given).
+    pub async fn hello_auth(&mut self, user: &str, password: &str) -> OpResult<()> {
+        if self.ehlo.is_none() {
+            self.hello().await?;
+        }
         if !user.is_empty() {
             let token =
                 base64::engine::general_purpose::STANDARD.encode(format!("\0{user}\0{password}"));

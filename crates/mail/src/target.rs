@@ -1,11 +1,14 @@
 //! Where the simulated users connect: endpoints parsed from URLs (`imap://`,
-//! `smtp://`, `sieve://`) or the local target's ports, and the credentials (from
-//! the local target's secret, a users file or the environment; never flags).
+//! `imaps://`, `smtp://`, `submission://`, `submissions://`, `smtps://`,
+//! `sieve://`) or the local target's ports, the TLS policy (tls.rs), and the
+//! credentials (from the local target's secret, a users file or the environment;
+//! never flags).
 
 use crate::imap::ImapConn;
 use crate::sieve::SieveConn;
 use crate::smtp::SmtpConn;
-use crate::wire::OpResult;
+use crate::tls::{StartTls, Tls};
+use crate::wire::{ErrorKind, OpError, OpResult};
 use mailbench_base::{Error, Result};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -20,7 +23,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `scheme://host[:port][/]`; TLS schemes are refused (not built in).
+    /// Parses `scheme://host[:port][/]` with one of the `allowed` schemes and its
+    /// default port; an IPv6 host is written in brackets (`imaps://[::1]:993`).
     pub fn parse(url: &str, what: &str, allowed: &[(&str, u16)]) -> Result<Endpoint> {
         let bad = |m: &str| {
             Error::usage(format!(
@@ -30,13 +34,6 @@ impl Endpoint {
         };
         let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("not a URL"))?;
         let scheme = scheme.to_ascii_lowercase();
-        if matches!(scheme.as_str(), "imaps" | "submissions" | "smtps") {
-            return Err(Error::usage(format!(
-                "--{what} `{url}`: TLS (imaps://, submissions://, STARTTLS) is not supported by this \
-                 build of mailbench; use {}:// on a trusted network or a TLS-terminating proxy",
-                allowed[0].0
-            )));
-        }
         let Some((_, default_port)) = allowed.iter().find(|(s, _)| *s == scheme) else {
             return Err(bad(&format!("scheme `{scheme}` is not one of {}", {
                 let v: Vec<&str> = allowed.iter().map(|(s, _)| *s).collect();
@@ -49,12 +46,27 @@ impl Endpoint {
                 "only scheme://host:port is accepted (no user, password or path)",
             ));
         }
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                let port: u16 = p.parse().map_err(|_| bad("the port is not a number"))?;
-                (h.trim_start_matches('[').trim_end_matches(']'), port)
+        let port_of =
+            |p: &str| -> Result<u16> { p.parse().map_err(|_| bad("the port is not a number")) };
+        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+            let (h, after) = inner
+                .split_once(']')
+                .ok_or_else(|| bad("the [ of an IPv6 address is not closed"))?;
+            match after {
+                "" => (h, *default_port),
+                a => match a.strip_prefix(':') {
+                    Some(p) => (h, port_of(p)?),
+                    None => return Err(bad("junk after the IPv6 address")),
+                },
             }
-            _ => (hostport, *default_port),
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, _)) if h.contains(':') => {
+                    return Err(bad("write an IPv6 address in brackets"));
+                }
+                Some((h, p)) => (h, port_of(p)?),
+                None => (hostport, *default_port),
+            }
         };
         if host.is_empty() {
             return Err(bad("no host"));
@@ -79,12 +91,28 @@ impl Endpoint {
     }
 
     pub fn url(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
+        if self.host.contains(':') {
+            format!("{}://[{}]:{}", self.scheme, self.host, self.port)
+        } else {
+            format!("{}://{}:{}", self.scheme, self.host, self.port)
+        }
+    }
+
+    /// TLS from the first byte (`imaps`, `submissions`, `smtps`).
+    pub fn implicit_tls(&self) -> bool {
+        crate::tls::is_implicit_tls(&self.scheme)
     }
 }
 
-pub const IMAP_SCHEMES: &[(&str, u16)] = &[("imap", 143)];
-pub const SUBMISSION_SCHEMES: &[(&str, u16)] = &[("smtp", 587), ("submission", 587)];
+pub const IMAP_SCHEMES: &[(&str, u16)] = &[("imap", 143), ("imaps", 993)];
+/// `submissions` (RFC 8314) and the older name `smtps`: implicit TLS on 465.
+pub const SUBMISSION_SCHEMES: &[(&str, u16)] = &[
+    ("smtp", 587),
+    ("submission", 587),
+    ("submissions", 465),
+    ("smtps", 465),
+];
+/// ManageSieve has no implicit-TLS scheme; `sieve://` upgrades with STARTTLS.
 pub const SIEVE_SCHEMES: &[(&str, u16)] = &[("sieve", 4190)];
 
 /// User passwords: one shared password or one per user.
@@ -179,19 +207,80 @@ pub struct Target {
     pub sieve: Option<Endpoint>,
     pub creds: Credentials,
     pub op_timeout: Duration,
+    pub tls: Tls,
+    /// Servers that upgraded with STARTTLS at start: every later connection
+    /// must upgrade too (a stripped STARTTLS offer fails instead of
+    /// silently falling back to plain text).
+    pub pinned: Pinned,
+}
+
+/// Which endpoints must use STARTTLS from now on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pinned {
+    pub imap: bool,
+    pub submission: bool,
+    pub sieve: bool,
+}
+
+/// How each endpoint's connection was protected at start (for the results).
+#[derive(Debug, Clone, Serialize)]
+pub struct Security {
+    pub imap: String,
+    pub submission: String,
+    pub sieve: Option<String>,
+}
+
+fn describe(security: Option<&str>, starttls: StartTls) -> String {
+    match security {
+        Some(s) => s.to_string(),
+        None if starttls == StartTls::Never => "plain text (--starttls never)".into(),
+        None => "plain text (no STARTTLS offered)".into(),
+    }
 }
 
 impl Target {
+    fn policy(&self, pinned: bool) -> StartTls {
+        if pinned {
+            StartTls::Require
+        } else {
+            self.tls.starttls
+        }
+    }
+
+    /// Connects to the IMAP server with the TLS policy, greeting read.
+    pub async fn imap_connect(&self, timeout: Duration) -> OpResult<ImapConn> {
+        ImapConn::open(
+            &self.imap,
+            &self.tls,
+            self.policy(self.pinned.imap),
+            timeout,
+        )
+        .await
+    }
+
+    pub async fn smtp_connect(&self, timeout: Duration) -> OpResult<SmtpConn> {
+        SmtpConn::open(
+            &self.submission,
+            &self.tls,
+            self.policy(self.pinned.submission),
+            timeout,
+        )
+        .await
+    }
+
+    pub async fn sieve_connect(&self, ep: &Endpoint, timeout: Duration) -> OpResult<SieveConn> {
+        SieveConn::open(ep, &self.tls, self.policy(self.pinned.sieve), timeout).await
+    }
+
     pub async fn imap_login(&self, user: &str) -> OpResult<ImapConn> {
-        let mut c = ImapConn::connect(&self.imap.host, self.imap.port, self.op_timeout).await?;
+        let mut c = self.imap_connect(self.op_timeout).await?;
         c.login(user, self.creds.password(user).unwrap_or(""))
             .await?;
         Ok(c)
     }
 
     pub async fn smtp_login(&self, user: &str) -> OpResult<SmtpConn> {
-        let mut c =
-            SmtpConn::connect(&self.submission.host, self.submission.port, self.op_timeout).await?;
+        let mut c = self.smtp_connect(self.op_timeout).await?;
         c.hello_auth(user, self.creds.password(user).unwrap_or(""))
             .await?;
         Ok(c)
@@ -201,7 +290,7 @@ impl Target {
         let ep = self.sieve.as_ref()?;
         Some(
             async {
-                let mut c = SieveConn::connect(&ep.host, ep.port, self.op_timeout).await?;
+                let mut c = self.sieve_connect(ep, self.op_timeout).await?;
                 c.auth(user, self.creds.password(user).unwrap_or(""))
                     .await?;
                 Ok(c)
@@ -210,29 +299,54 @@ impl Target {
         )
     }
 
-    /// Checks that every endpoint accepts a TCP connection and greets; the error
-    /// names the address tried (exit 3).
-    pub async fn probe(&self) -> Result<()> {
+    /// Checks that every endpoint accepts a connection, greets, and sets up TLS
+    /// as the policy asks (certificates verified); the error names the address
+    /// tried (exit 3). Pins STARTTLS where it was used and returns how each
+    /// connection was protected.
+    pub async fn probe(&mut self) -> Result<Security> {
         let t = self.op_timeout.min(Duration::from_secs(10));
-        ImapConn::connect(&self.imap.host, self.imap.port, t)
+        let fail = |what: &str, ep: &Endpoint, e: OpError| {
+            let hint = match (ep.implicit_tls(), ep.port) {
+                (false, 993 | 465) if e.kind == ErrorKind::Timeout => {
+                    " (that port usually speaks TLS from the first byte: write imaps:// or submissions://)"
+                }
+                _ => "",
+            };
+            if e.kind == ErrorKind::Tls {
+                Error::runtime(format!("{what} server {}: {e}", ep.url()))
+            } else {
+                Error::runtime(format!("{what} server {} unreachable: {e}{hint}", ep.url()))
+            }
+        };
+        let mut c = self
+            .imap_connect(t)
             .await
-            .map_err(|e| {
-                Error::runtime(format!("IMAP server {} unreachable: {e}", self.imap.url()))
-            })?;
-        SmtpConn::connect(&self.submission.host, self.submission.port, t)
+            .map_err(|e| fail("IMAP", &self.imap, e))?;
+        let imap = describe(c.security(), self.tls.starttls);
+        self.pinned.imap = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+        c.logout().await;
+        let mut c = self
+            .smtp_connect(t)
             .await
-            .map_err(|e| {
-                Error::runtime(format!(
-                    "submission server {} unreachable: {e}",
-                    self.submission.url()
-                ))
-            })?;
-        if let Some(s) = &self.sieve {
-            SieveConn::connect(&s.host, s.port, t).await.map_err(|e| {
-                Error::runtime(format!("ManageSieve server {} unreachable: {e}", s.url()))
-            })?;
+            .map_err(|e| fail("submission", &self.submission, e))?;
+        let submission = describe(c.security(), self.tls.starttls);
+        self.pinned.submission = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+        c.quit().await;
+        let mut sieve = None;
+        if let Some(s) = self.sieve.clone() {
+            let mut c = self
+                .sieve_connect(&s, t)
+                .await
+                .map_err(|e| fail("ManageSieve", &s, e))?;
+            sieve = Some(describe(c.security(), self.tls.starttls));
+            self.pinned.sieve = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+            c.logout().await;
         }
-        Ok(())
+        Ok(Security {
+            imap,
+            submission,
+            sieve,
+        })
     }
 }
 
@@ -241,20 +355,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_parse_and_tls_is_named() {
+    fn urls_parse_with_default_ports() {
         let e = Endpoint::parse("imap://127.0.0.1:10143", "imap", IMAP_SCHEMES).unwrap();
         assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 10143));
+        assert!(!e.implicit_tls());
         let e =
             Endpoint::parse("smtp://mail.example.org", "submission", SUBMISSION_SCHEMES).unwrap();
         assert_eq!(e.port, 587);
-        assert!(
-            Endpoint::parse("imaps://h:993", "imap", IMAP_SCHEMES)
-                .unwrap_err()
-                .to_string()
-                .contains("TLS")
-        );
+        let e = Endpoint::parse("submission://h/", "submission", SUBMISSION_SCHEMES).unwrap();
+        assert_eq!((e.scheme.as_str(), e.port), ("submission", 587));
+        for (url, port) in [("imaps://h", 993), ("IMAPS://h:10993", 10993)] {
+            let e = Endpoint::parse(url, "imap", IMAP_SCHEMES).unwrap();
+            assert_eq!((e.scheme.as_str(), e.port), ("imaps", port));
+            assert!(e.implicit_tls());
+        }
+        for scheme in ["submissions", "smtps"] {
+            let e = Endpoint::parse(&format!("{scheme}://h"), "submission", SUBMISSION_SCHEMES)
+                .unwrap();
+            assert_eq!(e.port, 465);
+            assert!(e.implicit_tls());
+        }
+        let e = Endpoint::parse("sieve://h", "sieve", SIEVE_SCHEMES).unwrap();
+        assert_eq!(e.port, 4190);
+        assert!(!e.implicit_tls());
+        let e = Endpoint::parse("imaps://[::1]:993", "imap", IMAP_SCHEMES).unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("::1", 993));
+        assert_eq!(e.url(), "imaps://[::1]:993");
+        let e = Endpoint::parse("imaps://[::1]", "imap", IMAP_SCHEMES).unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("::1", 993));
+        // Wrong protocol for the flag, no ManageSieve implicit TLS, junk.
+        assert!(Endpoint::parse("imaps://h", "submission", SUBMISSION_SCHEMES).is_err());
+        assert!(Endpoint::parse("smtps://h", "imap", IMAP_SCHEMES).is_err());
+        assert!(Endpoint::parse("sieves://h", "sieve", SIEVE_SCHEMES).is_err());
         assert!(Endpoint::parse("http://h", "imap", IMAP_SCHEMES).is_err());
         assert!(Endpoint::parse("imap://u:p@h", "imap", IMAP_SCHEMES).is_err());
         assert!(Endpoint::parse("imap://h:x", "imap", IMAP_SCHEMES).is_err());
+        assert!(Endpoint::parse("imaps://:993", "imap", IMAP_SCHEMES).is_err());
     }
 }

@@ -5,6 +5,7 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::{ExitStatus, Result};
 use mailbench_mail::options::{Dur, MailOptions, Pct, Resolved};
 use mailbench_mail::profile::Profile;
+use mailbench_mail::tls::StartTls;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
@@ -21,10 +22,10 @@ pub struct CommonArgs {
     /// `local` (default): start a throwaway Dovecot+Postfix on 127.0.0.1; `remote`: use --imap/--submission.
     #[arg(long, value_name = "local|remote")]
     pub target: Option<String>,
-    /// IMAP server of a remote target, e.g. imap://mail.example.org:143.
+    /// IMAP server of a remote target, e.g. imaps://mail.example.org (993) or imap://mail.example.org:143.
     #[arg(long, value_name = "URL")]
     pub imap: Option<String>,
-    /// SMTP submission server of a remote target, e.g. smtp://mail.example.org:587.
+    /// SMTP submission server of a remote target, e.g. submissions://mail.example.org (465) or smtp://mail.example.org:587.
     #[arg(long, value_name = "URL")]
     pub submission: Option<String>,
     /// ManageSieve server of a remote target (rules), e.g. sieve://mail.example.org:4190.
@@ -60,9 +61,18 @@ pub struct CommonArgs {
     /// Users provisioned at once by setup [default: 16].
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Accept TLS certificates that do not verify (TLS is not built in yet).
+    /// STARTTLS on imap://, smtp:// and sieve:// URLs: auto (upgrade when the server offers it), require, never [default: auto].
+    #[arg(long, value_name = "auto|require|never")]
+    pub starttls: Option<StartTls>,
+    /// Also trust the CA certificates of this PEM file (besides the system's).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify TLS certificates (recorded in the results as not verified).
     #[arg(long)]
-    pub insecure: bool,
+    pub tls_insecure: bool,
+    /// Allow passwords in clear text to a server that is not on this machine and offers no TLS.
+    #[arg(long)]
+    pub allow_cleartext_auth: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -126,7 +136,10 @@ fn common_options(c: &CommonArgs) -> MailOptions {
         seed: c.seed,
         op_timeout: c.op_timeout,
         concurrency: c.concurrency,
-        insecure: c.insecure.then_some(true),
+        starttls: c.starttls,
+        ca_file: c.ca_file.clone(),
+        tls_insecure: c.tls_insecure.then_some(true),
+        allow_cleartext_auth: c.allow_cleartext_auth.then_some(true),
         ..Default::default()
     }
 }

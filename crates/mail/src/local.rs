@@ -3,7 +3,8 @@
 //! from Debian's packages with configs generated in a state folder, on 127.0.0.1
 //! ports chosen free at start, with the limits that cap concurrency raised
 //! (ecosystem.md §5). Both are stopped by PID when the `LocalServer` is dropped, so
-//! errors and Ctrl-C tear them down too.
+//! errors and Ctrl-C tear them down too. Plain text on loopback by default; the
+//! TLS tests start it with a certificate (`LocalTls`).
 
 use mailbench_base::rundir::TestLog;
 use mailbench_base::{Error, Result};
@@ -81,6 +82,18 @@ pub struct LocalPorts {
     pub sieve: u16,
     pub lmtp: u16,
     pub smtp: u16,
+    /// Implicit-TLS IMAP and submission (only with `LocalTls`).
+    pub imaps: Option<u16>,
+    pub submissions: Option<u16>,
+}
+
+/// TLS for the local Dovecot (the TLS tests): a PEM certificate (chain) and its
+/// key. With it Dovecot also listens for imaps and submissions, and offers
+/// STARTTLS on IMAP, submission and ManageSieve (plain text stays allowed).
+#[derive(Debug, Clone)]
+pub struct LocalTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// A running Dovecot + Postfix pair.
@@ -220,6 +233,11 @@ impl LocalServer {
     /// Starts Dovecot and Postfix in `dir` (created if needed) and waits until
     /// every listener answers. The alias table must already be written.
     pub fn start(dir: &Path, log: &TestLog) -> Result<LocalServer> {
+        Self::start_with(dir, log, None)
+    }
+
+    /// As `start`, with TLS on Dovecot's listeners when `tls` is given.
+    pub fn start_with(dir: &Path, log: &TestLog, tls: Option<&LocalTls>) -> Result<LocalServer> {
         check_prerequisites()?;
         let dir = dir.to_path_buf();
         mkdir(&dir)?;
@@ -229,13 +247,15 @@ impl LocalServer {
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
         }
         let password = local_password(&dir)?;
-        let p = free_ports(5)?;
+        let p = free_ports(7)?;
         let ports = LocalPorts {
             imap: p[0],
             submission: p[1],
             sieve: p[2],
             lmtp: p[3],
             smtp: p[4],
+            imaps: tls.map(|_| p[5]),
+            submissions: tls.map(|_| p[6]),
         };
         let dv = dir.join("dovecot");
         for sub in ["run", "state", "mail"] {
@@ -243,7 +263,10 @@ impl LocalServer {
         }
         chown(&dv.join("mail"), "65534:65534")?;
         let dconf = dv.join("dovecot.conf");
-        write_private(&dconf, dovecot_conf(&dir, &ports, &password).as_bytes())?;
+        write_private(
+            &dconf,
+            dovecot_conf(&dir, &ports, &password, tls).as_bytes(),
+        )?;
         let pf = dir.join("postfix");
         for sub in ["etc", "queue", "data"] {
             mkdir(&pf.join(sub))?;
@@ -313,6 +336,15 @@ impl LocalServer {
         ] {
             server.wait_banner(name, port, deadline)?;
         }
+        // TLS listeners say nothing before the handshake: a TCP accept will do.
+        for (name, port) in [
+            ("dovecot imaps", ports.imaps),
+            ("dovecot submissions", ports.submissions),
+        ] {
+            if let Some(port) = port {
+                server.wait_listen(name, port, deadline)?;
+            }
+        }
         log.line("local target: all listeners answer");
         Ok(server)
     }
@@ -336,6 +368,27 @@ impl LocalServer {
             if Instant::now() > deadline {
                 return Err(Error::runtime(format!(
                     "local target: {name} on 127.0.0.1:{port} did not answer within 30 s; logs in {}",
+                    self.dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_listen(&mut self, name: &str, port: u16, deadline: Instant) -> Result<()> {
+        loop {
+            if let Some(msg) = self.exited() {
+                return Err(Error::runtime(format!(
+                    "local target: {msg} before {name} on 127.0.0.1:{port} listened; see {}",
+                    self.dir.display()
+                )));
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error::runtime(format!(
+                    "local target: {name} on 127.0.0.1:{port} did not listen within 30 s; logs in {}",
                     self.dir.display()
                 )));
             }
@@ -478,9 +531,27 @@ pub fn queue_len(etc: &Path) -> Option<u64> {
     )
 }
 
-fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str) -> String {
+fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str, tls: Option<&LocalTls>) -> String {
     let d = dir.join("dovecot");
     let d = d.display();
+    let (ssl, imaps, submissions) = match (tls, p.imaps, p.submissions) {
+        (Some(t), Some(imaps), Some(subs)) => (
+            format!(
+                "ssl = yes\nssl_cert = <{}\nssl_key = <{}\nssl_min_protocol = TLSv1.2",
+                t.cert.display(),
+                t.key.display()
+            ),
+            format!("address = 127.0.0.1\n    port = {imaps}\n    ssl = yes"),
+            format!(
+                "\n  inet_listener submissions {{\n    address = 127.0.0.1\n    port = {subs}\n    ssl = yes\n  }}"
+            ),
+        ),
+        _ => (
+            "ssl = no".to_string(),
+            "port = 0".to_string(),
+            String::new(),
+        ),
+    };
     let mut s = String::new();
     let _ = write!(
         s,
@@ -492,7 +563,7 @@ log_path = {d}/dovecot.log
 info_log_path = {d}/dovecot.log
 protocols = imap lmtp submission sieve
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 passdb {{
@@ -523,7 +594,7 @@ service imap-login {{
     port = {imap}
   }}
   inet_listener imaps {{
-    port = 0
+    {imaps}
   }}
 }}
 service lmtp {{
@@ -539,7 +610,7 @@ service submission-login {{
   inet_listener submission {{
     address = 127.0.0.1
     port = {sub}
-  }}
+  }}{submissions}
 }}
 service submission {{
   process_limit = 1024

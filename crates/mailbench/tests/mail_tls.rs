@@ -1,0 +1,462 @@
+//! TLS against the real local Dovecot, started by our own code with a throwaway
+//! CA and a server certificate for 127.0.0.1 made with the `openssl` CLI:
+//! implicit TLS (imaps://, submissions://) with --ca-file, the same without the
+//! CA (exit 3, kind tls, the host named), --tls-insecure (works, and the results
+//! say verification was off), and STARTTLS on IMAP, submission and ManageSieve.
+//! Dovecot's own log must show every login of the test over TLS.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "mail_support.rs"]
+mod support;
+use mailbench_base::rundir::TestLog;
+use mailbench_mail::local::{LocalServer, LocalTls};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::*;
+
+fn openssl_available() -> bool {
+    if Command::new("openssl").arg("version").output().is_ok() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI must install openssl (scripts/packages/mail.txt)");
+    }
+    eprintln!("SKIPPED: the openssl command is missing (apt-get install openssl)");
+    false
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a server certificate for IP 127.0.0.1 signed by it: (ca, cert, key).
+fn make_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend_from_slice(&ec);
+    ca.extend_from_slice(&[
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=mailbench test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req"];
+    csr.extend_from_slice(&ec);
+    csr.extend_from_slice(&[
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    openssl(dir, &csr);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+/// `mail run` against the local servers with the given URLs and extra flags.
+fn run(out: &Path, pw: &str, urls: &[&str], extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["mail", "run"];
+    args.extend_from_slice(urls);
+    args.extend_from_slice(&[
+        "--users",
+        "6",
+        "--day-length",
+        "20s",
+        "--ramp-up",
+        "2s",
+        "--drain",
+        "20s",
+        "--op-timeout",
+        "10s",
+        "--interval",
+        "1s",
+        "--skip-setup",
+        // Not a performance test: a busy CI machine must not fail it on time.
+        "--max-score-ms",
+        "60000",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    args.extend_from_slice(extra);
+    mailbench(&args, &[("MAILBENCH_PASSWORD", pw)])
+}
+
+fn summary(out: &Path, kind: &str) -> String {
+    let dir = std::fs::read_dir(out)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
+        .expect("a run folder");
+    std::fs::read_to_string(dir.join("summary.txt")).unwrap()
+}
+
+fn completed_tasks(v: &serde_json::Value) -> u64 {
+    v["tasks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| t["count"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn tls_and_starttls_against_the_local_dovecot() {
+    if !servers_available() || !openssl_available() {
+        return;
+    }
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_pki(pki.path());
+    let ca_s = ca.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = LocalServer::start_with(
+        dir.path(),
+        &TestLog::discard(),
+        Some(&LocalTls { cert, key }),
+    )
+    .unwrap();
+    let p = srv.ports;
+    let pw = srv.password.clone();
+    let imaps = format!("imaps://127.0.0.1:{}", p.imaps.unwrap());
+    let submissions = format!("submissions://127.0.0.1:{}", p.submissions.unwrap());
+    let smtps = format!("smtps://127.0.0.1:{}", p.submissions.unwrap());
+    let imap = format!("imap://127.0.0.1:{}", p.imap);
+    let smtp = format!("smtp://127.0.0.1:{}", p.submission);
+    let sieve = format!("sieve://127.0.0.1:{}", p.sieve);
+
+    // (1) Implicit TLS with the test CA: setup, then a run with ManageSieve
+    // upgraded by STARTTLS (auto: Dovecot offers it).
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let r = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--imap",
+            &imaps,
+            "--submission",
+            &submissions,
+            "--users",
+            "6",
+            "--ca-file",
+            ca_s,
+            "--output",
+            o,
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v = result(out.path(), "mail-setup");
+    assert_eq!(v["setup"]["users_ok"], 6, "{v}");
+    let tls = &v["target"]["tls"];
+    assert!(
+        tls["connections"]["imap"]
+            .as_str()
+            .unwrap()
+            .starts_with("implicit TLS TLSv1."),
+        "{tls}"
+    );
+    assert_eq!(tls["certificates_verified"], true, "{tls}");
+    assert_eq!(v["config"]["ca_file"], ca_s);
+    assert!(summary(out.path(), "mail-setup").contains("certificates verified"));
+
+    let out = tempfile::tempdir().unwrap();
+    let r = run(
+        out.path(),
+        &pw,
+        &["--imap", &imaps, "--submission", &smtps, "--sieve", &sieve],
+        &["--ca-file", ca_s],
+    );
+    let v = result(out.path(), "mail-run");
+    assert_eq!(v["errors"]["total"], 0, "{}\n{}", text(&r), v["errors"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(completed_tasks(&v) > 50, "{}", v["tasks"]);
+    assert!(v["mail_flow"]["delivered"].as_u64().unwrap() > 0);
+    let c = &v["target"]["tls"]["connections"];
+    assert!(
+        c["imap"].as_str().unwrap().starts_with("implicit TLS"),
+        "{c}"
+    );
+    assert!(
+        c["submission"]
+            .as_str()
+            .unwrap()
+            .starts_with("implicit TLS"),
+        "{c}"
+    );
+    assert!(c["sieve"].as_str().unwrap().starts_with("STARTTLS"), "{c}");
+    // Rules went over ManageSieve with STARTTLS.
+    assert!(
+        v["tasks"]["create_rule"]["count"].as_u64().unwrap() > 0,
+        "{}",
+        v["tasks"]["create_rule"]
+    );
+    let s = summary(out.path(), "mail-run");
+    assert!(s.contains("Security    IMAP implicit TLS"), "{s}");
+    assert!(!text(&r).contains(&pw), "passwords never appear");
+
+    // (2) Without the CA: refused at start, exit 3, naming the host; the same
+    // certificate under another name is refused for that name.
+    let out = tempfile::tempdir().unwrap();
+    let r = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--imap",
+            &imaps,
+            "--submission",
+            &submissions,
+            "--users",
+            "1",
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+    );
+    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
+    let t = text(&r);
+    assert!(t.contains("tls: certificate of 127.0.0.1:"), "{t}");
+    assert!(t.contains("not trusted for host 127.0.0.1"), "{t}");
+    assert!(t.contains("--ca-file"), "{t}");
+    assert!(!t.contains(&pw));
+    let localhost = format!("imaps://localhost:{}", p.imaps.unwrap());
+    let r = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--imap",
+            &localhost,
+            "--submission",
+            &submissions,
+            "--users",
+            "1",
+            "--ca-file",
+            ca_s,
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+    );
+    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
+    assert!(text(&r).contains("does not name localhost"), "{}", text(&r));
+
+    // (3) --tls-insecure: works without the CA, and says so.
+    let out = tempfile::tempdir().unwrap();
+    let r = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--imap",
+            &imaps,
+            "--submission",
+            &submissions,
+            "--users",
+            "6",
+            "--tls-insecure",
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v = result(out.path(), "mail-setup");
+    assert_eq!(v["setup"]["users_ok"], 6, "{v}");
+    assert_eq!(v["config"]["tls_insecure"], true);
+    assert_eq!(v["target"]["tls"]["certificates_verified"], false);
+    let s = summary(out.path(), "mail-setup");
+    assert!(
+        s.contains("certificates NOT verified (--tls-insecure)"),
+        "{s}"
+    );
+
+    // (4) STARTTLS required on IMAP and submission, with the CA.
+    let out = tempfile::tempdir().unwrap();
+    let r = run(
+        out.path(),
+        &pw,
+        &["--imap", &imap, "--submission", &smtp],
+        &["--ca-file", ca_s, "--starttls", "require"],
+    );
+    let v = result(out.path(), "mail-run");
+    assert_eq!(v["errors"]["total"], 0, "{}\n{}", text(&r), v["errors"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(v["mail_flow"]["submitted"].as_u64().unwrap() > 0);
+    let c = &v["target"]["tls"]["connections"];
+    assert!(
+        c["imap"].as_str().unwrap().starts_with("STARTTLS TLSv1."),
+        "{c}"
+    );
+    assert!(
+        c["submission"]
+            .as_str()
+            .unwrap()
+            .starts_with("STARTTLS TLSv1."),
+        "{c}"
+    );
+    assert_eq!(v["config"]["starttls"], "require");
+
+    // (5) TLS failing mid-run (garbage injected into every third IMAP TLS
+    // stream) is counted under the `tls` kind, and the run fails cleanly.
+    let proxy = Proxy::start(p.imaps.unwrap(), Fault::Garbage, 3, 1500);
+    let via_proxy = format!("imaps://127.0.0.1:{}", proxy.port);
+    let out = tempfile::tempdir().unwrap();
+    let r = run(
+        out.path(),
+        &pw,
+        &["--imap", &via_proxy, "--submission", &submissions],
+        &["--ca-file", ca_s],
+    );
+    assert!(!text(&r).contains("panicked"), "{}", text(&r));
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let v = result(out.path(), "mail-run");
+    assert!(proxy.faults.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(
+        v["errors"]["by_kind"]["tls"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        v["errors"]
+    );
+    assert!(completed_tasks(&v) > 50, "{}", v["tasks"]);
+    drop(proxy);
+
+    // Dovecot saw every login of this test over TLS.
+    let log = std::fs::read_to_string(dir.path().join("dovecot/dovecot.log")).unwrap();
+    let logins: Vec<&str> = log.lines().filter(|l| l.contains("Login: user=")).collect();
+    assert!(logins.len() > 20, "{} logins:\n{log}", logins.len());
+    for kind in ["imap-login", "submission-login", "managesieve-login"] {
+        assert!(
+            logins.iter().any(|l| l.contains(kind)),
+            "no {kind} login:\n{log}"
+        );
+    }
+    let plain: Vec<&&str> = logins.iter().filter(|l| !l.contains(", TLS")).collect();
+    assert!(plain.is_empty(), "logins without TLS: {plain:?}");
+    drop(srv);
+}
+
+/// TLS URLs and options at the command line, no server needed: the schemes are
+/// accepted (an unreachable imaps:// server is exit 3 naming the address),
+/// contradictory or unusable TLS options are usage errors (exit 2, nothing
+/// written).
+#[test]
+fn tls_urls_and_options_at_the_command_line() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let unreachable = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let imaps = format!("imaps://127.0.0.1:{port}");
+    let subs = format!("submissions://127.0.0.1:{port}");
+    let pw = [("MAILBENCH_PASSWORD", "secret-password")];
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            &imaps,
+            "--submission",
+            &subs,
+            "--output",
+            unreachable.path().to_str().unwrap(),
+        ],
+        &pw,
+    );
+    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
+    assert!(text(&r).contains(&imaps), "{}", text(&r));
+    assert!(!text(&r).contains("secret-password"));
+
+    let usage: &[(&[&str], &str)] = &[
+        (&["--starttls", "maybe"], "maybe"),
+        (&["--ca-file", "/nonexistent/ca.pem"], "/nonexistent/ca.pem"),
+        (
+            &["--ca-file", "/nonexistent/ca.pem", "--tls-insecure"],
+            "--tls-insecure",
+        ),
+    ];
+    for (extra, needle) in usage {
+        let mut args = vec!["mail", "run", "--imap", &imaps, "--submission", &subs];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--output", o]);
+        let r = mailbench(&args, &pw);
+        assert_eq!(r.status.code(), Some(2), "{extra:?}: {}", text(&r));
+        assert!(text(&r).contains(needle), "{extra:?}: {}", text(&r));
+    }
+    // TLS options mean nothing for the plain-text local target.
+    let r = mailbench(&["mail", "run", "--tls-insecure", "--output", o], &[]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("remote"), "{}", text(&r));
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            "sieve://h",
+            "--submission",
+            &subs,
+            "--output",
+            o,
+        ],
+        &pw,
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("imaps"), "{}", text(&r));
+    assert!(
+        std::fs::read_dir(out.path())
+            .unwrap()
+            .all(|e| !e.unwrap().path().is_dir()),
+        "usage errors write nothing"
+    );
+}

@@ -305,7 +305,11 @@ fn bad_inputs_exit_2_naming_the_input() {
             "--emit-config",
             "/nonexistent-mailbench-dir/storage.toml",
         ]),
-        &["--emit-config", "/nonexistent-mailbench-dir", "does not exist"],
+        &[
+            "--emit-config",
+            "/nonexistent-mailbench-dir",
+            "does not exist",
+        ],
     );
     assert_usage(
         &b(&["--mailboxes", "100", "--guidance", "2007"]),

@@ -3,6 +3,7 @@
 
 pub mod command;
 pub mod imap;
+pub mod judge;
 pub mod local;
 pub mod message;
 pub mod options;

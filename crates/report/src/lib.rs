@@ -1,7 +1,8 @@
 //! Renderings of result.json: the self-contained report.html with inline SVG
 //! charts (storage and mail results), `report merge` (exact histogram merge of
-//! several hosts), `report compare` (regression gate), live terminal progress
-//! and the Prometheus/OpenMetrics endpoint of a running test.
+//! several hosts' storage results, or of several load generators' mail
+//! results), `report compare` (regression gate), live terminal progress and
+//! the Prometheus/OpenMetrics endpoint of a running test.
 //!
 //! The report never needs a workload to run: everything comes from
 //! result.json and the intervals.jsonl and test.log beside it.
@@ -11,6 +12,7 @@ pub mod fmt;
 pub mod html;
 pub mod load;
 pub mod mailhtml;
+pub mod mailmerge;
 pub mod merge;
 pub mod metrics;
 pub mod progress;

@@ -1,6 +1,7 @@
 //! Reading result.json files (and the intervals.jsonl and test.log beside
 //! them). Every failure names the file and is a usage error (exit 2).
 
+use crate::mailmerge::MailMerged;
 use crate::merge::Merged;
 use mailbench_base::verdict::SCHEMA_VERSION;
 use mailbench_base::{Error, Result};
@@ -36,6 +37,8 @@ pub struct StorageDoc {
 pub struct MailDoc {
     pub source: PathBuf,
     pub raw: Value,
+    /// Present when the result is a `report merge` of several load generators.
+    pub merged: Option<MailMerged>,
     pub intervals: Vec<Value>,
     pub test_log: Option<String>,
 }
@@ -167,9 +170,21 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
         }
         "mail-run" => {
             let (intervals, _) = read_intervals::<Value>(&dir.join("intervals.jsonl"));
+            let merged = match raw.get("merged") {
+                Some(m) => Some(
+                    serde_json::from_value::<MailMerged>(m.clone()).map_err(|e| {
+                        Error::usage(format!(
+                            "{}: its \"merged\" section is not readable: {e}",
+                            file.display()
+                        ))
+                    })?,
+                ),
+                None => None,
+            };
             Ok(Doc::Mail(Box::new(MailDoc {
                 source: file.to_path_buf(),
                 raw,
+                merged,
                 intervals,
                 test_log,
             })))

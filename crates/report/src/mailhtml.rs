@@ -7,6 +7,7 @@ use crate::html::{
     verdict_banner,
 };
 use crate::load::MailDoc;
+use crate::mailmerge::MailMerged;
 use crate::svg::{self, HBarChart, HLine, Line, LineChart, RED, XAxis, YScale, esc};
 use mailbench_base::{Status, Verdict};
 use mailbench_metrics::LatencyHist;
@@ -489,6 +490,9 @@ pub fn mail_page(d: &MailDoc) -> String {
         ),
     ));
     b.push_str(&kv("host-table", &rows));
+    if let Some(m) = &d.merged {
+        b.push_str(&hosts_table(m, limit));
+    }
     if let Some(w) = r.get("warnings").and_then(Value::as_array)
         && !w.is_empty()
     {
@@ -504,4 +508,51 @@ pub fn mail_page(d: &MailDoc) -> String {
         &b,
         r,
     )
+}
+
+/// Per-Host Results of a merged mail result: one row per load generator.
+fn hosts_table(m: &MailMerged, limit: f64) -> String {
+    let mut b = String::from(r#"<h2 id="hosts">Per-Host Results</h2>"#);
+    let rows: Vec<Vec<String>> = m
+        .hosts
+        .iter()
+        .map(|h| {
+            let last = (h.first_user + h.users).saturating_sub(1);
+            vec![
+                td_t(&h.label),
+                td_judged(h.verdict.label(), h.verdict.status != Status::Pass),
+                td(&h.users.to_string()),
+                td(&format!("{}–{last}", h.first_user)),
+                td_judged(&ms(h.score_ms), h.score_ms > limit),
+                td(&fixed(h.submitted as f64, 0)),
+                td(&fixed(h.expected_deliveries as f64, 0)),
+                td(&fixed(h.delivered as f64, 0)),
+                td(&format!("{} %", fixed(h.within_pct, 1))),
+                td_judged(&fixed(h.errors as f64, 0), h.errors > 0),
+                td_t(&format!("{} → {}", h.started, h.ended)),
+                td_t(&h.source),
+            ]
+        })
+        .collect();
+    b.push_str(&table(
+        "hosts-table",
+        &[("", 4), ("weighted p95", 1), ("mail flow", 4), ("", 3)],
+        &[
+            "host",
+            "verdict",
+            "users",
+            "user numbers",
+            "score ms",
+            "submitted",
+            "expected",
+            "delivered",
+            "in time",
+            "errors",
+            "run",
+            "source",
+        ],
+        &rows,
+    ));
+    b.push_str(r#"<p class="note">Aggregate figures above: the load generators' histograms are added (percentiles and the score come from the sums, never averages), counts are summed, per-user and per-hour figures are recomputed from the sums, and the verdict is judged again on the aggregate.</p>"#);
+    b
 }

@@ -5,15 +5,16 @@ use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::rundir::{RunDir, write_atomic};
 use mailbench_base::{Error, ExitStatus, Result, Status, parse_percent};
-use mailbench_report::load::{Doc, StorageDoc};
-use mailbench_report::{ReportConfig, compare, merge};
+use mailbench_report::load::{Doc, MailDoc, StorageDoc};
+use mailbench_report::{ReportConfig, compare, mailmerge, merge};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ReportCommand {
     /// Re-render a result.json as report.html / summary.txt.
     Render(RenderArgs),
-    /// Combine results from several hosts into one (exact histogram merge).
+    /// Combine results from several hosts into one (exact histogram merge;
+    /// storage-run or mail-run results).
     Merge(MergeArgs),
     /// Compare two results; fails (exit 1) on regression beyond a tolerance.
     Compare(CompareArgs),
@@ -22,7 +23,7 @@ pub enum ReportCommand {
 #[derive(clap::Args, Debug)]
 pub struct RenderArgs {
     /// result.json files or run folders; report.html (and summary.txt for
-    /// storage results) are written beside each.
+    /// storage-run and mail-run results) are written beside each.
     #[arg(required = true, value_name = "RESULT")]
     pub results: Vec<PathBuf>,
     /// Write the HTML to this file instead (one result only).
@@ -32,7 +33,9 @@ pub struct RenderArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct MergeArgs {
-    /// The hosts' result.json files (or run folders) of the same test.
+    /// The hosts' result.json files (or run folders) of the same test:
+    /// storage-run results, or mail-run results of load generators that
+    /// each drove a slice of the users.
     #[arg(required = true, num_args = 2.., value_name = "RESULT")]
     pub results: Vec<PathBuf>,
 }
@@ -84,12 +87,17 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
         let html_path = a.html.clone().unwrap_or_else(|| dir.join("report.html"));
         write_atomic(&html_path, mailbench_report::render_html(doc).as_bytes())?;
         written.push(html_path.display().to_string());
-        if a.html.is_none()
-            && let Doc::Storage(d) = doc
-        {
-            let p = dir.join("summary.txt");
-            write_atomic(&p, storage_summary(d).as_bytes())?;
-            written.push(p.display().to_string());
+        if a.html.is_none() {
+            let summary = match doc {
+                Doc::Storage(d) => Some(storage_summary(d)),
+                Doc::Mail(d) => Some(mailmerge::summary_text(d)?),
+                Doc::Other(_) => None,
+            };
+            if let Some(text) = summary {
+                let p = dir.join("summary.txt");
+                write_atomic(&p, text.as_bytes())?;
+                written.push(p.display().to_string());
+            }
         }
     }
     if global.json {
@@ -113,25 +121,53 @@ fn storage_summary(d: &StorageDoc) -> String {
 fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
     let cfg = ConfigFile::load_optional(global.config.as_deref())?;
     let _: ReportConfig = cfg.section("report")?;
-    let mut docs: Vec<StorageDoc> = Vec::new();
+    // Read everything first: a bad input writes nothing.
+    let mut all: Vec<Doc> = Vec::new();
     for p in &a.results {
-        match mailbench_report::load(p)? {
-            Doc::Storage(d) => docs.push(*d),
-            other => {
-                return Err(Error::usage(format!(
-                    "cannot merge {}: it is a {} result; report merge combines storage-run results",
-                    other.source().display(),
-                    other.kind()
-                )));
-            }
+        let doc = mailbench_report::load(p)?;
+        if !matches!(doc, Doc::Storage(_) | Doc::Mail(_)) {
+            return Err(Error::usage(format!(
+                "cannot merge {}: it is a {} result; report merge combines storage-run or mail-run results",
+                doc.source().display(),
+                doc.kind()
+            )));
         }
+        if let Some(first) = all.first()
+            && first.kind() != doc.kind()
+        {
+            return Err(Error::usage(format!(
+                "cannot merge {} and {}: the first is a {} result, the second a {} result; merge only results of the same test",
+                first.source().display(),
+                doc.source().display(),
+                first.kind(),
+                doc.kind()
+            )));
+        }
+        all.push(doc);
     }
-    let out = merge::merge(&docs)?;
     let base = global
         .output
         .clone()
         .or(cfg.output.clone())
         .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    if matches!(all.first(), Some(Doc::Mail(_))) {
+        let docs: Vec<MailDoc> = all
+            .into_iter()
+            .filter_map(|d| match d {
+                Doc::Mail(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        return merge_mail(&docs, &base, global);
+    }
+    let docs: Vec<StorageDoc> = all
+        .into_iter()
+        .filter_map(|d| match d {
+            Doc::Storage(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    let out = merge::merge(&docs)?;
     let dir = RunDir::create(&base, "report-merge")?;
     for (i, s) in out.merged.sources.iter().enumerate() {
         dir.log.line(format!("merge: source {}: {s}", i + 1));
@@ -185,6 +221,63 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
         println!("Results: {}", dir.path.display());
     }
     Ok(if r.verdict.status == Status::Pass {
+        ExitStatus::Pass
+    } else {
+        ExitStatus::Fail
+    })
+}
+
+/// `report merge` of mail-run results (one per load generator).
+fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Result<ExitStatus> {
+    let out = mailmerge::merge(docs)?;
+    let dir = RunDir::create(base, "report-merge")?;
+    for (i, s) in out.merged.sources.iter().enumerate() {
+        dir.log.line(format!("merge: source {}: {s}", i + 1));
+    }
+    dir.write_json("result.json", &out.result)?;
+    if !out.intervals.is_empty() {
+        let mut text = String::new();
+        for r in &out.intervals {
+            text.push_str(&r.to_string());
+            text.push('\n');
+        }
+        dir.write("intervals.jsonl", text.as_bytes())?;
+    }
+    let verdict = out.verdict();
+    dir.log.line(format!(
+        "merged {} mail results from {} load generators: {}",
+        out.merged.sources.len(),
+        out.merged.hosts.len(),
+        verdict.label()
+    ));
+    let doc = mailbench_report::load(&dir.file("result.json"))?;
+    let summary = match &doc {
+        Doc::Mail(d) => mailmerge::summary_text(d)?,
+        _ => String::new(),
+    };
+    dir.write("summary.txt", summary.as_bytes())?;
+    dir.write(
+        "report.html",
+        mailbench_report::render_html(&doc).as_bytes(),
+    )?;
+    let r = &out.result;
+    if global.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "verdict": verdict,
+                "result_dir": dir.path,
+                "hosts": out.merged.hosts.len(),
+                "users": r["users"],
+                "score_ms": r["score"]["weighted_p95_ms"],
+                "mail_flow": r["mail_flow"],
+            })
+        );
+    } else if !global.quiet {
+        println!("{summary}");
+        println!("Results: {}", dir.path.display());
+    }
+    Ok(if verdict.status == Status::Pass {
         ExitStatus::Pass
     } else {
         ExitStatus::Fail

@@ -1,0 +1,424 @@
+//! `report merge` of real mail runs: two load generators, each driving its
+//! own slice of the users (`--first-user`) against the local Dovecot+Postfix
+//! (one throwaway server each), run at the same time by the real binary; then
+//! `report merge` of both. The aggregate must equal the sums and the added
+//! histograms of the two results, the score and the verdict must be judged
+//! again on the aggregate, and the merged result must render.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "mail_support.rs"]
+mod support;
+use mailbench_mail::judge::{self, Criteria, Figures};
+use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_metrics::LatencyHist;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::*;
+
+const USERS: u64 = 3;
+
+fn run_dir(out: &Path, kind: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(kind))
+        })
+        .collect();
+    dirs.sort();
+    dirs.pop().expect("a run folder")
+}
+
+fn hist(v: &Value) -> LatencyHist {
+    LatencyHist::from_base64(v.as_str().unwrap_or("")).unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn intervals(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("intervals.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Operations counted over all intervals, by name.
+fn interval_counts(lines: &[Value]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for l in lines {
+        for (k, v) in l["ops"].as_object().into_iter().flatten() {
+            *out.entry(k.clone()).or_default() += u(&v["count"]);
+        }
+    }
+    out
+}
+
+#[test]
+fn two_generators_with_disjoint_users_merge_into_one_result() {
+    if !servers_available() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let (oa, ob) = (out.path().join("gen-a"), out.path().join("gen-b"));
+    // Two generators at once, users 1..3 and 4..6, each with its own server.
+    let spawn = |first: &str, dir: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_mailbench"))
+            .args([
+                "mail",
+                "run",
+                "--users",
+                &USERS.to_string(),
+                "--first-user",
+                first,
+                "--day-length",
+                "20s",
+                "--ramp-up",
+                "2s",
+                "--drain",
+                "10s",
+                "-q",
+                "--output",
+                dir.to_str().unwrap(),
+            ])
+            .env_remove("MAILBENCH_PASSWORD")
+            .spawn()
+            .expect("start mailbench")
+    };
+    let (pa, pb) = (spawn("1", &oa), spawn("4", &ob));
+    let (ra, rb) = (
+        pa.wait_with_output().unwrap(),
+        pb.wait_with_output().unwrap(),
+    );
+    assert!(matches!(ra.status.code(), Some(0 | 1)), "{}", text(&ra));
+    assert!(matches!(rb.status.code(), Some(0 | 1)), "{}", text(&rb));
+    let (da, db) = (run_dir(&oa, "mail-run"), run_dir(&ob, "mail-run"));
+    let (a, b) = (result(&oa, "mail-run"), result(&ob, "mail-run"));
+    assert_eq!(a["users"], USERS);
+    assert_eq!(
+        (
+            a["config"]["first_user"].as_u64(),
+            b["config"]["first_user"].as_u64()
+        ),
+        (Some(1), Some(4))
+    );
+
+    let om = out.path().join("merged");
+    let r = mailbench(
+        &[
+            "report",
+            "merge",
+            da.join("result.json").to_str().unwrap(),
+            db.to_str().unwrap(),
+            "--output",
+            om.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let dm = run_dir(&om, "report-merge");
+    let m = result(&om, "report-merge");
+    let status = m["verdict"]["status"].as_str().unwrap().to_string();
+    assert_eq!(
+        r.status.code(),
+        Some(if status == "pass" { 0 } else { 1 }),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(m["run"]["kind"], "mail-run");
+    assert_eq!(m["users"], 2 * USERS);
+    assert_eq!(m["config"]["users"], 2 * USERS);
+    let hosts = m["merged"]["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2);
+    assert_ne!(hosts[0]["label"], hosts[1]["label"]);
+    assert_eq!(
+        (u(&hosts[0]["first_user"]), u(&hosts[1]["first_user"])),
+        (1, 4)
+    );
+    assert_eq!(hosts[1]["score_ms"], b["score"]["weighted_p95_ms"]);
+    assert_eq!(hosts[0]["verdict"], a["verdict"]);
+
+    // Tasks and operations: counts add up, histograms are the sums, and every
+    // percentile is read from the summed histogram.
+    let users = (2 * USERS) as f64;
+    let mut p95 = BTreeMap::new();
+    for sect in ["tasks", "operations"] {
+        for (name, t) in m[sect].as_object().unwrap() {
+            let (ta, tb) = (&a[sect][name], &b[sect][name]);
+            let mut h = hist(&ta["hist"]);
+            h.add(&hist(&tb["hist"]));
+            let s = h.summary();
+            assert_eq!(u(&t["count"]), u(&ta["count"]) + u(&tb["count"]), "{name}");
+            assert_eq!(u(&t["count"]), s.count, "{name}");
+            assert_eq!(
+                u(&t["errors"]),
+                u(&ta["errors"]) + u(&tb["errors"]),
+                "{name}"
+            );
+            assert_eq!(hist(&t["hist"]).summary(), s, "{name}");
+            assert_eq!(t["p95_ms"].as_f64().unwrap(), s.p95_us as f64 / 1000.0);
+            assert_eq!(t["p99_ms"].as_f64().unwrap(), s.p99_us as f64 / 1000.0);
+            assert_eq!(t["max_ms"].as_f64().unwrap(), s.max_us as f64 / 1000.0);
+            if sect == "tasks" {
+                assert_eq!(
+                    u(&t["skipped"]),
+                    u(&ta["skipped"]) + u(&tb["skipped"]),
+                    "{name}"
+                );
+                let per = (s.count + u(&t["errors"])) as f64 / users;
+                assert!(
+                    close(t["per_user_per_day"].as_f64().unwrap(), per),
+                    "{name}"
+                );
+                if s.count > 0 {
+                    p95.insert(name.clone(), s.p95_us);
+                }
+            }
+        }
+    }
+    assert!(p95.len() >= 10, "few tasks ran: {p95:?}");
+    let profile = Profile::load("mmb3").unwrap();
+    let (score, _) = judge::weighted_p95_ms(&profile, |k: TaskKind| p95.get(k.name()).copied());
+    let merged_score = m["score"]["weighted_p95_ms"].as_f64().unwrap();
+    assert!(close(merged_score, score), "{merged_score} vs {score}");
+
+    // Mail flow: sums, and per-user / per-hour figures from the sums.
+    let f = &m["mail_flow"];
+    let sum = |p: &str| u(a.pointer(p).unwrap()) + u(b.pointer(p).unwrap());
+    let submitted = sum("/mail_flow/submitted");
+    let expected = sum("/mail_flow/expected_deliveries");
+    let delivered = sum("/mail_flow/delivered");
+    assert!(submitted > 0 && delivered > 0, "{f}");
+    assert_eq!(u(&f["submitted"]), submitted);
+    assert_eq!(u(&f["expected_deliveries"]), expected);
+    assert_eq!(u(&f["delivered"]), delivered);
+    assert_eq!(
+        u(&f["recipients_addressed"]),
+        sum("/mail_flow/recipients_addressed")
+    );
+    assert_eq!(
+        u(&f["server_deliveries"]),
+        sum("/mail_flow/server_deliveries")
+    );
+    assert!(close(
+        f["per_user_per_day"]["submitted"].as_f64().unwrap(),
+        submitted as f64 / users
+    ));
+    assert!(close(
+        f["per_user_per_day"]["delivered"].as_f64().unwrap(),
+        delivered as f64 / users
+    ));
+    assert!(close(
+        f["per_hour_real"]["delivered"].as_f64().unwrap(),
+        delivered as f64 / (20.0 / 3600.0)
+    ));
+    assert!(close(
+        f["per_simulated_hour"]["submitted"].as_f64().unwrap(),
+        submitted as f64 / 8.0
+    ));
+
+    // Delivery latency: the summed histogram; in time from the summed counts.
+    let dl = &m["delivery_latency"];
+    let mut h = hist(&a["delivery_latency"]["hist"]);
+    h.add(&hist(&b["delivery_latency"]["hist"]));
+    assert_eq!(hist(&dl["hist"]).summary(), h.summary());
+    assert_eq!(u(&dl["summary"]["count"]), h.count());
+    let within_of = |r: &Value| {
+        (r["delivery_latency"]["within_pct"].as_f64().unwrap()
+            * u(&r["mail_flow"]["expected_deliveries"]) as f64
+            / 100.0)
+            .round() as u64
+    };
+    let within = within_of(&a) + within_of(&b);
+    assert_eq!(u(&dl["delivered_within"]), within);
+    let within_pct = judge::within_pct(within, expected);
+    assert!(close(dl["within_pct"].as_f64().unwrap(), within_pct));
+
+    // Errors and the verdict, judged again on the aggregate.
+    let total_errors = sum("/errors/total");
+    assert_eq!(u(&m["errors"]["total"]), total_errors);
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    for r in [&a, &b] {
+        for (k, v) in r["errors"]["by_kind"].as_object().unwrap() {
+            *by_kind.entry(k.clone()).or_default() += u(v);
+        }
+    }
+    assert_eq!(
+        m["errors"]["by_kind"],
+        serde_json::to_value(&by_kind).unwrap()
+    );
+    let queue_final = u(&a["queue"]["final"]) + u(&b["queue"]["final"]);
+    assert_eq!(u(&m["queue"]["final"]), queue_final);
+    let planned = sum("/generator/planned_tasks");
+    let executed = sum("/generator/executed_tasks");
+    assert_eq!(u(&m["generator"]["planned_tasks"]), planned);
+    let c = &m["config"];
+    let criteria = Criteria {
+        max_score_ms: c["max_score_ms"].as_f64().unwrap(),
+        max_error_rate_pct: c["max_error_rate_pct"].as_f64().unwrap(),
+        delivery_pct: c["delivery_pct"].as_f64().unwrap(),
+        delivery_within: std::time::Duration::from_secs(60),
+    };
+    let verdict = judge::verdict(
+        &Figures {
+            score_ms: merged_score,
+            total_errors,
+            error_rate_pct: m["errors"]["rate_pct"].as_f64().unwrap(),
+            errors_by_kind: by_kind,
+            expected_deliveries: expected,
+            within_pct,
+            queue_final: Some(queue_final),
+            interrupted: false,
+            planned_tasks: planned,
+            executed_tasks: executed,
+        },
+        &criteria,
+    );
+    assert_eq!(m["verdict"], serde_json::to_value(&verdict).unwrap());
+    if a["verdict"]["status"] == "pass" && b["verdict"]["status"] == "pass" {
+        assert_eq!(status, "pass", "{}", m["verdict"]);
+    }
+
+    // Intervals aligned by index and added.
+    let (ia, ib, im) = (intervals(&da), intervals(&db), intervals(&dm));
+    assert_eq!(im.len(), ia.len().max(ib.len()));
+    let (ca, cb, cm) = (
+        interval_counts(&ia),
+        interval_counts(&ib),
+        interval_counts(&im),
+    );
+    for (k, n) in &cm {
+        assert_eq!(
+            *n,
+            ca.get(k).copied().unwrap_or(0) + cb.get(k).copied().unwrap_or(0),
+            "{k}"
+        );
+    }
+    assert!(cm.get("read").copied().unwrap_or(0) > 0, "{cm:?}");
+
+    // summary.txt and report.html with the per-host table; render again.
+    let summary = std::fs::read_to_string(dm.join("summary.txt")).unwrap();
+    assert!(summary.contains("Per-Host Results"), "{summary}");
+    for h in hosts {
+        assert!(summary.contains(h["label"].as_str().unwrap()), "{summary}");
+    }
+    assert!(text(&r).contains("Per-Host Results"), "{}", text(&r));
+    let html = std::fs::read_to_string(dm.join("report.html")).unwrap();
+    assert!(html.contains(r#"id="hosts-table""#));
+    let r2 = mailbench(&["report", "render", dm.to_str().unwrap()], &[]);
+    assert_eq!(r2.status.code(), Some(0), "{}", text(&r2));
+    assert_eq!(
+        std::fs::read_to_string(dm.join("summary.txt")).unwrap(),
+        summary
+    );
+
+    // Results judged with other thresholds are refused, naming both files.
+    let odd = out.path().join("odd");
+    std::fs::create_dir_all(&odd).unwrap();
+    let mut v = b.clone();
+    v["config"]["max_score_ms"] = serde_json::json!(250.0);
+    std::fs::write(odd.join("result.json"), v.to_string()).unwrap();
+    let oo = out.path().join("refused");
+    let r3 = mailbench(
+        &[
+            "report",
+            "merge",
+            da.to_str().unwrap(),
+            odd.to_str().unwrap(),
+            "--output",
+            oo.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r3.status.code(), Some(2), "{}", text(&r3));
+    let err = String::from_utf8_lossy(&r3.stderr);
+    assert!(
+        err.contains("thresholds")
+            && err.contains(odd.to_str().unwrap())
+            && err.contains(da.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(!oo.exists(), "a refused merge wrote {}", oo.display());
+    // So are a mail and a storage result together.
+    let os = out.path().join("storage");
+    let r4 = mailbench(
+        &[
+            "storage",
+            "run",
+            "--path",
+            out.path().join("data").to_str().unwrap(),
+            "--databases",
+            "1",
+            "--db-size",
+            "32MiB",
+            "--cache-size",
+            "8MiB",
+            "--threads",
+            "2",
+            "--warmup",
+            "1s",
+            "--sample-interval",
+            "1s",
+            "--duration",
+            "2s",
+            "-q",
+            "--output",
+            os.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(matches!(r4.status.code(), Some(0 | 1)), "{}", text(&r4));
+    let ds = run_dir(&os, "storage-run");
+    let r5 = mailbench(
+        &[
+            "report",
+            "merge",
+            da.to_str().unwrap(),
+            ds.to_str().unwrap(),
+            "--output",
+            oo.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r5.status.code(), Some(2), "{}", text(&r5));
+    let err = String::from_utf8_lossy(&r5.stderr);
+    assert!(
+        err.contains("a mail-run result, the second a storage-run result")
+            && err.contains(ds.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(!oo.exists(), "a refused merge wrote {}", oo.display());
+
+    eprintln!(
+        "generator a: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
+        a["users"],
+        a["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        a["mail_flow"]["submitted"],
+        a["mail_flow"]["delivered"],
+        a["mail_flow"]["expected_deliveries"],
+        a["errors"]["total"],
+        a["verdict"]["status"]
+    );
+    eprintln!(
+        "generator b: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
+        b["users"],
+        b["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        b["mail_flow"]["submitted"],
+        b["mail_flow"]["delivered"],
+        b["mail_flow"]["expected_deliveries"],
+        b["errors"]["total"],
+        b["verdict"]["status"]
+    );
+    eprintln!(
+        "merged: {} users, score {merged_score:.1} ms, submitted {submitted}, delivered {delivered}/{expected}, \
+         {:.1} % within 60 s, delivery p95 {} ms, errors {total_errors}, verdict {status} {}",
+        m["users"], within_pct, dl["summary"]["p95_ms"], m["verdict"]["reasons"]
+    );
+}

@@ -38,6 +38,18 @@ impl RunDir {
         Ok(RunDir { path, log })
     }
 
+    /// Uses `path` as the run folder (created if missing), appending to its
+    /// test.log: one host's part of a test whose folder another made.
+    pub fn at(path: &Path) -> Result<RunDir> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::runtime(format!("cannot create {}: {e}", path.display())))?;
+        let log = TestLog::open(&path.join("test.log"))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            log,
+        })
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }

@@ -461,12 +461,27 @@ pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'sta
 
 /// `mailbench mail run`.
 pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
+    run_with(o, out, crate::hooks::RunHooks::default())
+}
+
+/// `mail run` with hooks: one host's share of a test over several hosts.
+pub fn run_with(
+    o: Resolved,
+    out: &Output,
+    mut hooks: crate::hooks::RunHooks,
+) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o)?;
-    let intr = mailbench_base::interrupt::Interrupt::install()?;
+    let intr = match hooks.interrupt.take() {
+        Some(i) => i,
+        None => mailbench_base::interrupt::Interrupt::install()?,
+    };
     let mut header = RunHeader::begin("mail-run");
-    let run = RunDir::create(&out.base, "mail-run")?;
+    let run = match &hooks.dir {
+        Some(d) => RunDir::at(d)?,
+        None => RunDir::create(&out.base, "mail-run")?,
+    };
     run.log.set_echo(out.verbose);
     run.log.line(format!(
         "mail run: {} users, profile {}, day {:?} (simulated {:?}), ramp-up {:?}",
@@ -502,6 +517,9 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         Some(r)
     };
 
+    if let Some(wait) = hooks.before_load.take() {
+        wait(&run.log)?;
+    }
     let cpu_before = process_cpu_s();
     let params = RunParams {
         day_length: o.day_length,
@@ -553,6 +571,7 @@ pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
         disk_dev.clone(),
         out,
         intr.clone(),
+        &mut hooks.on_interval,
     ));
     let cpu_used = process_cpu_s() - cpu_before;
     let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
@@ -830,7 +849,7 @@ struct CtlResult {
 /// queue, ends the drain when every delivery arrived (or the drain limit passed),
 /// and stops early on Ctrl-C / SIGTERM.
 #[allow(clippy::too_many_arguments)]
-async fn controller(
+async fn controller<'h>(
     sh: Arc<Shared>,
     o: &Resolved,
     log: &TestLog,
@@ -839,6 +858,7 @@ async fn controller(
     disk_dev: Option<String>,
     out: &Output,
     intr: mailbench_base::interrupt::Interrupt,
+    on_interval: &mut Option<crate::hooks::OnInterval<'h>>,
 ) -> CtlResult {
     use tokio::signal::unix::{SignalKind, signal};
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -887,6 +907,15 @@ async fn controller(
         let now = tokio::time::Instant::now();
         let t_s = now.saturating_duration_since(sh.t0).as_secs_f64();
         let snap = sh.take_interval();
+        if let Some(f) = on_interval.as_mut() {
+            f(&crate::hooks::IntervalView {
+                elapsed_s: t_s,
+                remaining_s: day_end.saturating_duration_since(now).as_secs_f64(),
+                interval_s: o.interval.as_secs_f64(),
+                users: sh.topo.users.len(),
+                ops: &snap,
+            });
+        }
         let queue = match &queue_etc {
             Some(etc) => {
                 let etc = etc.clone();

@@ -2,6 +2,7 @@
 //! servers (`mailbench mail setup|run`). See docs/mail-load.md.
 
 pub mod command;
+pub mod hooks;
 pub mod imap;
 pub mod judge;
 pub mod local;

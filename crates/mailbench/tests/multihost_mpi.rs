@@ -3,7 +3,8 @@
 //! machine, the aggregate equal to `report merge` of the rank results, a
 //! killed rank failing the run by name, and ranks on two network namespaces
 //! joined by a veth pair (root and `ip` needed; the test creates and deletes
-//! them).
+//! them); `mail run` with three load generators sharing one local Dovecot +
+//! Postfix, each driving its own slice of the users.
 #![cfg(feature = "mpi")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -529,5 +530,144 @@ fn ranks_on_two_network_namespaces_over_veth() {
     eprintln!(
         "ranks over veth (namespace B sent {sent} bytes):\n{}",
         figures(&agg)
+    );
+}
+
+/// Three load generators against one server: disjoint user slices, one
+/// start, the aggregate equal to `report merge` of the generators' results.
+#[test]
+fn three_generators_share_the_users_of_one_mail_server() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Dovecot and Postfix"
+        );
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = mailbench_mail::local::LocalServer::start(
+        &tmp.path().join("server"),
+        &mailbench_base::rundir::TestLog::discard(),
+    )
+    .unwrap();
+    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
+    let out = tmp.path().join("out");
+    let common = [
+        "--imap",
+        imap.as_str(),
+        "--submission",
+        sub.as_str(),
+        "--users",
+        "12",
+        "--profile",
+        "loadsim-light",
+    ];
+    let o = Command::new(exe())
+        .args(["--quiet", "--output"])
+        .arg(tmp.path().join("setup"))
+        .args(["mail", "setup"])
+        .args(common)
+        .env("MAILBENCH_PASSWORD", &srv.password)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let mut c = mpirun(3);
+    c.env("MAILBENCH_PASSWORD", &srv.password)
+        .arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["mail", "run"])
+        .args(common)
+        .args([
+            "--skip-setup",
+            "--day-length",
+            "20s",
+            "--ramp-up",
+            "2s",
+            "--drain",
+            "20s",
+            "--interval",
+            "2s",
+        ]);
+    let o = run_job(c, Duration::from_secs(180));
+    assert!(o.status.success(), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("3 generators, 12 users]"),
+        "no live aggregate: {stderr}"
+    );
+    let run = only_run_dir(&out, "mail-run");
+    let agg = json(&run.join("result.json"));
+    assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
+    assert_eq!(agg["users"], 12);
+    let hosts = agg["merged"]["hosts"].as_array().unwrap();
+    let slices: Vec<(u64, u64)> = hosts
+        .iter()
+        .map(|h| {
+            (
+                h["first_user"].as_u64().unwrap(),
+                h["users"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(slices, vec![(1, 4), (5, 4), (9, 4)]);
+    // Each generator's result equals its share; the sums are the aggregate's.
+    let ranks: Vec<Value> = (0..3)
+        .map(|r| json(&run.join(format!("rank-{r}/result.json"))))
+        .collect();
+    for key in ["submitted", "delivered", "expected_deliveries"] {
+        let sum: u64 = ranks
+            .iter()
+            .map(|v| v["mail_flow"][key].as_u64().unwrap())
+            .sum();
+        assert_eq!(agg["mail_flow"][key].as_u64().unwrap(), sum, "{key}");
+    }
+    assert!(agg["mail_flow"]["delivered"].as_u64().unwrap() > 0);
+    // And `report merge` of the three gives the same aggregate.
+    let merged_out = run.join("merge-check");
+    let mut m = Command::new(exe());
+    m.args(["--quiet", "--output"]).arg(&merged_out);
+    m.args(["report", "merge"]);
+    for r in 0..3 {
+        m.arg(run.join(format!("rank-{r}/result.json")));
+    }
+    let mo = m.output().unwrap();
+    assert!(mo.status.success(), "{}", text(&mo));
+    let mv = json(&only_run_dir(&merged_out, "report-merge").join("result.json"));
+    for key in [
+        "tasks",
+        "mail_flow",
+        "score",
+        "delivery_latency",
+        "verdict",
+        "users",
+    ] {
+        assert_eq!(
+            agg[key], mv[key],
+            "aggregate and report merge differ in {key}"
+        );
+    }
+    // The generators started together.
+    let starts: Vec<String> = (0..3)
+        .map(|r| {
+            let log = std::fs::read_to_string(run.join(format!("rank-{r}/test.log"))).unwrap();
+            let l = log
+                .lines()
+                .find(|l| l.contains("the load starts at"))
+                .unwrap();
+            l.split("the load starts at").nth(1).unwrap().to_string()
+        })
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+    eprintln!(
+        "3 generators, 12 users: score {:.1} ms, submitted {}, delivered {}/{}, hosts {:?}",
+        agg["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        agg["mail_flow"]["submitted"],
+        agg["mail_flow"]["delivered"],
+        agg["mail_flow"]["expected_deliveries"],
+        slices
     );
 }

@@ -382,3 +382,49 @@ fn ctrl_c_stops_quickly_with_a_partial_interrupted_result() {
         "partial figures kept"
     );
 }
+
+/// `--start-at`: the load waits for the given wall-clock time (after the
+/// databases exist), then runs and writes a normal result; a bad time is a
+/// usage error before anything is written.
+#[test]
+fn start_at_waits_for_the_time_then_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = storage(dir, "run", &["--start-at", "tomorrow-ish"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("tomorrow-ish"), "{}", text(&o));
+    assert!(!dir.join("data").exists() && !dir.join("results").exists());
+
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 6;
+    let at = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .to_string();
+    let started = Instant::now();
+    let o = storage(dir, "run", &["--start-at", &at, "--no-verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run = only_run_dir(dir);
+    let log = std::fs::read_to_string(run.join("test.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("the load starts at"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains(at.trim_end_matches('Z')), "{line} vs {at}");
+    // The run could not have finished before the start time plus its window.
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    assert_eq!(v["verdict"]["status"], "pass", "{}", v["verdict"]);
+    let measured = v["window"]["measured_s"].as_f64().unwrap();
+    assert!(measured >= 2.5, "{measured}");
+    let end = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        end >= secs as f64 + measured,
+        "ended before the start time + window"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+}

@@ -11,8 +11,11 @@
 //! - [`watch`]: a TCP side channel from every rank to rank 0 carrying
 //!   heartbeats, live interval figures and failures, so a rank whose process
 //!   dies is named within a second;
-//! - [`storage`]: `storage init|run|verify` as one distributed test.
+//! - [`storage`]: `storage init|run|verify|backup|recover` as one distributed
+//!   test (and the machinery every distributed command shares);
+//! - [`mail`]: `mail run` with each rank driving its slice of the users.
 
+pub mod mail;
 #[cfg(feature = "mpi")]
 mod mpi_transport;
 pub mod storage;

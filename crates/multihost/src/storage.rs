@@ -32,16 +32,19 @@ pub enum Command {
     Verify,
     Backup,
     Recover,
+    /// `mail run`: each rank drives its slice of the users.
+    MailRun,
 }
 
 impl Command {
-    fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             Command::Init => "storage-init",
             Command::Run => "storage-run",
             Command::Verify => "storage-verify",
             Command::Backup => "storage-backup",
             Command::Recover => "storage-recover",
+            Command::MailRun => "mail-run",
         }
     }
 }
@@ -75,6 +78,15 @@ pub struct Outcome {
 /// Resolves this rank's spec from `(rank, host, every rank's host)`: the
 /// caller applies [`spec_for_rank`], then checks the paths.
 pub type Resolve<'a> = &'a dyn Fn(usize, &str, &[String]) -> Result<StorageSpec>;
+
+/// What each rank's share is made of.
+pub enum Share<'a> {
+    /// Storage commands: this rank's databases.
+    Storage(Resolve<'a>),
+    /// `mail run`: this rank's options (its slice of the users), from
+    /// `(rank, size, host)`; see [`crate::mail::slice`].
+    Mail(crate::mail::MailResolve<'a>),
+}
 
 #[derive(Serialize, Deserialize)]
 struct Setup {
@@ -129,29 +141,29 @@ pub fn spec_for_rank(
     Ok(spec)
 }
 
-struct Ctx<'a> {
-    t: &'a dyn Transport,
-    cmd: Command,
-    rank: usize,
-    size: usize,
-    host: String,
-    hosts: Vec<String>,
-    top: PathBuf,
-    coord: Option<Coordinator>,
-    member: Option<Member>,
-    interrupt: Interrupt,
-    opts: &'a Options,
+pub(crate) struct Ctx<'a> {
+    pub(crate) t: &'a dyn Transport,
+    pub(crate) cmd: Command,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) host: String,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) top: PathBuf,
+    pub(crate) coord: Option<Coordinator>,
+    pub(crate) member: Option<Member>,
+    pub(crate) interrupt: Interrupt,
+    pub(crate) opts: &'a Options,
 }
 
 impl Ctx<'_> {
-    fn phase(&self, p: &str) {
+    pub(crate) fn phase(&self, p: &str) {
         if let Some(c) = &self.coord {
             c.set_phase(p);
         }
     }
 
     /// The poll of every wait: a failed rank (rank 0 knows) or an interrupt.
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if let Some(c) = &self.coord
             && let Some(f) = c.failures().first()
         {
@@ -163,26 +175,60 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn rank_dir(&self) -> Result<RunDir> {
+    pub(crate) fn rank_dir(&self) -> Result<RunDir> {
         if self.size == 1 {
-            let log = TestLog::open(&self.top.join("test.log"))?;
-            return Ok(RunDir {
-                path: self.top.clone(),
-                log,
-            });
+            return RunDir::at(&self.top);
         }
-        let path = self.top.join(format!("rank-{}", self.rank));
-        std::fs::create_dir_all(&path)
-            .map_err(|e| Error::runtime(format!("cannot create {}: {e}", path.display())))?;
-        let log = TestLog::open(&path.join("test.log"))?;
-        log.line(format!(
+        let dir = RunDir::at(&self.top.join(format!("rank-{}", self.rank)))?;
+        dir.log.line(format!(
             "rank {} of {} on host {} ({} transport)",
             self.rank,
             self.size,
             self.host,
             self.t.kind()
         ));
-        Ok(RunDir { path, log })
+        Ok(dir)
+    }
+
+    /// Every rank ready (a barrier), then one start instant from rank 0 (two
+    /// seconds from now with several ranks, or `--start-at` if later), waited
+    /// for on every rank.
+    pub(crate) fn start_together(&self, log: &TestLog, what: &str) -> Result<SystemTime> {
+        self.phase("the barrier before the load");
+        self.t.barrier(&mut || self.check())?;
+        let start = if self.rank == 0 {
+            let soon = SystemTime::now() + Duration::from_secs(if self.size > 1 { 2 } else { 0 });
+            let at = self.opts.start_at.map(|s| s.max(soon)).unwrap_or(soon);
+            to_unix_ms(at).to_le_bytes().to_vec()
+        } else {
+            Vec::new()
+        };
+        let b = self.t.broadcast(&start, &mut || self.check())?;
+        let ms = b
+            .get(..8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| Error::runtime("start time from rank 0 is malformed"))?;
+        let at = from_unix_ms(ms);
+        log.line(format!(
+            "{what}; the load starts at {}",
+            humantime::format_rfc3339_millis(at)
+        ));
+        if !self.opts.quiet && self.rank == 0 {
+            eprintln!(
+                "mailbench: the load starts at {}",
+                humantime::format_rfc3339_seconds(at)
+            );
+        }
+        self.phase("the wait for the start time");
+        let late = wait_until(at, &mut || self.check())?;
+        if late > Duration::from_millis(500) {
+            log.line(format!(
+                "started {:.1} s after the start time",
+                late.as_secs_f64()
+            ));
+        }
+        Ok(at)
     }
 }
 
@@ -191,7 +237,7 @@ impl Ctx<'_> {
 pub fn command(
     t: &dyn Transport,
     cmd: Command,
-    resolve: Resolve,
+    share: Share,
     output: &Path,
     interrupt: Interrupt,
     opts: &Options,
@@ -216,7 +262,16 @@ pub fn command(
                 opts.listen.as_deref(),
                 opts.watch,
                 failure_hook(top.clone(), cmd, hosts_here.clone(), interrupt.clone()),
-                interval_hook(size, opts.quiet),
+                if cmd == Command::MailRun {
+                    let quiet = opts.quiet;
+                    Box::new(move |parts: &[LiveMsg]| {
+                        if !quiet {
+                            crate::mail::print_live(parts, size)
+                        }
+                    })
+                } else {
+                    interval_hook(size, opts.quiet)
+                },
             )?;
             dir.log.line(format!(
                 "{size} ranks on {:?}; rank 0 listens on port {} at {:?}",
@@ -259,7 +314,10 @@ pub fn command(
         interrupt,
         opts,
     };
-    let own = rank_part(&ctx, resolve);
+    let own = match share {
+        Share::Storage(resolve) => rank_part(&ctx, resolve),
+        Share::Mail(resolve) => crate::mail::rank_part(&ctx, resolve),
+    };
     finish(ctx, own)
 }
 
@@ -291,6 +349,9 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
     let dir = ctx.rank_dir()?;
     dir.log.set_echo(ctx.opts.verbose);
     match ctx.cmd {
+        Command::MailRun => Err(Error::runtime(
+            "mail run was given a storage share (a bug: please report it)",
+        )),
         Command::Init => {
             ctx.phase("database creation");
             let s = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
@@ -351,41 +412,7 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
                 );
             }
             let init = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
-            ctx.phase("the barrier after database creation");
-            ctx.t.barrier(&mut || ctx.check())?;
-            let start = if ctx.rank == 0 {
-                let soon =
-                    SystemTime::now() + Duration::from_secs(if ctx.size > 1 { 2 } else { 0 });
-                let at = ctx.opts.start_at.map(|s| s.max(soon)).unwrap_or(soon);
-                to_unix_ms(at).to_le_bytes().to_vec()
-            } else {
-                Vec::new()
-            };
-            let b = ctx.t.broadcast(&start, &mut || ctx.check())?;
-            let ms = b
-                .get(..8)
-                .and_then(|s| <[u8; 8]>::try_from(s).ok())
-                .map(u64::from_le_bytes)
-                .ok_or_else(|| Error::runtime("start time from rank 0 is malformed"))?;
-            let at = from_unix_ms(ms);
-            dir.log.line(format!(
-                "databases ready; the load starts at {}",
-                humantime::format_rfc3339_millis(at)
-            ));
-            if !ctx.opts.quiet && ctx.rank == 0 {
-                eprintln!(
-                    "mailbench: the load starts at {}",
-                    humantime::format_rfc3339_seconds(at)
-                );
-            }
-            ctx.phase("the wait for the start time");
-            let late = wait_until(at, &mut || ctx.check())?;
-            if late > Duration::from_millis(500) {
-                dir.log.line(format!(
-                    "started {:.1} s after the start time",
-                    late.as_secs_f64()
-                ));
-            }
+            ctx.start_together(&dir.log, "databases ready")?;
             ctx.phase("the load");
             let mut progress = RankProgress {
                 seq: 0,
@@ -450,10 +477,11 @@ impl Progress for RankProgress<'_> {
 }
 
 fn interval_hook(size: usize, quiet: bool) -> IntervalHook {
-    Box::new(move |p: LiveFigures| {
+    Box::new(move |parts: &[LiveMsg]| {
         if quiet {
             return;
         }
+        let p = LiveMsg::aggregate(parts);
         let target = p
             .target_iops
             .map(|t| format!(" / target {t:.0}"))
@@ -683,12 +711,13 @@ fn aggregate(
     let multihost = json!({ "ranks": ranks_json, "failures": failures });
     let (mut value, mut summary) = match cmd {
         Command::Run => aggregate_run(&dir, &files, &fail_reasons)?,
+        Command::MailRun => crate::mail::aggregate(&dir, &files, &fail_reasons)?,
         Command::Init | Command::Verify | Command::Backup | Command::Recover => {
             aggregate_generic(cmd, &files)?
         }
     };
     value["multihost"] = multihost;
-    if !fail_reasons.is_empty() && cmd != Command::Run {
+    if !fail_reasons.is_empty() && !matches!(cmd, Command::Run | Command::MailRun) {
         let mut reasons = fail_reasons.clone();
         let old = value["verdict"]["reasons"]
             .as_array()
@@ -705,7 +734,7 @@ fn aggregate(
     }
     dir.write_json("result.json", &value)?;
     dir.write("summary.txt", summary.as_bytes())?;
-    if cmd == Command::Run
+    if matches!(cmd, Command::Run | Command::MailRun)
         && let Ok(doc) = mailbench_report::load(&dir.file("result.json"))
     {
         let _ = dir.write(
@@ -833,7 +862,7 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
                     ));
                 }
             }
-            Command::Verify | Command::Run => {
+            Command::Verify | Command::Run | Command::MailRun => {
                 summary.push_str(&format!(
                     "  rank {rank} {host}: {} databases, {} bad pages or log blocks\n",
                     v["verify"]["databases"]

@@ -37,6 +37,42 @@ pub struct LiveMsg {
     pub passing: bool,
     pub classes: BTreeMap<String, ClassFigures>,
     pub transactions_per_s: f64,
+    /// A mail run's figures (absent for storage).
+    #[serde(default)]
+    pub mail: Option<MailLive>,
+}
+
+/// One rank's messaging-load figures of one sampling interval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MailLive {
+    pub users: u64,
+    /// Length of the interval, seconds.
+    pub interval_s: f64,
+    /// Tasks completed (and failed) in the interval.
+    pub tasks: u64,
+    pub errors: u64,
+    pub submitted: u64,
+    pub delivered: u64,
+    /// The slowest task's 95th percentile in the interval (an upper bound
+    /// of the aggregate's; the final result merges histograms exactly).
+    pub worst_task_p95_ms: f64,
+}
+
+impl MailLive {
+    /// Counts summed, the worst p95 kept.
+    pub fn aggregate(parts: &[LiveMsg]) -> MailLive {
+        let mut out = MailLive::default();
+        for m in parts.iter().filter_map(|p| p.mail.as_ref()) {
+            out.users += m.users;
+            out.interval_s = out.interval_s.max(m.interval_s);
+            out.tasks += m.tasks;
+            out.errors += m.errors;
+            out.submitted += m.submitted;
+            out.delivered += m.delivered;
+            out.worst_task_p95_ms = out.worst_task_p95_ms.max(m.worst_task_p95_ms);
+        }
+        out
+    }
 }
 
 impl LiveMsg {
@@ -56,6 +92,7 @@ impl LiveMsg {
             passing: p.passing,
             classes: p.classes.clone(),
             transactions_per_s: p.transactions_per_s,
+            mail: None,
         }
     }
 
@@ -175,8 +212,9 @@ impl Default for WatchOptions {
 
 /// Called on rank 0 with the failure that just happened and every failure so far.
 pub type FailureHook = Box<dyn Fn(&Failure, &[Failure]) + Send>;
-/// Called on rank 0 with each interval's aggregate live figures.
-pub type IntervalHook = Box<dyn FnMut(LiveFigures) + Send>;
+/// Called on rank 0 with every rank's figures of one interval (failed
+/// ranks left out), once all have arrived.
+pub type IntervalHook = Box<dyn FnMut(&[LiveMsg]) + Send>;
 
 struct State {
     hosts: Vec<String>,
@@ -452,7 +490,7 @@ fn monitor(
                             };
                             let parts: Vec<LiveMsg> = parts.into_iter().flatten().collect();
                             if complete {
-                                on_interval(LiveMsg::aggregate(&parts));
+                                on_interval(&parts);
                             }
                         }
                     }
@@ -665,8 +703,8 @@ mod tests {
             Box::new(move |f, _| {
                 let _ = ftx.lock().map(|t| t.send(f.clone()));
             }),
-            Box::new(move |l| {
-                let _ = itx.send(l);
+            Box::new(move |parts: &[LiveMsg]| {
+                let _ = itx.send(LiveMsg::aggregate(parts));
             }),
         )
         .unwrap();

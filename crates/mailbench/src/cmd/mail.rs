@@ -85,6 +85,11 @@ pub struct SetupArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Start the users at this wall-clock time, RFC 3339 (2026-07-10T14:00:00Z):
+    /// give every load generator the same time, then `mailbench report merge`
+    /// their results. Under MPI the generators start together anyway.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
     /// Real length of the simulated day, e.g. 8h or 10m [default: the profile's day].
     #[arg(long, value_name = "DURATION")]
     pub day_length: Option<Dur>,
@@ -182,6 +187,13 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     };
     match cmd {
         MailCommand::Setup(_) => mailbench_mail::setup_command(resolved, &out),
-        MailCommand::Run(_) => mailbench_mail::run_command(resolved, &out),
+        MailCommand::Run(a) => {
+            if let Some(r) =
+                super::multihost::mail(&resolved, a.start_at.as_deref(), &out.base, global)
+            {
+                return r;
+            }
+            mailbench_mail::run_command(resolved, &out)
+        }
     }
 }

@@ -1,14 +1,16 @@
-//! Many hosts (PRODUCT.md §5): `storage init|run|verify` as one test over
-//! MPI ranks (build with `--features mpi`, launch with mpirun/srun/an MPI
-//! operator), or `storage run --start-at TIME` on each host and `report
-//! merge` afterwards. The work is in the `mailbench-multihost` crate.
+//! Many hosts (PRODUCT.md §5): `storage init|run|verify|backup|recover` and
+//! `mail run` as one test over MPI ranks (build with `--features mpi`, launch
+//! with mpirun/srun/an MPI operator), or `storage run|mail run --start-at
+//! TIME` on each host and `report merge` afterwards. The work is in the
+//! `mailbench-multihost` crate.
 
 use super::storage::{StorageArgs, StorageCommand};
 use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, ExitStatus, Result};
-use mailbench_multihost::storage::{Command, Options, spec_for_rank};
+use mailbench_mail::options::Resolved;
+use mailbench_multihost::storage::{Command, Options, Outcome, Share, spec_for_rank};
 use mailbench_storage::spec::{StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
 
@@ -35,17 +37,7 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
         _ => return None,
     };
     let mpi = mailbench_multihost::launched_by_mpi();
-    if mpi
-        && !mailbench_multihost::MPI_BUILT
-        && mailbench_multihost::launcher_size().unwrap_or(1) > 1
-        && !global.quiet
-    {
-        eprintln!(
-            "mailbench: started as one of several MPI ranks, but this mailbench was built \
-             without the `mpi` feature: this rank runs an independent test (build with \
-             `cargo build --release --features mpi` for one test over all ranks)"
-        );
-    }
+    warn_without_mpi(mpi, global);
     let distributed = mpi && mailbench_multihost::MPI_BUILT;
     if args.multihost.start_at.is_some() && c != Command::Run {
         return Some(Err(Error::usage(
@@ -110,7 +102,7 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
     let out = mailbench_multihost::storage::command(
         t.as_ref(),
         cmd,
-        &resolve,
+        Share::Storage(&resolve),
         &output,
         interrupt,
         &opts,
@@ -119,15 +111,21 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
     if rank > 0 {
         return Ok(out.status);
     }
+    let json = serde_json::json!({
+        "verdict": out.result.get("verdict"),
+        "result_dir": out.dir,
+        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+        "transactional_iops": out.result.pointer("/total/transactional_iops"),
+        "target_iops": out.result.pointer("/total/target_iops"),
+    });
+    print_outcome(&out, global, json);
+    Ok(out.status)
+}
+
+/// Rank 0's output: the `--json` line, or the summary, verdict and folder.
+fn print_outcome(out: &Outcome, global: &Global, json: serde_json::Value) {
     if global.json {
-        let v = serde_json::json!({
-            "verdict": out.result.get("verdict"),
-            "result_dir": out.dir,
-            "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-            "transactional_iops": out.result.pointer("/total/transactional_iops"),
-            "target_iops": out.result.pointer("/total/target_iops"),
-        });
-        println!("{v}");
+        println!("{json}");
     } else if !global.quiet {
         println!("{}", out.summary);
         if let Some(v) = out.result.get("verdict") {
@@ -149,5 +147,86 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         }
         println!("Results: {}", out.dir.display());
     }
+}
+
+/// `mail run` as one test over MPI ranks (each rank a load generator with
+/// its slice of the users), or with `--start-at`; `None` leaves it to the
+/// single-generator path.
+pub fn mail(
+    resolved: &Resolved,
+    start_at: Option<&str>,
+    output: &Path,
+    global: &Global,
+) -> Option<Result<ExitStatus>> {
+    let mpi = mailbench_multihost::launched_by_mpi();
+    warn_without_mpi(mpi, global);
+    let distributed = mpi && mailbench_multihost::MPI_BUILT;
+    if !distributed && start_at.is_none() {
+        return None;
+    }
+    Some(run_mail(resolved, start_at, output, global))
+}
+
+fn run_mail(
+    resolved: &Resolved,
+    start_at: Option<&str>,
+    output: &Path,
+    global: &Global,
+) -> Result<ExitStatus> {
+    let start_at = match start_at {
+        Some(t) => Some(mailbench_multihost::parse_start_at(t)?),
+        None => None,
+    };
+    let opts = Options {
+        start_at,
+        quiet: global.quiet,
+        verbose: global.verbose,
+        listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
+        watch: Default::default(),
+        ack_stream: false,
+        backup_to: None,
+        log_files: 0,
+    };
+    let interrupt = Interrupt::install()?;
+    let t = mailbench_multihost::world()?;
+    let rank = t.rank();
+    let resolve = |rank: usize, size: usize, host: &str| {
+        mailbench_multihost::mail::for_rank(resolved.clone(), rank, size, host)
+    };
+    let out = mailbench_multihost::storage::command(
+        t.as_ref(),
+        Command::MailRun,
+        Share::Mail(&resolve),
+        output,
+        interrupt,
+        &opts,
+    )?;
+    drop(t);
+    if rank > 0 {
+        return Ok(out.status);
+    }
+    let json = serde_json::json!({
+        "verdict": out.result.get("verdict"),
+        "result_dir": out.dir,
+        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+        "users": out.result.get("users"),
+        "score_ms": out.result.pointer("/score/weighted_p95_ms"),
+        "mail_flow": out.result.get("mail_flow"),
+    });
+    print_outcome(&out, global, json);
     Ok(out.status)
+}
+
+fn warn_without_mpi(mpi: bool, global: &Global) {
+    if mpi
+        && !mailbench_multihost::MPI_BUILT
+        && mailbench_multihost::launcher_size().unwrap_or(1) > 1
+        && !global.quiet
+    {
+        eprintln!(
+            "mailbench: started as one of several MPI ranks, but this mailbench was built \
+             without the `mpi` feature: this rank runs an independent test (build with \
+             `cargo build --release --features mailbench/mpi` for one test over all ranks)"
+        );
+    }
 }

@@ -1,0 +1,256 @@
+//! `mail run` as one test over ranks: each rank (a load generator) drives its
+//! own slice of the users against the same server, the users of every rank
+//! start at one instant, rank 0 shows the live aggregate and writes one
+//! result: the exact merge (`report merge`) of the generators' results.
+
+use crate::storage::Ctx;
+use crate::watch::{LiveMsg, MailLive};
+use mailbench_base::rundir::{RunDir, TestLog};
+use mailbench_base::{Error, Result, Status, Verdict};
+use mailbench_mail::hooks::{IntervalView, RunHooks};
+use mailbench_mail::options::Resolved;
+use mailbench_report::load::{Doc, MailDoc};
+use serde_json::Value;
+use std::cell::Cell;
+use std::path::PathBuf;
+
+/// This rank's options from `(rank, size, host)`: usually [`for_rank`].
+pub type MailResolve<'a> = &'a dyn Fn(usize, usize, &str) -> Result<Resolved>;
+
+/// The users `[first, first + count)` of rank `rank` of `size` when `users`
+/// users numbered from `first` are split: contiguous, no overlap, sizes
+/// differing by at most one.
+pub fn slice(first: usize, users: usize, rank: usize, size: usize) -> (usize, usize) {
+    let size = size.max(1);
+    let base = users / size;
+    let extra = users % size;
+    let count = base + usize::from(rank < extra);
+    let start = first + rank * base + rank.min(extra);
+    (start, count)
+}
+
+/// The options of one rank: its slice of the users, its own seed (different
+/// messages and schedules on every generator), `{rank}`/`{host}` expanded
+/// in the local target's folder.
+pub fn for_rank(mut o: Resolved, rank: usize, size: usize, host: &str) -> Result<Resolved> {
+    if size <= 1 {
+        return Ok(o);
+    }
+    if o.users < size {
+        return Err(Error::usage(format!(
+            "--users {} cannot be split over {size} load generators: give at least one user per rank",
+            o.users
+        )));
+    }
+    let (first, count) = slice(o.first_user, o.users, rank, size);
+    o.first_user = first;
+    o.users = count;
+    o.seed = o
+        .seed
+        .wrapping_add((rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    if let Some(d) = &o.local_dir {
+        if !d.to_string_lossy().contains("{rank}") {
+            return Err(Error::usage(format!(
+                "--local-dir {}: with several load generators each starts its own local server; \
+                 put `{{rank}}` in the folder, e.g. /tmp/mailbench-local-{{rank}}",
+                d.display()
+            )));
+        }
+        o.local_dir = Some(crate::expand_path(d, rank, host));
+    }
+    Ok(o)
+}
+
+/// This rank's `mail run`, its result.json as written.
+pub(crate) fn rank_part(ctx: &Ctx, resolve: MailResolve) -> Result<(RunDir, Value)> {
+    ctx.phase("option resolution");
+    let o = resolve(ctx.rank, ctx.size, &ctx.host)?;
+    let users = o.users;
+    let dir = ctx.rank_dir()?;
+    let out = mailbench_mail::Output {
+        base: dir.path.clone(),
+        json: false,
+        // Rank 0 prints the phases, the live aggregate and the summary.
+        quiet: true,
+        verbose: ctx.opts.verbose,
+    };
+    ctx.phase("setup");
+    if !ctx.opts.quiet && ctx.rank == 0 {
+        eprintln!(
+            "mailbench: {} load generator(s): checking the target and setting up users, then starting together",
+            ctx.size
+        );
+    }
+    let seq = Cell::new(0u64);
+    let hooks = RunHooks {
+        dir: Some(dir.path.clone()),
+        before_load: Some(Box::new(|log: &TestLog| {
+            ctx.start_together(log, "users ready")?;
+            ctx.phase("the load");
+            Ok(())
+        })),
+        on_interval: Some(Box::new(|v: &IntervalView| {
+            seq.set(seq.get() + 1);
+            let m = live(seq.get(), users, v);
+            if let Some(c) = &ctx.coord {
+                c.local_interval(m);
+            } else if let Some(mm) = &ctx.member {
+                mm.interval(m);
+            }
+        })),
+        interrupt: Some(ctx.interrupt.clone()),
+    };
+    mailbench_mail::command::run_with(o, &out, hooks)?;
+    let file = dir.file("result.json");
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| Error::io("cannot read this rank's result", &file, e))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::runtime(format!("{}: {e}", file.display())))?;
+    Ok((dir, v))
+}
+
+fn live(seq: u64, users: usize, v: &IntervalView) -> LiveMsg {
+    let ops = v.ops;
+    let tasks: u64 = ops.ops.values().map(|o| o.count + o.errors).sum();
+    let errors: u64 = ops.ops.values().map(|o| o.errors).sum();
+    let worst = ops.ops.values().map(|o| o.p95_ms).fold(0.0, f64::max);
+    LiveMsg {
+        seq,
+        phase: "measured".into(),
+        elapsed_s: v.elapsed_s,
+        remaining_s: v.remaining_s,
+        errors,
+        passing: errors == 0,
+        mail: Some(MailLive {
+            users: users as u64,
+            interval_s: v.interval_s,
+            tasks,
+            errors,
+            submitted: ops.submitted,
+            delivered: ops.delivered,
+            worst_task_p95_ms: worst,
+        }),
+        ..Default::default()
+    }
+}
+
+/// Rank 0's live line for a mail run.
+pub(crate) fn print_live(parts: &[LiveMsg], size: usize) {
+    let m = MailLive::aggregate(parts);
+    let elapsed = parts.iter().map(|p| p.elapsed_s).fold(0.0, f64::max);
+    let left = parts
+        .iter()
+        .map(|p| p.remaining_s)
+        .fold(f64::MAX, f64::min)
+        .max(0.0);
+    let per_s = |n: u64| {
+        if m.interval_s > 0.0 {
+            n as f64 / m.interval_s
+        } else {
+            0.0
+        }
+    };
+    eprintln!(
+        "[{elapsed:>6.0}s {size} generators, {} users] tasks {:>7.1}/s | submitted {:>6.1}/s | delivered {:>6.1}/s | slowest task p95 {:>7.1} ms | errors {} | {left:.0}s left",
+        m.users,
+        per_s(m.tasks),
+        per_s(m.submitted),
+        per_s(m.delivered),
+        m.worst_task_p95_ms,
+        m.errors
+    );
+}
+
+/// Rank 0: the generators' results merged exactly (as `report merge` would),
+/// failures of ranks named first. Returns the result value and summary.txt.
+pub(crate) fn aggregate(
+    dir: &RunDir,
+    files: &[(usize, String, PathBuf)],
+    failures: &[String],
+) -> Result<(Value, String)> {
+    let mut docs: Vec<MailDoc> = Vec::new();
+    for (_, _, f) in files {
+        match mailbench_report::load(f)? {
+            Doc::Mail(d) => docs.push(*d),
+            other => {
+                return Err(Error::runtime(format!(
+                    "{} is a {} result, not mail-run",
+                    f.display(),
+                    other.kind()
+                )));
+            }
+        }
+    }
+    if docs.is_empty() {
+        let v = serde_json::json!({
+            "run": { "kind": "mail-run" },
+            "verdict": Verdict { status: Status::Fail, reasons: failures.to_vec() },
+        });
+        return Ok((v, format!("FAIL: {}\n", failures.join("\nFAIL: "))));
+    }
+    let (mut value, intervals) = if docs.len() == 1 {
+        let d = &docs[0];
+        let _ = std::fs::copy(
+            d.source.with_file_name("intervals.jsonl"),
+            dir.file("intervals.jsonl"),
+        );
+        (d.raw.clone(), Vec::new())
+    } else {
+        let out = mailbench_report::mailmerge::merge(&docs)?;
+        (out.result, out.intervals)
+    };
+    if !failures.is_empty() {
+        let mut reasons = failures.to_vec();
+        if let Some(old) = value["verdict"]["reasons"].as_array() {
+            reasons.extend(old.iter().filter_map(|r| r.as_str().map(String::from)));
+        }
+        value["verdict"] = serde_json::to_value(Verdict {
+            status: Status::Fail,
+            reasons,
+        })
+        .unwrap_or_default();
+    }
+    if !intervals.is_empty() {
+        let mut text = String::new();
+        for r in &intervals {
+            if let Ok(l) = serde_json::to_string(r) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        }
+        dir.write("intervals.jsonl", text.as_bytes())?;
+    }
+    let path = dir.write_json("result.json", &value)?;
+    let summary = match mailbench_report::load(&path)? {
+        Doc::Mail(d) => mailbench_report::mailmerge::summary_text(&d)?,
+        _ => String::new(),
+    };
+    Ok((value, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_every_user_once() {
+        for users in [1usize, 2, 7, 10, 100, 1001] {
+            for size in 1..=12usize {
+                if users < size {
+                    continue;
+                }
+                let mut next = 5;
+                let mut counts = Vec::new();
+                for r in 0..size {
+                    let (first, n) = slice(5, users, r, size);
+                    assert_eq!(first, next, "users {users} size {size} rank {r}");
+                    next += n;
+                    counts.push(n);
+                }
+                assert_eq!(next, 5 + users);
+                let (lo, hi) = (counts.iter().min(), counts.iter().max());
+                assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{counts:?}");
+            }
+        }
+    }
+}

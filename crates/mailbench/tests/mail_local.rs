@@ -72,6 +72,10 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
             "3m",
             "--ramp-up",
             "10s",
+            // The drain ends when every delivery was seen; the margin is for
+            // a machine busy with other work (the day queues ~117 deliveries/s).
+            "--drain",
+            "6m",
             "--skip-setup",
             "--output",
             out3.path().to_str().unwrap(),

@@ -16,7 +16,7 @@ use crate::target::{
 use crate::tls::Tls;
 use crate::topology::Topology;
 use mailbench_base::rundir::{RunDir, TestLog};
-use mailbench_base::verdict::{RunHeader, Status, Verdict};
+use mailbench_base::verdict::{RunHeader, Verdict};
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_metrics::LatencySummary;
 use mailbench_metrics::system::{CpuTimes, DiskCounters, Memory, device_of};
@@ -438,25 +438,16 @@ fn summary_ms(s: &LatencySummary) -> Value {
     })
 }
 
-/// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that ran.
+/// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that
+/// ran (`judge::weighted_p95_ms`, shared with `report merge`).
 pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'static str, f64>) {
-    let mut num = 0.0;
-    let mut den = 0.0;
-    let mut weights = BTreeMap::new();
-    for k in TaskKind::ALL {
-        let w = profile.weight(k);
-        if w <= 0.0 {
-            continue;
-        }
-        weights.insert(k.name(), w);
-        if let Some(s) = stats.ops.get(k.name())
-            && s.count > 0
-        {
-            num += w * s.hist.quantile_us(0.95) as f64 / 1000.0;
-            den += w;
-        }
-    }
-    (if den > 0.0 { num / den } else { 0.0 }, weights)
+    crate::judge::weighted_p95_ms(profile, |k| {
+        stats
+            .ops
+            .get(k.name())
+            .filter(|s| s.count > 0)
+            .map(|s| s.hist.quantile_us(0.95))
+    })
 }
 
 /// `mailbench mail run`.
@@ -638,18 +629,10 @@ pub fn run_with(
     } else {
         0.0
     };
-    let within_pct = if stats.expected_deliveries > 0 {
-        100.0 * stats.delivered_within as f64 / stats.expected_deliveries as f64
-    } else {
-        100.0
-    };
+    let within_pct = crate::judge::within_pct(stats.delivered_within, stats.expected_deliveries);
     let total_errors = stats.total_errors();
     let attempts: u64 = stats.ops.values().map(|s| s.count + s.errors).sum::<u64>() + missing;
-    let error_rate = if attempts > 0 {
-        100.0 * total_errors as f64 / attempts as f64
-    } else {
-        0.0
-    };
+    let error_rate = crate::judge::error_rate_pct(total_errors, attempts);
     let planned = shared.planned.load(Ordering::Relaxed);
     let executed: u64 = TaskKind::ALL
         .iter()
@@ -662,53 +645,31 @@ pub fn run_with(
     let all_cmds = imap_cmds + smtp_cmds + sieve_cmds;
     let sched = stats.sched_delay.summary();
 
-    // ---- verdict ----------------------------------------------------------
-    let mut reasons = Vec::new();
-    if score > o.max_score_ms {
-        reasons.push(format!(
-            "the weighted 95th-percentile task time is {score:.0} ms, over the {:.0} ms limit",
-            o.max_score_ms
-        ));
-    }
-    if error_rate > o.max_error_rate_pct || (o.max_error_rate_pct == 0.0 && total_errors > 0) {
-        let kinds: Vec<String> = stats
-            .errors_by_kind
-            .iter()
-            .map(|(k, v)| format!("{v} {}", k.name()))
-            .collect();
-        reasons.push(format!(
-            "{total_errors} errors ({error_rate:.2} % of operations; allowed {} %): {}",
-            o.max_error_rate_pct,
-            kinds.join(", ")
-        ));
-    }
-    if stats.expected_deliveries > 0 && within_pct < o.delivery_pct {
-        reasons.push(format!(
-            "only {within_pct:.1} % of deliveries arrived within {:?} (needed {} %)",
-            o.delivery_within, o.delivery_pct
-        ));
-    }
-    if let Some(q) = ctl.queue.last()
-        && q.length > 0
-    {
-        reasons.push(format!(
-            "the server queue did not drain: {} messages still queued at the end",
-            q.length
-        ));
-    }
-    if !interrupted && executed < planned {
-        reasons.push(format!(
-            "{} of {planned} planned tasks did not run",
-            planned - executed
-        ));
-    }
-    let mut verdict = Verdict::from_reasons(reasons);
-    if interrupted {
-        verdict.status = Status::Interrupted;
-        verdict
-            .reasons
-            .insert(0, "interrupted before the end of the run".into());
-    }
+    // ---- verdict (judge.rs: the same rules judge merged results) -----------
+    let verdict = crate::judge::verdict(
+        &crate::judge::Figures {
+            score_ms: score,
+            total_errors,
+            error_rate_pct: error_rate,
+            errors_by_kind: stats
+                .errors_by_kind
+                .iter()
+                .map(|(k, v)| (k.name().to_string(), *v))
+                .collect(),
+            expected_deliveries: stats.expected_deliveries,
+            within_pct,
+            queue_final: ctl.queue.last().map(|q| q.length),
+            interrupted,
+            planned_tasks: planned,
+            executed_tasks: executed,
+        },
+        &crate::judge::Criteria {
+            max_score_ms: o.max_score_ms,
+            max_error_rate_pct: o.max_error_rate_pct,
+            delivery_pct: o.delivery_pct,
+            delivery_within: o.delivery_within,
+        },
+    );
     let mut warnings = Vec::new();
     if sched.p99_us > 10_000 {
         warnings.push(format!(
@@ -779,6 +740,7 @@ pub fn run_with(
             "summary": summary_ms(&stats.delivery.summary()),
             "within_s": o.delivery_within.as_secs_f64(),
             "within_pct": within_pct,
+            "delivered_within": stats.delivered_within,
             "hist": stats.delivery.to_base64(),
         },
         "queue": {

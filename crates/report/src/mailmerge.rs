@@ -389,11 +389,8 @@ fn overlap_warnings(hosts: &[MailHost]) -> Vec<String> {
     let mut out = Vec::new();
     for (i, a) in hosts.iter().enumerate() {
         for b in &hosts[i + 1..] {
-            if a.target.is_empty()
-                || a.target != b.target
-                || a.user_format != b.user_format
-                || a.target.contains("127.0.0.1")
-            {
+            // (Local targets are servers of their own, on ports of their own.)
+            if a.target.is_empty() || a.target != b.target || a.user_format != b.user_format {
                 continue;
             }
             let lo = a.first_user.max(b.first_user);

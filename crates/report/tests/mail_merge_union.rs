@@ -572,3 +572,28 @@ fn interrupted_and_queue() {
     let reasons = m.result["verdict"]["reasons"].to_string();
     assert!(reasons.contains("3 messages still queued"), "{reasons}");
 }
+
+/// Two generators of one server driving the same users get a warning.
+#[test]
+fn overlapping_users_are_warned_about() {
+    let mut docs = Vec::new();
+    for (i, first) in [1, 3].into_iter().enumerate() {
+        let o = Obs {
+            users: 4,
+            first_user: first,
+            ..Default::default()
+        };
+        let (r, _) = result(&o, "g");
+        docs.push(doc(&r, vec![], i));
+    }
+    let m = mailmerge::merge(&docs).unwrap();
+    let w = m.result["warnings"].to_string();
+    assert!(
+        w.contains("users 3..4 of imap://mail.example.org:143 were driven by both g and g#2"),
+        "{w}"
+    );
+    // Disjoint slices: no warning.
+    docs[1].raw["config"]["first_user"] = 5.into();
+    let m = mailmerge::merge(&docs).unwrap();
+    assert_eq!(m.result["warnings"], serde_json::json!([]));
+}

@@ -199,7 +199,12 @@ pub fn mail_page(d: &MailDoc) -> String {
         .push(Line::new("submitted", "#e36209", per_hour("submitted")));
     c.lines
         .push(Line::new("delivered", "#1a7f37", per_hour("delivered")));
-    if let Some(exp) = fnum(r, "mail_flow.profile_expects.delivered_per_hour") {
+    // The profile's deliveries per user per day, over all users, per simulated hour.
+    let expected = fnum(r, "mail_flow.profile_expects.delivered_per_day")
+        .zip(fnum(r, "users"))
+        .zip(fnum(r, "window.simulated_day_s").filter(|d| *d > 0.0))
+        .map(|((per_day, users), day_s)| per_day * users / (day_s / 3600.0));
+    if let Some(exp) = expected {
         c.hlines.push(HLine {
             label: format!("profile expects {}", num(exp)),
             value: exp,

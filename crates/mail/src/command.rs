@@ -427,7 +427,8 @@ struct QueueSample {
     length: u64,
 }
 
-fn summary_ms(s: &LatencySummary) -> Value {
+/// A histogram's figures as result.json writes them (ms).
+pub fn summary_ms(s: &LatencySummary) -> Value {
     json!({
         "count": s.count,
         "mean_ms": s.mean_us / 1000.0,

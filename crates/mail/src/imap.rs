@@ -73,12 +73,7 @@ impl ImapConn {
         starttls: StartTls,
         op_timeout: Duration,
     ) -> OpResult<ImapConn> {
-        let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
-        if ep.implicit_tls() {
-            let deadline = Instant::now() + op_timeout;
-            tls.handshake(&mut wire, &ep.host, "implicit TLS", deadline)
-                .await?;
-        }
+        let wire = tls.connect(ep, op_timeout).await?;
         let mut c = Self::from_wire(wire, op_timeout).await?;
         if !c.wire.is_tls() && starttls != StartTls::Never {
             if c.caps.is_empty() {

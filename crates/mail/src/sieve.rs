@@ -55,10 +55,7 @@ impl SieveConn {
         {
             c.command("STARTTLS", b"STARTTLS\r\n")
                 .await
-                .map_err(|e| match e.kind {
-                    ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
-                    _ => e,
-                })?;
+                .map_err(Tls::starttls_refused)?;
             let deadline = Instant::now() + op_timeout;
             tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
                 .await?;

@@ -34,12 +34,7 @@ impl SmtpConn {
         starttls: StartTls,
         op_timeout: Duration,
     ) -> OpResult<SmtpConn> {
-        let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
-        if ep.implicit_tls() {
-            let deadline = Instant::now() + op_timeout;
-            tls.handshake(&mut wire, &ep.host, "implicit TLS", deadline)
-                .await?;
-        }
+        let wire = tls.connect(ep, op_timeout).await?;
         let mut c = Self::from_wire(wire, op_timeout).await?;
         c.hello().await?;
         if !c.wire.is_tls()
@@ -48,10 +43,7 @@ impl SmtpConn {
         {
             c.command("STARTTLS", b"STARTTLS\r\n", 220)
                 .await
-                .map_err(|e| match e.kind {
-                    ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
-                    _ => e,
-                })?;
+                .map_err(Tls::starttls_refused)?;
             let deadline = Instant::now() + op_timeout;
             tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
                 .await?;

@@ -183,6 +183,30 @@ impl Tls {
         })
     }
 
+    /// TCP connect to `ep`, with the TLS handshake at once when its scheme
+    /// is implicit TLS (`imaps://`, `submissions://`, `smtps://`).
+    pub async fn connect(
+        &self,
+        ep: &crate::target::Endpoint,
+        op_timeout: std::time::Duration,
+    ) -> OpResult<Wire> {
+        let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
+        if ep.implicit_tls() {
+            let deadline = Instant::now() + op_timeout;
+            self.handshake(&mut wire, &ep.host, "implicit TLS", deadline)
+                .await?;
+        }
+        Ok(wire)
+    }
+
+    /// A STARTTLS command the server refused is a TLS failure, not a task's.
+    pub fn starttls_refused(e: OpError) -> OpError {
+        match e.kind {
+            ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
+            _ => e,
+        }
+    }
+
     /// TLS handshake on `wire` for server name `host` (a DNS name or an IP
     /// address); `how` names the way in (`implicit TLS`, `STARTTLS`).
     pub async fn handshake(

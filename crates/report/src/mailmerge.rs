@@ -23,8 +23,8 @@ use mailbench_base::host::HostInfo;
 use mailbench_base::{Error, Result, RunHeader, Status, Verdict, parse_duration};
 use mailbench_mail::judge::{self, Criteria, Figures};
 use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_metrics::LatencyHist;
 use mailbench_metrics::system::DiskRates;
-use mailbench_metrics::{LatencyHist, LatencySummary};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -121,16 +121,7 @@ fn hist(d: &MailDoc, v: &Value, path: &str, what: &str) -> Result<LatencyHist> {
 }
 
 /// The same figures as `mail run` writes for a histogram (ms).
-pub fn summary_ms(s: &LatencySummary) -> Value {
-    json!({
-        "count": s.count,
-        "mean_ms": s.mean_us / 1000.0,
-        "p50_ms": s.p50_us as f64 / 1000.0,
-        "p95_ms": s.p95_us as f64 / 1000.0,
-        "p99_ms": s.p99_us as f64 / 1000.0,
-        "max_ms": s.max_us as f64 / 1000.0,
-    })
-}
+pub use mailbench_mail::command::summary_ms;
 
 /// A duration recorded as text (`"1m"`) or seconds.
 fn dur(v: Option<&Value>) -> Option<Duration> {

@@ -96,29 +96,44 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         backup_to: args.backup_to.clone().or(section.backup_to.clone()),
         log_files: args.log_files.or(section.log_files).unwrap_or(500),
     };
-    let interrupt = Interrupt::install()?;
-    let t = mailbench_multihost::world()?;
-    let rank = t.rank();
-    let out = mailbench_multihost::storage::command(
-        t.as_ref(),
+    drive(
         cmd,
         Share::Storage(&resolve),
         &output,
-        interrupt,
         &opts,
-    )?;
+        global,
+        |out| {
+            serde_json::json!({
+                "verdict": out.result.get("verdict"),
+                "result_dir": out.dir,
+                "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+                "transactional_iops": out.result.pointer("/total/transactional_iops"),
+                "target_iops": out.result.pointer("/total/target_iops"),
+            })
+        },
+    )
+}
+
+/// Runs `cmd` as this rank's share; rank 0 prints the outcome (`json` gives
+/// the `--json` line).
+fn drive(
+    cmd: Command,
+    share: Share,
+    output: &Path,
+    opts: &Options,
+    global: &Global,
+    json: impl Fn(&Outcome) -> serde_json::Value,
+) -> Result<ExitStatus> {
+    let interrupt = Interrupt::install()?;
+    let t = mailbench_multihost::world()?;
+    let rank = t.rank();
+    let out =
+        mailbench_multihost::storage::command(t.as_ref(), cmd, share, output, interrupt, opts)?;
     drop(t);
     if rank > 0 {
         return Ok(out.status);
     }
-    let json = serde_json::json!({
-        "verdict": out.result.get("verdict"),
-        "result_dir": out.dir,
-        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-        "transactional_iops": out.result.pointer("/total/transactional_iops"),
-        "target_iops": out.result.pointer("/total/target_iops"),
-    });
-    print_outcome(&out, global, json);
+    print_outcome(&out, global, json(&out));
     Ok(out.status)
 }
 
@@ -187,34 +202,26 @@ fn run_mail(
         backup_to: None,
         log_files: 0,
     };
-    let interrupt = Interrupt::install()?;
-    let t = mailbench_multihost::world()?;
-    let rank = t.rank();
     let resolve = |rank: usize, size: usize, host: &str| {
         mailbench_multihost::mail::for_rank(resolved.clone(), rank, size, host)
     };
-    let out = mailbench_multihost::storage::command(
-        t.as_ref(),
+    drive(
         Command::MailRun,
         Share::Mail(&resolve),
         output,
-        interrupt,
         &opts,
-    )?;
-    drop(t);
-    if rank > 0 {
-        return Ok(out.status);
-    }
-    let json = serde_json::json!({
-        "verdict": out.result.get("verdict"),
-        "result_dir": out.dir,
-        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-        "users": out.result.get("users"),
-        "score_ms": out.result.pointer("/score/weighted_p95_ms"),
-        "mail_flow": out.result.get("mail_flow"),
-    });
-    print_outcome(&out, global, json);
-    Ok(out.status)
+        global,
+        |out| {
+            serde_json::json!({
+                "verdict": out.result.get("verdict"),
+                "result_dir": out.dir,
+                "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+                "users": out.result.get("users"),
+                "score_ms": out.result.pointer("/score/weighted_p95_ms"),
+                "mail_flow": out.result.get("mail_flow"),
+            })
+        },
+    )
 }
 
 fn warn_without_mpi(mpi: bool, global: &Global) {

@@ -61,6 +61,17 @@ impl RunDir {
         Ok(path)
     }
 
+    /// Writes `items` as JSON lines (one object a line), atomically.
+    pub fn write_jsonl<T: serde::Serialize>(&self, name: &str, items: &[T]) -> Result<PathBuf> {
+        let mut text = Vec::new();
+        for item in items {
+            serde_json::to_writer(&mut text, item)
+                .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
+            text.push(b'\n');
+        }
+        self.write(name, &text)
+    }
+
     pub fn write_json<T: serde::Serialize>(&self, name: &str, value: &T) -> Result<PathBuf> {
         let text = serde_json::to_vec_pretty(value)
             .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
@@ -200,6 +211,18 @@ mod tests {
         a.write_json("result.json", &serde_json::json!({"a": 1}))
             .unwrap();
         assert!(a.file("result.json").is_file());
+        a.write_jsonl(
+            "intervals.jsonl",
+            &[serde_json::json!({"t": 1}), serde_json::json!({"t": 2})],
+        )
+        .unwrap();
+        let lines = std::fs::read_to_string(a.file("intervals.jsonl")).unwrap();
+        assert_eq!(lines, "{\"t\":1}\n{\"t\":2}\n");
+        // Another host's part of the test: the folder exists, the log goes on.
+        let again = RunDir::at(&a.path).unwrap();
+        again.log.line("rank 1 joins");
+        let text = std::fs::read_to_string(a.file("test.log")).unwrap();
+        assert!(text.contains("phase init") && text.contains("rank 1 joins"));
     }
 
     #[test]

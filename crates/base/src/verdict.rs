@@ -38,6 +38,20 @@ impl Verdict {
         Verdict { status, reasons }
     }
 
+    /// Fail with `failures` stated first (ahead of the verdict's own
+    /// reasons); unchanged when there are none.
+    pub fn with_failures_first(self, failures: &[String]) -> Verdict {
+        if failures.is_empty() {
+            return self;
+        }
+        let mut reasons = failures.to_vec();
+        reasons.extend(self.reasons);
+        Verdict {
+            status: Status::Fail,
+            reasons,
+        }
+    }
+
     pub fn exit_status(&self) -> ExitStatus {
         match self.status {
             Status::Pass => ExitStatus::Pass,
@@ -91,5 +105,22 @@ impl RunHeader {
     pub fn finish(&mut self, elapsed: std::time::Duration) {
         self.ended = crate::host::now_rfc3339();
         self.duration_s = elapsed.as_secs_f64();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_come_first_and_fail_the_verdict() {
+        let pass = Verdict::from_reasons(Vec::new());
+        assert_eq!(pass.clone().with_failures_first(&[]), pass);
+        let v = Verdict::from_reasons(vec!["slow".into()])
+            .with_failures_first(&["rank 1 on host b stopped".into()]);
+        assert_eq!(v.status, Status::Fail);
+        assert_eq!(v.reasons, vec!["rank 1 on host b stopped", "slow"]);
+        let v = pass.with_failures_first(&["rank 2 failed".into()]);
+        assert_eq!((v.status, v.reasons.len()), (Status::Fail, 1));
     }
 }

@@ -951,16 +951,14 @@ async fn controller<'h>(
         let _ = writeln!(intervals, "{line}");
         if !out.quiet && !out.json {
             // One compact line per interval (live progress; -q silences it).
-            let is_task = |k: &str| k != "new_mail" && k != "logon";
-            let task_ops = || snap.ops.iter().filter(|(k, _)| is_task(k));
-            let tasks: u64 = task_ops().map(|(_, o)| o.count + o.errors).sum();
-            let errors: u64 = snap.ops.values().map(|o| o.errors).sum();
-            let worst = task_ops().map(|(_, o)| o.p95_ms).fold(0.0, f64::max);
+            let g = snap.glance();
             let left = day_end.saturating_duration_since(now).as_secs_f64();
             eprintln!(
-                "[{t_s:>7.1}s {phase:<7}] tasks {:>7.1}/s | slowest task p95 {worst:>8.1} ms | submitted {submitted} delivered {delivered}/{expected} | queue {} | errors {errors} | {left:.0}s of the day left",
-                tasks as f64 / o.interval.as_secs_f64().max(1e-9),
-                queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into())
+                "[{t_s:>7.1}s {phase:<7}] tasks {:>7.1}/s | slowest task p95 {:>8.1} ms | submitted {submitted} delivered {delivered}/{expected} | queue {} | errors {} | {left:.0}s of the day left",
+                g.tasks as f64 / o.interval.as_secs_f64().max(1e-9),
+                g.worst_p95_ms,
+                queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+                g.errors
             );
         }
         if !stopping && now >= day_end {

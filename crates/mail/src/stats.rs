@@ -105,16 +105,9 @@ impl Stats {
             if s.interval.is_empty() && s.interval_errors == 0 {
                 continue;
             }
-            let sum = s.interval.summary();
             ops.insert(
                 name.to_string(),
-                IntervalOp {
-                    count: sum.count,
-                    errors: s.interval_errors,
-                    p50_ms: sum.p50_us as f64 / 1000.0,
-                    p95_ms: sum.p95_us as f64 / 1000.0,
-                    hist: s.interval.to_base64(),
-                },
+                IntervalOp::of(&s.interval, s.interval_errors),
             );
             s.interval.reset();
             s.interval_errors = 0;
@@ -147,6 +140,36 @@ pub struct IntervalOp {
     pub hist: String,
 }
 
+/// The operations measured besides the 17 tasks.
+pub fn is_task(op: &str) -> bool {
+    op != "logon" && op != "new_mail"
+}
+
+/// An interval's tasks at a glance (live progress lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TaskGlance {
+    /// Tasks completed or failed.
+    pub tasks: u64,
+    /// Errors of every operation (tasks, logons, new-mail fetches).
+    pub errors: u64,
+    /// The slowest task's 95th percentile, ms.
+    pub worst_p95_ms: f64,
+}
+
+impl IntervalOp {
+    /// One interval's line for an operation: its histogram and errors.
+    pub fn of(h: &LatencyHist, errors: u64) -> IntervalOp {
+        let sum = h.summary();
+        IntervalOp {
+            count: sum.count,
+            errors,
+            p50_ms: sum.p50_us as f64 / 1000.0,
+            p95_ms: sum.p95_us as f64 / 1000.0,
+            hist: h.to_base64(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct IntervalOps {
     pub ops: BTreeMap<String, IntervalOp>,
@@ -156,4 +179,36 @@ pub struct IntervalOps {
     pub delivery_hist: String,
     pub sched_delay_p99_ms: f64,
     pub sched_delay_hist: String,
+}
+
+impl IntervalOps {
+    pub fn glance(&self) -> TaskGlance {
+        let tasks = || self.ops.iter().filter(|(k, _)| is_task(k)).map(|(_, o)| o);
+        TaskGlance {
+            tasks: tasks().map(|o| o.count + o.errors).sum(),
+            errors: self.ops.values().map(|o| o.errors).sum(),
+            worst_p95_ms: tasks().map(|o| o.p95_ms).fold(0.0, f64::max),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{ErrorKind, OpError};
+
+    #[test]
+    fn the_glance_counts_tasks_only_but_every_error() {
+        let mut s = Stats::default();
+        s.ok("read", Duration::from_millis(10));
+        s.ok("read", Duration::from_millis(30));
+        s.ok("send", Duration::from_millis(200));
+        s.ok("new_mail", Duration::from_millis(900));
+        s.error("logon", "u1", &OpError::new(ErrorKind::Auth, "no"));
+        let g = s.take_interval().glance();
+        assert_eq!((g.tasks, g.errors), (3, 1));
+        // 200 ms within the histogram's 3 significant digits; new_mail's 900 ms is no task.
+        assert!((g.worst_p95_ms - 200.0).abs() < 1.0, "{}", g.worst_p95_ms);
+        assert_eq!(s.take_interval().glance(), TaskGlance::default());
+    }
 }

@@ -230,6 +230,11 @@ pub struct Security {
     pub sieve: Option<String>,
 }
 
+/// Whether a connection was upgraded with STARTTLS (its security text says so).
+fn upgraded(security: Option<&str>) -> bool {
+    security.is_some_and(|s| s.starts_with("STARTTLS"))
+}
+
 fn describe(security: Option<&str>, starttls: StartTls) -> String {
     match security {
         Some(s) => s.to_string(),
@@ -323,14 +328,14 @@ impl Target {
             .await
             .map_err(|e| fail("IMAP", &self.imap, e))?;
         let imap = describe(c.security(), self.tls.starttls);
-        self.pinned.imap = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+        self.pinned.imap = upgraded(c.security());
         c.logout().await;
         let mut c = self
             .smtp_connect(t)
             .await
             .map_err(|e| fail("submission", &self.submission, e))?;
         let submission = describe(c.security(), self.tls.starttls);
-        self.pinned.submission = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+        self.pinned.submission = upgraded(c.security());
         c.quit().await;
         let mut sieve = None;
         if let Some(s) = self.sieve.clone() {
@@ -339,7 +344,7 @@ impl Target {
                 .await
                 .map_err(|e| fail("ManageSieve", &s, e))?;
             sieve = Some(describe(c.security(), self.tls.starttls));
-            self.pinned.sieve = c.security().is_some_and(|s| s.starts_with("STARTTLS"));
+            self.pinned.sieve = upgraded(c.security());
             c.logout().await;
         }
         Ok(Security {

@@ -111,24 +111,22 @@ pub(crate) fn rank_part(ctx: &Ctx, resolve: MailResolve) -> Result<(RunDir, Valu
 
 fn live(seq: u64, users: usize, v: &IntervalView) -> LiveMsg {
     let ops = v.ops;
-    let tasks: u64 = ops.ops.values().map(|o| o.count + o.errors).sum();
-    let errors: u64 = ops.ops.values().map(|o| o.errors).sum();
-    let worst = ops.ops.values().map(|o| o.p95_ms).fold(0.0, f64::max);
+    let g = ops.glance();
     LiveMsg {
         seq,
         phase: "measured".into(),
         elapsed_s: v.elapsed_s,
         remaining_s: v.remaining_s,
-        errors,
-        passing: errors == 0,
+        errors: g.errors,
+        passing: g.errors == 0,
         mail: Some(MailLive {
             users: users as u64,
             interval_s: v.interval_s,
-            tasks,
-            errors,
+            tasks: g.tasks,
+            errors: g.errors,
             submitted: ops.submitted,
             delivered: ops.delivered,
-            worst_task_p95_ms: worst,
+            worst_task_p95_ms: g.worst_p95_ms,
         }),
         ..Default::default()
     }
@@ -200,25 +198,11 @@ pub(crate) fn aggregate(
         (out.result, out.intervals)
     };
     if !failures.is_empty() {
-        let mut reasons = failures.to_vec();
-        if let Some(old) = value["verdict"]["reasons"].as_array() {
-            reasons.extend(old.iter().filter_map(|r| r.as_str().map(String::from)));
-        }
-        value["verdict"] = serde_json::to_value(Verdict {
-            status: Status::Fail,
-            reasons,
-        })
-        .unwrap_or_default();
+        let verdict = mailbench_report::mailmerge::verdict_of(&value).with_failures_first(failures);
+        value["verdict"] = serde_json::to_value(verdict).unwrap_or_default();
     }
     if !intervals.is_empty() {
-        let mut text = String::new();
-        for r in &intervals {
-            if let Ok(l) = serde_json::to_string(r) {
-                text.push_str(&l);
-                text.push('\n');
-            }
-        }
-        dir.write("intervals.jsonl", text.as_bytes())?;
+        dir.write_jsonl("intervals.jsonl", &intervals)?;
     }
     let path = dir.write_json("result.json", &value)?;
     let summary = match mailbench_report::load(&path)? {

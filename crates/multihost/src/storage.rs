@@ -713,22 +713,10 @@ fn aggregate(
         Command::Run => aggregate_run(&dir, &files, &fail_reasons)?,
         Command::MailRun => crate::mail::aggregate(&dir, &files, &fail_reasons)?,
         Command::Init | Command::Verify | Command::Backup | Command::Recover => {
-            aggregate_generic(cmd, &files)?
+            aggregate_generic(cmd, &files, &fail_reasons)?
         }
     };
     value["multihost"] = multihost;
-    if !fail_reasons.is_empty() && !matches!(cmd, Command::Run | Command::MailRun) {
-        let mut reasons = fail_reasons.clone();
-        let old = value["verdict"]["reasons"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        reasons.extend(old.iter().filter_map(|r| r.as_str().map(String::from)));
-        value["verdict"] = json!(Verdict {
-            status: Status::Fail,
-            reasons,
-        });
-    }
     if !fail_reasons.is_empty() {
         summary = format!("FAIL: {}\n\n{summary}", fail_reasons.join("\nFAIL: "));
     }
@@ -765,14 +753,8 @@ fn aggregate_run(
         }
     }
     let judged = |r: &mut mailbench_storage::result::StorageResult| {
-        if !failures.is_empty() {
-            let mut reasons = failures.to_vec();
-            reasons.append(&mut r.verdict.reasons);
-            r.verdict = Verdict {
-                status: Status::Fail,
-                reasons,
-            };
-        }
+        r.verdict = std::mem::replace(&mut r.verdict, Verdict::from_reasons(Vec::new()))
+            .with_failures_first(failures);
     };
     if docs.len() == 1 {
         let d = &mut docs[0];
@@ -789,21 +771,20 @@ fn aggregate_run(
     judged(&mut out.result);
     let value = out.to_value()?;
     if !out.intervals.is_empty() {
-        let mut text = String::new();
-        for r in &out.intervals {
-            if let Ok(l) = serde_json::to_string(r) {
-                text.push_str(&l);
-                text.push('\n');
-            }
-        }
-        dir.write("intervals.jsonl", text.as_bytes())?;
+        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     let mut summary = mailbench_storage::summary::render(&out.result);
     summary.push_str(&mailbench_report::merge::hosts_text(&out.merged));
     Ok((value, summary))
 }
 
-fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result<(Value, String)> {
+/// Every rank's own result under `hosts`, one verdict from their reasons
+/// (failed ranks first), totals for backup and recover.
+fn aggregate_generic(
+    cmd: Command,
+    files: &[(usize, String, PathBuf)],
+    failures: &[String],
+) -> Result<(Value, String)> {
     let mut hosts = Vec::new();
     let mut reasons = Vec::new();
     let mut summary = format!("mailbench {} over {} ranks\n", cmd.kind(), files.len());
@@ -839,12 +820,14 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
                     .filter_map(|d| d["size_mb"].as_f64())
                     .sum::<f64>();
                 backup_mb += mb;
-                backup_s = backup_s.max(v["seconds"].as_f64().unwrap_or(0.0));
-                backup_dbs += v["databases"].as_array().map(Vec::len).unwrap_or(0);
-                summary.push_str(&format!(
-                    "  rank {rank} {host}: {} databases, {mb:.0} MB in {:.1} s, {:.1} MB/s\n",
+                let (dbs, secs) = (
                     v["databases"].as_array().map(Vec::len).unwrap_or(0),
                     v["seconds"].as_f64().unwrap_or(0.0),
+                );
+                backup_s = backup_s.max(secs);
+                backup_dbs += dbs;
+                summary.push_str(&format!(
+                    "  rank {rank} {host}: {dbs} databases, {mb:.0} MB in {secs:.1} s, {:.1} MB/s\n",
                     v["total_mb_per_s"].as_f64().unwrap_or(0.0)
                 ));
             }
@@ -898,7 +881,7 @@ fn aggregate_generic(cmd: Command, files: &[(usize, String, PathBuf)]) -> Result
         ));
         totals = json!({ "log_files_replayed": replayed, "seconds_sum": replay_s, "seconds_per_log_file": per });
     }
-    let verdict = Verdict::from_reasons(reasons);
+    let verdict = Verdict::from_reasons(reasons).with_failures_first(failures);
     summary.push_str(&format!("Verdict: {}\n", verdict.label()));
     let mut header = mailbench_base::RunHeader::begin(cmd.kind());
     header.finish(Duration::ZERO);

@@ -19,10 +19,12 @@
 
 use crate::load::MailDoc;
 use crate::mailhtml::{at, fnum};
+use crate::merge::{common_or_mixed, merged_host};
 use mailbench_base::host::HostInfo;
 use mailbench_base::{Error, Result, RunHeader, Status, Verdict, parse_duration};
 use mailbench_mail::judge::{self, Criteria, Figures};
 use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_mail::stats::IntervalOp;
 use mailbench_metrics::LatencyHist;
 use mailbench_metrics::system::DiskRates;
 use serde::{Deserialize, Serialize};
@@ -225,15 +227,6 @@ pub fn check_compatible(docs: &[MailDoc]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn common_or_mixed<'a>(vals: impl Iterator<Item = &'a str>) -> String {
-    let set: BTreeSet<&str> = vals.collect();
-    if set.len() == 1 {
-        set.into_iter().next().unwrap_or_default().to_string()
-    } else {
-        format!("mixed: {}", set.into_iter().collect::<Vec<_>>().join("; "))
-    }
 }
 
 /// Adds the numbers of `b` into `a` key by key (maps of counts).
@@ -790,18 +783,11 @@ pub fn merge(docs: &[MailDoc]) -> Result<MailMergeOutput> {
     // ---- run header, config, target ------------------------------------------------
     let rs: Vec<&Value> = inputs.iter().map(|i| i.r()).collect();
     let mut header = RunHeader::begin("mail-run");
-    header.host = HostInfo {
-        hostname: merged
-            .hosts
-            .iter()
-            .map(|h| h.label.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        os: common_or_mixed(rs.iter().map(|r| s(r, "run.host.os"))),
-        kernel: common_or_mixed(rs.iter().map(|r| s(r, "run.host.kernel"))),
-        cpus: rs.iter().map(|r| u(r, "run.host.cpus") as usize).sum(),
-        memory_bytes: rs.iter().map(|r| u(r, "run.host.memory_bytes")).sum(),
-    };
+    let hosts: Vec<HostInfo> = rs
+        .iter()
+        .map(|r| serde_json::from_value(r["run"]["host"].clone()).unwrap_or_default())
+        .collect();
+    header.host = merged_host(merged.hosts.iter().map(|h| h.label.as_str()), &hosts);
     header.started = rs
         .iter()
         .map(|r| s(r, "run.started"))
@@ -1072,21 +1058,9 @@ fn merge_intervals(inputs: &[Input], warnings: &mut Vec<Value>) -> Result<Vec<Va
             mem += f(l, "memory_used_pct");
         }
         let np = present.len().max(1) as f64;
-        let ops: Map<String, Value> = ops
+        let ops: BTreeMap<String, IntervalOp> = ops
             .into_iter()
-            .map(|(k, (errors, h))| {
-                let s = h.summary();
-                (
-                    k,
-                    json!({
-                        "count": s.count,
-                        "errors": errors,
-                        "p50_ms": s.p50_us as f64 / 1000.0,
-                        "p95_ms": s.p95_us as f64 / 1000.0,
-                        "hist": h.to_base64(),
-                    }),
-                )
-            })
+            .map(|(k, (errors, h))| (k, IntervalOp::of(&h, errors)))
             .collect();
         let tot = |k: usize| totals.iter().map(|t| t[k]).sum::<u64>();
         let first = present.first().map(|p| p.1);

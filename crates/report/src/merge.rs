@@ -202,12 +202,28 @@ pub fn merge_totals(ts: &[&Totals]) -> Totals {
     }
 }
 
-fn common_or_mixed<'a>(vals: impl Iterator<Item = &'a str>) -> String {
+/// The one value all inputs share, else `mixed: a; b`.
+pub(crate) fn common_or_mixed<'a>(vals: impl Iterator<Item = &'a str>) -> String {
     let set: BTreeSet<&str> = vals.collect();
     if set.len() == 1 {
         set.into_iter().next().unwrap_or_default().to_string()
     } else {
         format!("mixed: {}", set.into_iter().collect::<Vec<_>>().join("; "))
+    }
+}
+
+/// The host of a merged result: every host's label, the common OS and
+/// kernel (or `mixed: ...`), CPUs and memory summed.
+pub(crate) fn merged_host<'a>(
+    labels: impl Iterator<Item = &'a str>,
+    hosts: &[HostInfo],
+) -> HostInfo {
+    HostInfo {
+        hostname: labels.collect::<Vec<_>>().join(", "),
+        os: common_or_mixed(hosts.iter().map(|h| h.os.as_str())),
+        kernel: common_or_mixed(hosts.iter().map(|h| h.kernel.as_str())),
+        cpus: hosts.iter().map(|h| h.cpus).sum(),
+        memory_bytes: hosts.iter().map(|h| h.memory_bytes).sum(),
     }
 }
 
@@ -316,18 +332,8 @@ pub fn merge(docs: &[StorageDoc]) -> Result<MergeOutput> {
         .try_fold(0u64, |a, m| m.map(|m| a + m));
 
     let mut header = RunHeader::begin("storage-run");
-    header.host = HostInfo {
-        hostname: merged
-            .hosts
-            .iter()
-            .map(|h| h.label.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        os: common_or_mixed(rs.iter().map(|r| r.run.host.os.as_str())),
-        kernel: common_or_mixed(rs.iter().map(|r| r.run.host.kernel.as_str())),
-        cpus: rs.iter().map(|r| r.run.host.cpus).sum(),
-        memory_bytes: rs.iter().map(|r| r.run.host.memory_bytes).sum(),
-    };
+    let hosts: Vec<HostInfo> = rs.iter().map(|r| r.run.host.clone()).collect();
+    header.host = merged_host(merged.hosts.iter().map(|h| h.label.as_str()), &hosts);
     header.started = rs
         .iter()
         .map(|r| r.run.started.clone())

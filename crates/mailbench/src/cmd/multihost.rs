@@ -51,22 +51,14 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
 }
 
 fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let start_at = match &args.multihost.start_at {
-        Some(t) => Some(mailbench_multihost::parse_start_at(t)?),
-        None => None,
-    };
     let cfg = ConfigFile::load_optional(global.config.as_deref())?;
     let output = global
         .output
         .clone()
         .or(cfg.output.clone())
         .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
-    let allow = args.allow_block_device
-        || cfg
-            .section::<StorageToml>("storage")?
-            .allow_block_device
-            .unwrap_or(false);
     let section = cfg.section::<StorageToml>("storage")?;
+    let allow = args.allow_block_device || section.allow_block_device.unwrap_or(false);
     let toml = args.to_toml();
     let resolve = |rank: usize, host: &str, hosts: &[String]| -> Result<StorageSpec> {
         let default_data = if hosts.len() > 1 {
@@ -87,14 +79,10 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         Ok(spec)
     };
     let opts = Options {
-        start_at,
-        quiet: global.quiet,
-        verbose: global.verbose,
-        listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
-        watch: Default::default(),
         ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
         backup_to: args.backup_to.clone().or(section.backup_to.clone()),
         log_files: args.log_files.or(section.log_files).unwrap_or(500),
+        ..options(args.multihost.start_at.as_deref(), global)?
     };
     drive(
         cmd,
@@ -112,6 +100,23 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
             })
         },
     )
+}
+
+/// The options every distributed command shares: `--start-at`, output
+/// switches, `MAILBENCH_COORDINATOR_LISTEN`; storage sets its own on top.
+fn options(start_at: Option<&str>, global: &Global) -> Result<Options> {
+    Ok(Options {
+        start_at: start_at
+            .map(mailbench_multihost::parse_start_at)
+            .transpose()?,
+        quiet: global.quiet,
+        verbose: global.verbose,
+        listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
+        watch: Default::default(),
+        ack_stream: false,
+        backup_to: None,
+        log_files: 0,
+    })
 }
 
 /// Runs `cmd` as this rank's share; rank 0 prints the outcome (`json` gives
@@ -188,20 +193,7 @@ fn run_mail(
     output: &Path,
     global: &Global,
 ) -> Result<ExitStatus> {
-    let start_at = match start_at {
-        Some(t) => Some(mailbench_multihost::parse_start_at(t)?),
-        None => None,
-    };
-    let opts = Options {
-        start_at,
-        quiet: global.quiet,
-        verbose: global.verbose,
-        listen: std::env::var("MAILBENCH_COORDINATOR_LISTEN").ok(),
-        watch: Default::default(),
-        ack_stream: false,
-        backup_to: None,
-        log_files: 0,
-    };
+    let opts = options(start_at, global)?;
     let resolve = |rank: usize, size: usize, host: &str| {
         mailbench_multihost::mail::for_rank(resolved.clone(), rank, size, host)
     };

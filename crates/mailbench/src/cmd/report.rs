@@ -175,14 +175,7 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
     let value = out.to_value()?;
     dir.write_json("result.json", &value)?;
     if !out.intervals.is_empty() {
-        let mut text = String::new();
-        for r in &out.intervals {
-            if let Ok(l) = serde_json::to_string(r) {
-                text.push_str(&l);
-                text.push('\n');
-            }
-        }
-        dir.write("intervals.jsonl", text.as_bytes())?;
+        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     dir.log.line(format!(
         "merged {} results from {} hosts: {}",
@@ -236,12 +229,7 @@ fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Resu
     }
     dir.write_json("result.json", &out.result)?;
     if !out.intervals.is_empty() {
-        let mut text = String::new();
-        for r in &out.intervals {
-            text.push_str(&r.to_string());
-            text.push('\n');
-        }
-        dir.write("intervals.jsonl", text.as_bytes())?;
+        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     let verdict = out.verdict();
     dir.log.line(format!(

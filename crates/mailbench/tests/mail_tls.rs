@@ -107,6 +107,30 @@ fn make_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
+/// `mail setup` of `users` users against `imap` and `submission`, extra flags.
+fn setup(
+    out: &Path,
+    pw: &str,
+    imap: &str,
+    submission: &str,
+    users: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "mail",
+        "setup",
+        "--imap",
+        imap,
+        "--submission",
+        submission,
+        "--users",
+        users,
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    mailbench(&args, &[("MAILBENCH_PASSWORD", pw)])
+}
+
 /// `mail run` against the local servers with the given URLs and extra flags.
 fn run(out: &Path, pw: &str, urls: &[&str], extra: &[&str]) -> std::process::Output {
     let mut args = vec!["mail", "run"];
@@ -180,23 +204,13 @@ fn tls_and_starttls_against_the_local_dovecot() {
     // (1) Implicit TLS with the test CA: setup, then a run with ManageSieve
     // upgraded by STARTTLS (auto: Dovecot offers it).
     let out = tempfile::tempdir().unwrap();
-    let o = out.path().to_str().unwrap();
-    let r = mailbench(
-        &[
-            "mail",
-            "setup",
-            "--imap",
-            &imaps,
-            "--submission",
-            &submissions,
-            "--users",
-            "6",
-            "--ca-file",
-            ca_s,
-            "--output",
-            o,
-        ],
-        &[("MAILBENCH_PASSWORD", &pw)],
+    let r = setup(
+        out.path(),
+        &pw,
+        &imaps,
+        &submissions,
+        "6",
+        &["--ca-file", ca_s],
     );
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let v = result(out.path(), "mail-setup");
@@ -251,21 +265,7 @@ fn tls_and_starttls_against_the_local_dovecot() {
     // (2) Without the CA: refused at start, exit 3, naming the host; the same
     // certificate under another name is refused for that name.
     let out = tempfile::tempdir().unwrap();
-    let r = mailbench(
-        &[
-            "mail",
-            "setup",
-            "--imap",
-            &imaps,
-            "--submission",
-            &submissions,
-            "--users",
-            "1",
-            "--output",
-            out.path().to_str().unwrap(),
-        ],
-        &[("MAILBENCH_PASSWORD", &pw)],
-    );
+    let r = setup(out.path(), &pw, &imaps, &submissions, "1", &[]);
     assert_eq!(r.status.code(), Some(3), "{}", text(&r));
     let t = text(&r);
     assert!(t.contains("tls: certificate of 127.0.0.1:"), "{t}");
@@ -273,43 +273,26 @@ fn tls_and_starttls_against_the_local_dovecot() {
     assert!(t.contains("--ca-file"), "{t}");
     assert!(!t.contains(&pw));
     let localhost = format!("imaps://localhost:{}", p.imaps.unwrap());
-    let r = mailbench(
-        &[
-            "mail",
-            "setup",
-            "--imap",
-            &localhost,
-            "--submission",
-            &submissions,
-            "--users",
-            "1",
-            "--ca-file",
-            ca_s,
-            "--output",
-            out.path().to_str().unwrap(),
-        ],
-        &[("MAILBENCH_PASSWORD", &pw)],
+    let r = setup(
+        out.path(),
+        &pw,
+        &localhost,
+        &submissions,
+        "1",
+        &["--ca-file", ca_s],
     );
     assert_eq!(r.status.code(), Some(3), "{}", text(&r));
     assert!(text(&r).contains("does not name localhost"), "{}", text(&r));
 
     // (3) --tls-insecure: works without the CA, and says so.
     let out = tempfile::tempdir().unwrap();
-    let r = mailbench(
-        &[
-            "mail",
-            "setup",
-            "--imap",
-            &imaps,
-            "--submission",
-            &submissions,
-            "--users",
-            "6",
-            "--tls-insecure",
-            "--output",
-            out.path().to_str().unwrap(),
-        ],
-        &[("MAILBENCH_PASSWORD", &pw)],
+    let r = setup(
+        out.path(),
+        &pw,
+        &imaps,
+        &submissions,
+        "6",
+        &["--tls-insecure"],
     );
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let v = result(out.path(), "mail-setup");

@@ -167,39 +167,29 @@ fn check_equals_merge(run: &Path, ranks: usize) -> Value {
 }
 
 fn figures(agg: &Value) -> String {
-    let mut s = String::new();
-    for h in agg["merged"]["hosts"].as_array().unwrap() {
-        s.push_str(&format!(
-            "  {:<10} {:<5} IOPS {:>9.1}  db read avg {:.3} ms p99 {:.3}  log write avg {:.3} ms\n",
-            h["label"].as_str().unwrap(),
-            h["verdict"]["status"].as_str().unwrap(),
-            h["total"]["transactional_iops"].as_f64().unwrap(),
-            h["total"]["classes"]["db_read"]["latency_ms"]["avg"]
+    let row = |label: &str, v: &Value, status: &Value| {
+        let lat = |class: &str, stat: &str| {
+            v["total"]["classes"][class]["latency_ms"][stat]
                 .as_f64()
-                .unwrap(),
-            h["total"]["classes"]["db_read"]["latency_ms"]["p99"]
-                .as_f64()
-                .unwrap(),
-            h["total"]["classes"]["log_write"]["latency_ms"]["avg"]
-                .as_f64()
-                .unwrap(),
-        ));
-    }
-    s.push_str(&format!(
-        "  aggregate  {:<5} IOPS {:>9.1}  db read avg {:.3} ms p99 {:.3}  log write avg {:.3} ms",
-        agg["verdict"]["status"].as_str().unwrap(),
-        agg["total"]["transactional_iops"].as_f64().unwrap(),
-        agg["total"]["classes"]["db_read"]["latency_ms"]["avg"]
-            .as_f64()
-            .unwrap(),
-        agg["total"]["classes"]["db_read"]["latency_ms"]["p99"]
-            .as_f64()
-            .unwrap(),
-        agg["total"]["classes"]["log_write"]["latency_ms"]["avg"]
-            .as_f64()
-            .unwrap(),
-    ));
-    s
+                .unwrap()
+        };
+        format!(
+            "  {label:<10} {:<5} IOPS {:>9.1}  db read avg {:.3} ms p99 {:.3}  log write avg {:.3} ms",
+            status.as_str().unwrap(),
+            v["total"]["transactional_iops"].as_f64().unwrap(),
+            lat("db_read", "avg"),
+            lat("db_read", "p99"),
+            lat("log_write", "avg"),
+        )
+    };
+    let mut lines: Vec<String> = agg["merged"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| row(h["label"].as_str().unwrap(), h, &h["verdict"]["status"]))
+        .collect();
+    lines.push(row("aggregate", agg, &agg["verdict"]["status"]));
+    lines.join("\n")
 }
 
 #[test]

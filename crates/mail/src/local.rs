@@ -334,15 +334,14 @@ impl LocalServer {
             ("dovecot LMTP", ports.lmtp),
             ("postfix SMTP", ports.smtp),
         ] {
-            server.wait_banner(name, port, deadline)?;
+            server.wait_ready(name, port, true, deadline)?;
         }
-        // TLS listeners say nothing before the handshake: a TCP accept will do.
         for (name, port) in [
             ("dovecot imaps", ports.imaps),
             ("dovecot submissions", ports.submissions),
         ] {
             if let Some(port) = port {
-                server.wait_listen(name, port, deadline)?;
+                server.wait_ready(name, port, false, deadline)?;
             }
         }
         log.line("local target: all listeners answer");
@@ -355,7 +354,9 @@ impl LocalServer {
         Ok(server)
     }
 
-    fn wait_banner(&mut self, name: &str, port: u16, deadline: Instant) -> Result<()> {
+    /// Waits until `name` on `port` answers: its greeting when `greets`, a
+    /// TCP accept otherwise (TLS listeners say nothing before the handshake).
+    fn wait_ready(&mut self, name: &str, port: u16, greets: bool, deadline: Instant) -> Result<()> {
         use std::io::Read;
         loop {
             if let Some(msg) = self.exited() {
@@ -365,6 +366,9 @@ impl LocalServer {
                 )));
             }
             if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                if !greets {
+                    return Ok(());
+                }
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 let mut buf = [0u8; 64];
                 if matches!(s.read(&mut buf), Ok(n) if n > 0) {
@@ -374,27 +378,6 @@ impl LocalServer {
             if Instant::now() > deadline {
                 return Err(Error::runtime(format!(
                     "local target: {name} on 127.0.0.1:{port} did not answer within 30 s; logs in {}",
-                    self.dir.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_listen(&mut self, name: &str, port: u16, deadline: Instant) -> Result<()> {
-        loop {
-            if let Some(msg) = self.exited() {
-                return Err(Error::runtime(format!(
-                    "local target: {msg} before {name} on 127.0.0.1:{port} listened; see {}",
-                    self.dir.display()
-                )));
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(Error::runtime(format!(
-                    "local target: {name} on 127.0.0.1:{port} did not listen within 30 s; logs in {}",
                     self.dir.display()
                 )));
             }

@@ -137,10 +137,6 @@ impl Wire {
         }
     }
 
-    pub fn into_io(self) -> Box<dyn Io> {
-        self.io
-    }
-
     /// Takes the stream out (for a TLS handshake), leaving a closed one behind.
     pub fn take_io(&mut self) -> Box<dyn Io> {
         std::mem::replace(&mut self.io, Box::new(tokio::io::empty()))

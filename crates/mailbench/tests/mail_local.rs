@@ -83,18 +83,11 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
         &[],
     );
     let v = result(out3.path(), "mail-run");
+    // The verdict may fail on response times on a busy machine, but there is
+    // no connection, protocol or delivery failure at all: no error but
+    // Dovecot's known CREATE race (see mail_support.rs).
     assert!(matches!(r.status.code(), Some(0) | Some(1)), "{}", text(&r));
-    // No connection, protocol or delivery failure at all. A server's refusal
-    // of one command in tens of thousands (seen once: CREATE of a uniquely
-    // named smart folder answered [ALREADYEXISTS]) is tolerated here and
-    // counted in the result, where the verdict judges it.
-    let by_kind = v["errors"]["by_kind"].as_object().unwrap();
-    assert!(by_kind.keys().all(|k| k == "rejected"), "{}", v["errors"]);
-    assert!(
-        v["errors"]["rate_pct"].as_f64().unwrap() <= 0.01,
-        "{}",
-        v["errors"]
-    );
+    known_server_races(&v);
     for k in TaskKind::ALL {
         let t = &v["tasks"][k.name()];
         assert!(

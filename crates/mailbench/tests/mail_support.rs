@@ -199,3 +199,63 @@ fn pump_plain(mut from: TcpStream, mut to: TcpStream, _sent: usize) {
     }
     let _ = to.shutdown(Shutdown::Write);
 }
+
+/// Counts the errors of a mail run that are Dovecot 2.3's one known refusal
+/// under load, and fails the test on any other error.
+///
+/// The refusal: CREATE of a new, uniquely named Maildir folder answered
+/// `[ALREADYEXISTS]`. A delivery to the same user refreshes the mailbox list
+/// index, finds the half-created folder and opens it, creating its `tmp/`
+/// between the CREATE's own mkdirs; the CREATE then fails although the folder
+/// now exists (reproduced with Dovecot's mail_log plugin; not seen in 18
+/// loaded runs with `mailbox_list_index = no`). mailbench rightly counts it:
+/// the user saw an error. Only Create Smart Folder creates folders in a run.
+pub fn known_server_races(v: &serde_json::Value) -> u64 {
+    let errors = &v["errors"];
+    let total = errors["total"].as_u64().unwrap();
+    if total == 0 {
+        return 0;
+    }
+    let by_kind = errors["by_kind"].as_object().unwrap();
+    assert!(
+        by_kind.keys().all(|k| k == "rejected"),
+        "errors other than server refusals: {errors}"
+    );
+    for (name, t) in v["tasks"].as_object().unwrap() {
+        if name != "create_smart_folder" {
+            assert_eq!(t["errors"].as_u64().unwrap_or(0), 0, "{name}: {t}");
+        }
+    }
+    let samples = errors["samples"].as_array().unwrap();
+    assert!(!samples.is_empty(), "{errors}");
+    for s in samples {
+        let s = s.as_str().unwrap();
+        assert!(
+            s.starts_with("create_smart_folder ")
+                && s.contains("CREATE refused")
+                && s.contains("[ALREADYEXISTS]"),
+            "not the known Dovecot CREATE race: {s}"
+        );
+    }
+    total
+}
+
+/// A mail run that must be clean: no error but `known_server_races`, and the
+/// exit code its verdict gives (1 only when such a race is what failed it).
+pub fn assert_clean_run(o: &Output, v: &serde_json::Value) {
+    let races = known_server_races(v);
+    let reasons = v["verdict"]["reasons"].as_array().unwrap();
+    if races == 0 {
+        assert_eq!(o.status.code(), Some(0), "{}", text(o));
+        assert!(reasons.is_empty(), "{}", v["verdict"]);
+    } else {
+        eprintln!("tolerated: {races} Dovecot CREATE race(s): {}", v["errors"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(o));
+        assert_eq!(reasons.len(), 1, "{}", v["verdict"]);
+        assert!(
+            reasons[0].as_str().unwrap().contains(" rejected"),
+            "{}",
+            v["verdict"]
+        );
+    }
+}

@@ -1026,8 +1026,15 @@ fn fmt_ms(v: &Value) -> String {
 pub fn render_summary(r: &Value, profile: &Profile) -> String {
     let mut s = String::new();
     let run = &r["run"];
+    let title = match r["merged"]["hosts"].as_array() {
+        Some(h) => format!(
+            "mailbench mail run, merged from {} load generators",
+            h.len()
+        ),
+        None => "mailbench mail run".to_string(),
+    };
     s.push_str(&format!(
-        "mailbench mail run — {}\n\n",
+        "{title} — {}\n\n",
         run["started"].as_str().unwrap_or("")
     ));
     s.push_str(&format!(

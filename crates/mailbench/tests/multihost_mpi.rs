@@ -21,6 +21,17 @@ fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_mailbench")
 }
 
+/// Verdict limits no busy test machine misses: these tests are about the
+/// distribution, not this VM's disk (one read over 100 ms fails a short run).
+const LENIENT: &str = "[storage.thresholds]\ndb_read_avg_ms = 1000\ndb_read_max_ms = 10000\nlog_write_avg_ms = 1000\nlog_write_max_ms = 10000\n";
+
+/// `LENIENT` written into `dir`, for `--config`.
+fn lenient(dir: &Path) -> String {
+    let p = dir.join("lenient.toml");
+    std::fs::write(&p, LENIENT).unwrap();
+    p.display().to_string()
+}
+
 const SMALL: &[&str] = &[
     "--quick",
     "--databases",
@@ -218,7 +229,7 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
         assert!(tmp.path().join(format!("data-{r}/DB01.mdb")).exists());
     }
     // run (opening the databases init made): one test, one aggregate.
-    let o = job("run", &["--open"]);
+    let o = job("run", &["--open", "--config", &lenient(tmp.path())]);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("Per-Host Results"), "{stdout}");
@@ -493,7 +504,8 @@ fn ranks_on_two_network_namespaces_over_veth() {
     .arg("--output")
     .arg(&out)
     .args(["storage", "run", "--path", &data])
-    .args(SMALL);
+    .args(SMALL)
+    .args(["--config", &lenient(tmp.path())]);
     let o = run_job(c, Duration::from_secs(100));
     assert!(o.status.success(), "{}", text(&o));
     let run = only_run_dir(&out, "storage-run");

@@ -306,6 +306,10 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     // summary.txt and report.html with the per-host table; render again.
     let summary = std::fs::read_to_string(dm.join("summary.txt")).unwrap();
     assert!(summary.contains("Per-Host Results"), "{summary}");
+    assert!(
+        summary.starts_with("mailbench mail run, merged from 2 load generators — "),
+        "{summary}"
+    );
     for h in hosts {
         assert!(summary.contains(h["label"].as_str().unwrap()), "{summary}");
     }

@@ -530,7 +530,9 @@ fn recover_test_generates_replays_and_verifies() {
         assert_eq!(i["clean"], true);
     }
     assert_eq!(r["verify"]["bad_total"], 0);
-    // The databases are clean: a run opens them.
+    // The databases are clean: a run opens them and does its I/O without an
+    // error. Its verdict judges this machine's latency (one slow read on a
+    // busy VM fails a 1 s run), which is not under test here.
     let o = storage(
         dir,
         "run",
@@ -538,7 +540,16 @@ fn recover_test_generates_replays_and_verifies() {
     )
     .output()
     .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run = latest_result(dir, "storage-run");
+    assert_eq!(run["errors"].as_array().map(Vec::len), Some(0), "{run}");
+    assert!(run["total"]["classes"]["db_read"]["ops"].as_u64().unwrap() > 0);
+    assert_eq!(
+        run["verdict"]["status"] == "pass",
+        o.status.code() == Some(0),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -1022,6 +1022,28 @@ fn fmt_ms(v: &Value) -> String {
     }
 }
 
+/// The first error samples (at most three), one line each, and a pointer to
+/// the docs when one is Dovecot 2.3's known CREATE race.
+fn error_samples_text(samples: &Value) -> String {
+    let Some(v) = samples.as_array() else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for e in v.iter().filter_map(Value::as_str).take(3) {
+        s.push_str(&format!("  e.g. {e}\n"));
+    }
+    if v.iter()
+        .filter_map(Value::as_str)
+        .any(|e| e.contains("CREATE refused") && e.contains("[ALREADYEXISTS]"))
+    {
+        s.push_str(
+            "  (CREATE of a new folder answered ALREADYEXISTS: a known Dovecot 2.3 race under load; \
+             see docs/mail-load.md, \"Score, weights and verdict\")\n",
+        );
+    }
+    s
+}
+
 /// The plain-text report (published-report layout).
 pub fn render_summary(r: &Value, profile: &Profile) -> String {
     let mut s = String::new();
@@ -1137,6 +1159,7 @@ pub fn render_summary(r: &Value, profile: &Profile) -> String {
         r["errors"]["rate_pct"].as_f64().unwrap_or(0.0),
         r["errors"]["by_kind"]
     ));
+    s.push_str(&error_samples_text(&r["errors"]["samples"]));
     s.push_str(&format!(
         "Host              CPU busy {:.1} %, iowait {:.1} %, memory used max {:.1} %\n",
         r["host"]["cpu_busy_pct"].as_f64().unwrap_or(0.0),
@@ -1180,4 +1203,27 @@ pub fn default_output(global: Option<&Path>, file: Option<&Path>) -> PathBuf {
         .or(file)
         .map(|p| p.to_path_buf())
         .unwrap_or_else(|| PathBuf::from("./mailbench-results"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_show_three_error_samples_and_explain_the_dovecot_race() {
+        let other: Vec<String> = (1..=5)
+            .map(|i| format!("read (user{i}@x): reset: 127.0.0.1:143 closed the connection"))
+            .collect();
+        let t = error_samples_text(&serde_json::json!(other));
+        assert_eq!(t.lines().count(), 3, "{t}");
+        assert!(t.starts_with("  e.g. read (user1@x): reset"), "{t}");
+        assert!(!t.contains("Dovecot"), "{t}");
+
+        let race = "create_smart_folder (user5@x): rejected: CREATE refused by 127.0.0.1:143: \
+                    [ALREADYEXISTS] Mailbox already exists (0.007 + 0.000 + 0.006 secs).";
+        let t = error_samples_text(&serde_json::json!([race]));
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(t.contains("known Dovecot 2.3 race"), "{t}");
+        assert_eq!(error_samples_text(&Value::Null), "");
+    }
 }

@@ -86,6 +86,8 @@ pub struct MailOptions {
     pub skip_setup: Option<bool>,
     pub no_idle: Option<bool>,
     pub poll_interval: Option<Dur>,
+    /// `mail run`: start the users at this wall-clock time (RFC 3339).
+    pub start_at: Option<String>,
 }
 
 macro_rules! overlay {
@@ -129,7 +131,8 @@ impl MailOptions {
             delivery_pct,
             skip_setup,
             no_idle,
-            poll_interval
+            poll_interval,
+            start_at
         );
         self
     }
@@ -320,12 +323,19 @@ mod tests {
     #[test]
     fn flags_override_the_file_and_defaults_apply() {
         let file: MailOptions =
-            toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\n").unwrap();
+            toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\nstart_at = \"2026-12-01T09:00:00Z\"\n").unwrap();
         let flags = MailOptions {
             users: Some(7),
             ..Default::default()
         };
-        let o = file.overlay(flags);
+        let o = file.clone().overlay(flags);
+        assert_eq!(o.start_at.as_deref(), Some("2026-12-01T09:00:00Z"));
+        let later = MailOptions {
+            start_at: Some("2026-12-01T10:00:00Z".into()),
+            ..Default::default()
+        };
+        let l = file.overlay(later);
+        assert_eq!(l.start_at.as_deref(), Some("2026-12-01T10:00:00Z"));
         let r = Resolved::from(&o, Duration::from_secs(8 * 3600)).unwrap();
         assert_eq!(r.users, 7);
         assert_eq!(r.day_length, Duration::from_secs(600));

@@ -172,7 +172,7 @@ pub fn parse_start_at(text: &str) -> Result<SystemTime> {
         }
     }
     Err(Error::usage(format!(
-        "--start-at {text:?}: give an RFC 3339 time such as 2026-07-10T14:00:00Z or 2026-07-10T16:00:00+02:00"
+        "--start-at (or `start_at` in the config file) {text:?}: give an RFC 3339 time such as 2026-07-10T14:00:00Z or 2026-07-10T16:00:00+02:00"
     )))
 }
 

@@ -143,6 +143,10 @@ pub struct StorageToml {
     /// `storage backup`: folder the copy is written to.
     #[serde(default)]
     pub backup_to: Option<PathBuf>,
+    /// `storage run`: start the load at this wall-clock time (RFC 3339);
+    /// other commands ignore it, so one file serves them all.
+    #[serde(default)]
+    pub start_at: Option<String>,
     /// Per-host values (`[storage.hosts."db07"]`) over the section's, under
     /// the flags: each host of a many-hosts test finds its own folders.
     #[serde(default)]
@@ -207,6 +211,7 @@ impl StorageToml {
             profile_overrides: self.profile_overrides.or(file.profile_overrides),
             log_files: self.log_files.or(file.log_files),
             backup_to: self.backup_to.or(file.backup_to),
+            start_at: self.start_at.or(file.start_at),
             hosts: self.hosts.or(file.hosts),
             thresholds: match (self.thresholds, file.thresholds) {
                 (Some(a), Some(b)) => Some(ThresholdsToml {

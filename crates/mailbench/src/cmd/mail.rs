@@ -162,6 +162,7 @@ fn run_options(r: &RunArgs) -> MailOptions {
         skip_setup: r.skip_setup.then_some(true),
         no_idle: r.no_idle.then_some(true),
         poll_interval: r.poll_interval,
+        start_at: r.start_at.clone(),
         ..common_options(&r.common)
     }
 }
@@ -187,9 +188,9 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     };
     match cmd {
         MailCommand::Setup(_) => mailbench_mail::setup_command(resolved, &out),
-        MailCommand::Run(a) => {
+        MailCommand::Run(_) => {
             if let Some(r) =
-                super::multihost::mail(&resolved, a.start_at.as_deref(), &out.base, global)
+                super::multihost::mail(&resolved, opts.start_at.as_deref(), &out.base, global)
             {
                 return r;
             }

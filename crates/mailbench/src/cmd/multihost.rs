@@ -44,14 +44,33 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
             "--start-at applies to `storage run` (the load starts at that time)",
         )));
     }
-    if !distributed && args.multihost.start_at.is_none() {
+    let cfg = match ConfigFile::load_optional(global.config.as_deref()) {
+        Ok(cfg) => cfg,
+        Err(e) => return Some(Err(e)),
+    };
+    // `start_at` in the file applies to `storage run` only (the same file
+    // serves init, verify, backup and recover).
+    let start_at = match (&args.multihost.start_at, c) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Command::Run) => match cfg.section::<StorageToml>("storage") {
+            Ok(s) => s.start_at,
+            Err(e) => return Some(Err(e)),
+        },
+        (None, _) => None,
+    };
+    if !distributed && start_at.is_none() {
         return None;
     }
-    Some(run(c, args, global))
+    Some(run(c, args, cfg, start_at.as_deref(), global))
 }
 
-fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+fn run(
+    cmd: Command,
+    args: &StorageArgs,
+    cfg: ConfigFile,
+    start_at: Option<&str>,
+    global: &Global,
+) -> Result<ExitStatus> {
     let output = global
         .output
         .clone()
@@ -82,7 +101,7 @@ fn run(cmd: Command, args: &StorageArgs, global: &Global) -> Result<ExitStatus> 
         ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
         backup_to: args.backup_to.clone().or(section.backup_to.clone()),
         log_files: args.log_files.or(section.log_files).unwrap_or(500),
-        ..options(args.multihost.start_at.as_deref(), global)?
+        ..options(start_at, global)?
     };
     drive(
         cmd,

@@ -162,6 +162,7 @@ impl StorageArgs {
             thresholds: None,
             log_files: self.log_files,
             backup_to: self.backup_to.clone(),
+            start_at: self.multihost.start_at.clone(),
             hosts: None,
         }
     }

@@ -1022,6 +1022,13 @@ fn fmt_ms(v: &Value) -> String {
     }
 }
 
+/// Whether an error sample is Dovecot 2.3's known CREATE race: a new folder's
+/// CREATE answered `[ALREADYEXISTS]` while a delivery's list-index refresh
+/// opened the half-created folder (docs/mail-load.md).
+pub fn is_dovecot_create_race(sample: &str) -> bool {
+    sample.contains("CREATE refused") && sample.contains("[ALREADYEXISTS]")
+}
+
 /// The first error samples (at most three), one line each, and a pointer to
 /// the docs when one is Dovecot 2.3's known CREATE race.
 fn error_samples_text(samples: &Value) -> String {
@@ -1034,7 +1041,7 @@ fn error_samples_text(samples: &Value) -> String {
     }
     if v.iter()
         .filter_map(Value::as_str)
-        .any(|e| e.contains("CREATE refused") && e.contains("[ALREADYEXISTS]"))
+        .any(is_dovecot_create_race)
     {
         s.push_str(
             "  (CREATE of a new folder answered ALREADYEXISTS: a known Dovecot 2.3 race under load; \

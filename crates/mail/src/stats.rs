@@ -140,7 +140,8 @@ pub struct IntervalOp {
     pub hist: String,
 }
 
-/// The operations measured besides the 17 tasks.
+/// Whether `op` is one of the 17 tasks, not a logon or a new-mail fetch
+/// (the operations measured besides them).
 pub fn is_task(op: &str) -> bool {
     op != "logon" && op != "new_mail"
 }

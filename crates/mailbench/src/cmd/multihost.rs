@@ -103,22 +103,12 @@ fn run(
         log_files: args.log_files.or(section.log_files).unwrap_or(500),
         ..options(start_at, global)?
     };
-    drive(
-        cmd,
-        Share::Storage(&resolve),
-        &output,
-        &opts,
-        global,
-        |out| {
-            serde_json::json!({
-                "verdict": out.result.get("verdict"),
-                "result_dir": out.dir,
-                "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-                "transactional_iops": out.result.pointer("/total/transactional_iops"),
-                "target_iops": out.result.pointer("/total/target_iops"),
-            })
-        },
-    )
+    drive(cmd, Share::Storage(&resolve), &output, &opts, global, |r| {
+        serde_json::json!({
+            "transactional_iops": r.pointer("/total/transactional_iops"),
+            "target_iops": r.pointer("/total/target_iops"),
+        })
+    })
 }
 
 /// The options every distributed command shares: `--start-at`, output
@@ -138,15 +128,16 @@ fn options(start_at: Option<&str>, global: &Global) -> Result<Options> {
     })
 }
 
-/// Runs `cmd` as this rank's share; rank 0 prints the outcome (`json` gives
-/// the `--json` line).
+/// Runs `cmd` as this rank's share; rank 0 prints the outcome. The `--json`
+/// line has the verdict, the result folder and the host count, plus what
+/// `figures` picks from the result.
 fn drive(
     cmd: Command,
     share: Share,
     output: &Path,
     opts: &Options,
     global: &Global,
-    json: impl Fn(&Outcome) -> serde_json::Value,
+    figures: impl Fn(&serde_json::Value) -> serde_json::Value,
 ) -> Result<ExitStatus> {
     let interrupt = Interrupt::install()?;
     let t = mailbench_multihost::world()?;
@@ -157,7 +148,17 @@ fn drive(
     if rank > 0 {
         return Ok(out.status);
     }
-    print_outcome(&out, global, json(&out));
+    let mut json = serde_json::json!({
+        "verdict": out.result.get("verdict"),
+        "result_dir": out.dir,
+        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
+    });
+    if let (Some(line), serde_json::Value::Object(extra)) =
+        (json.as_object_mut(), figures(&out.result))
+    {
+        line.extend(extra);
+    }
+    print_outcome(&out, global, json);
     Ok(out.status)
 }
 
@@ -222,14 +223,11 @@ fn run_mail(
         output,
         &opts,
         global,
-        |out| {
+        |r| {
             serde_json::json!({
-                "verdict": out.result.get("verdict"),
-                "result_dir": out.dir,
-                "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-                "users": out.result.get("users"),
-                "score_ms": out.result.pointer("/score/weighted_p95_ms"),
-                "mail_flow": out.result.get("mail_flow"),
+                "users": r.get("users"),
+                "score_ms": r.pointer("/score/weighted_p95_ms"),
+                "mail_flow": r.get("mail_flow"),
             })
         },
     )

@@ -27,7 +27,11 @@ pub struct MultiArgs {
 /// `Some` when the command runs as ranks of a distributed test (started by
 /// an MPI launcher, `mpi` feature) or with `--start-at`; `None` leaves it to
 /// the single-host path.
-pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatus>> {
+pub fn storage(
+    cmd: &StorageCommand,
+    cfg: &ConfigFile,
+    global: &Global,
+) -> Option<Result<ExitStatus>> {
     let (c, args) = match cmd {
         StorageCommand::Init(a) => (Command::Init, a),
         StorageCommand::Run(a) => (Command::Run, a),
@@ -44,10 +48,6 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
             "--start-at applies to `storage run` (the load starts at that time)",
         )));
     }
-    let cfg = match ConfigFile::load_optional(global.config.as_deref()) {
-        Ok(cfg) => cfg,
-        Err(e) => return Some(Err(e)),
-    };
     // `start_at` in the file applies to `storage run` only (the same file
     // serves init, verify, backup and recover).
     let start_at = match (&args.multihost.start_at, c) {
@@ -67,7 +67,7 @@ pub fn storage(cmd: &StorageCommand, global: &Global) -> Option<Result<ExitStatu
 fn run(
     cmd: Command,
     args: &StorageArgs,
-    cfg: ConfigFile,
+    cfg: &ConfigFile,
     start_at: Option<&str>,
     global: &Global,
 ) -> Result<ExitStatus> {
@@ -85,8 +85,7 @@ fn run(
         } else {
             "./mailbench-data"
         };
-        let spec =
-            StorageSpec::resolve_for_host(toml.clone(), &cfg, Path::new(default_data), host)?;
+        let spec = StorageSpec::resolve_for_host(toml.clone(), cfg, Path::new(default_data), host)?;
         if spec.threads_auto && cmd == Command::Run {
             return Err(Error::usage(
                 "--threads auto is not available for a test over several hosts or with \

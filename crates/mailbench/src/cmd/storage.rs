@@ -168,9 +168,12 @@ impl StorageArgs {
     }
 }
 
-pub fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, PathBuf)> {
-    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
-    let spec = StorageSpec::resolve(args.to_toml(), &cfg, Path::new("./mailbench-data"))?;
+pub fn resolve(
+    args: &StorageArgs,
+    cfg: &ConfigFile,
+    global: &Global,
+) -> Result<(StorageSpec, PathBuf)> {
+    let spec = StorageSpec::resolve(args.to_toml(), cfg, Path::new("./mailbench-data"))?;
     let allow = args.allow_block_device
         || cfg
             .section::<StorageToml>("storage")?
@@ -186,35 +189,36 @@ pub fn resolve(args: &StorageArgs, global: &Global) -> Result<(StorageSpec, Path
 }
 
 pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
-    if let Some(outcome) = super::multihost::storage(&cmd, global) {
+    if let StorageCommand::IoBench(a) = &cmd {
+        return io_bench(a);
+    }
+    // Read once; every storage command below takes it from here.
+    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+    if let Some(outcome) = super::multihost::storage(&cmd, &cfg, global) {
         return outcome;
     }
     match cmd {
-        StorageCommand::Run(a) => storage_run(&a, global),
-        StorageCommand::Init(a) => storage_init(&a, global),
-        StorageCommand::Verify(a) => storage_verify(&a, global),
-        StorageCommand::IoBench(a) => {
-            let engine = a.io_engine.parse().map_err(mailbench_base::Error::usage)?;
-            let r = mailbench_storage::iobench::run(
-                &a.file,
-                a.bs.0,
-                a.qd,
-                a.runtime,
-                engine,
-                a.sequential,
-            )?;
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            Ok(ExitStatus::Pass)
-        }
-        StorageCommand::Backup(a) => super::storage_integrity::backup(&a, global),
-        StorageCommand::Recover(a) => super::storage_integrity::recover(&a, global),
+        StorageCommand::Run(a) => storage_run(&a, &cfg, global),
+        StorageCommand::Init(a) => storage_init(&a, &cfg, global),
+        StorageCommand::Verify(a) => storage_verify(&a, &cfg, global),
+        StorageCommand::IoBench(a) => io_bench(&a),
+        StorageCommand::Backup(a) => super::storage_integrity::backup(&a, &cfg, global),
+        StorageCommand::Recover(a) => super::storage_integrity::recover(&a, &cfg, global),
     }
 }
 
-fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, global)?;
-    let report_cfg: mailbench_report::ReportConfig =
-        ConfigFile::load_optional(global.config.as_deref())?.section("report")?;
+/// `storage io-bench`: the I/O layer alone on one file (no config file).
+fn io_bench(a: &IoBenchArgs) -> Result<ExitStatus> {
+    let engine = a.io_engine.parse().map_err(mailbench_base::Error::usage)?;
+    let r =
+        mailbench_storage::iobench::run(&a.file, a.bs.0, a.qd, a.runtime, engine, a.sequential)?;
+    println!("{}", serde_json::to_string(&r).unwrap_or_default());
+    Ok(ExitStatus::Pass)
+}
+
+fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, cfg, global)?;
+    let report_cfg: mailbench_report::ReportConfig = cfg.section("report")?;
     let mut progress = mailbench_report::progress::FanOut::default();
     progress.push(mailbench_report::progress::terminal(global.quiet));
     let metrics = match args
@@ -278,8 +282,8 @@ fn storage_run(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     Ok(result.verdict.exit_status())
 }
 
-fn storage_init(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, global)?;
+fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, cfg, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-init")?;
     dir.log.set_echo(global.verbose);
@@ -303,8 +307,8 @@ fn storage_init(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     Ok(ExitStatus::Pass)
 }
 
-fn storage_verify(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, global)?;
+fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, cfg, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
     let started = std::time::Instant::now();

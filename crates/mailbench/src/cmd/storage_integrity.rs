@@ -7,14 +7,12 @@ use mailbench_base::rundir::RunDir;
 use mailbench_base::{ExitStatus, Result};
 use mailbench_storage::spec::StorageToml;
 
-fn section(global: &Global) -> Result<StorageToml> {
-    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
-    cfg.section::<StorageToml>("storage")
-}
-
-pub fn backup(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, global)?;
-    let to = args.backup_to.clone().or(section(global)?.backup_to);
+pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, cfg, global)?;
+    let to = args
+        .backup_to
+        .clone()
+        .or(cfg.section::<StorageToml>("storage")?.backup_to);
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-backup")?;
     dir.log.set_echo(global.verbose);
@@ -48,9 +46,12 @@ pub fn backup(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
     Ok(r.verdict.exit_status())
 }
 
-pub fn recover(args: &StorageArgs, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, global)?;
-    let log_files = args.log_files.or(section(global)?.log_files).unwrap_or(500);
+pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
+    let (spec, output) = resolve(args, cfg, global)?;
+    let log_files = args
+        .log_files
+        .or(cfg.section::<StorageToml>("storage")?.log_files)
+        .unwrap_or(500);
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-recover")?;
     dir.log.set_echo(global.verbose);

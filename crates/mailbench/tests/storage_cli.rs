@@ -440,3 +440,50 @@ fn start_at_waits_for_the_time_then_runs() {
     );
     assert!(started.elapsed() < Duration::from_secs(60));
 }
+
+#[test]
+fn the_2007_profile_is_judged_by_its_own_limits_and_the_report_prints_them() {
+    let t = tempfile::tempdir().unwrap();
+    let o = storage(
+        t.path(),
+        "run",
+        &["--profile", "exchange2007", "--no-verify"],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let th = &r["spec"]["thresholds"];
+    assert_eq!(th["db_read_max_ms"], 50.0);
+    assert_eq!(th["log_write_max_ms"], 50.0);
+    assert_eq!(th["page_fault_stalls_max_per_s"], 0.0);
+    // The highest stall sample is the highest of any instance in any measured interval.
+    let mut highest = 0.0f64;
+    for line in std::fs::read_to_string(run.join("intervals.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        if rec["phase"] != "measured" {
+            continue;
+        }
+        let secs = rec["seconds"].as_f64().unwrap();
+        for inst in rec["instances"].as_array().unwrap() {
+            let stalls = inst["counters"]["page_fault_stalls"].as_u64().unwrap();
+            highest = highest.max(stalls as f64 / secs);
+        }
+    }
+    let got = r["total"]["page_fault_stalls_max_per_s"].as_f64().unwrap();
+    assert!((got - highest).abs() < 1e-9, "{got} vs {highest}");
+    let failed_on_stalls = r["verdict"]["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x.as_str().unwrap().contains("in one sample"));
+    assert_eq!(failed_on_stalls, highest > 0.0);
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("max <= 50 ms") && summary.contains("<= 0/s in every sample"),
+        "{summary}"
+    );
+}

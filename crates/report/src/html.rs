@@ -703,6 +703,14 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         format!("≤ {}", num(th.page_fault_stalls_per_s)),
         t.page_fault_stalls_per_s > th.page_fault_stalls_per_s,
     );
+    if let Some(max) = th.page_fault_stalls_max_per_s {
+        crit(
+            "Page-fault stalls per second, highest sample of any database",
+            fixed(t.page_fault_stalls_max_per_s, 3),
+            format!("≤ {} in every sample", num(max)),
+            t.page_fault_stalls_max_per_s > max,
+        );
+    }
     let errs = t.io_errors.max(r.errors.len() as u64);
     crit(
         "I/O and data errors",
@@ -836,10 +844,7 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     o.push_str(&kv(
         "system-parameters-table",
         &[
-            (
-                "Test Type",
-                format!("{:?}", sp.test_type).to_lowercase(),
-            ),
+            ("Test Type", format!("{:?}", sp.test_type).to_lowercase()),
             ("Profile", format!("{} — {}", p.name, p.description)),
             (
                 "Thread Count",
@@ -908,17 +913,7 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
                 "Sampling Interval",
                 duration(sp.sample_interval.as_secs_f64()),
             ),
-            (
-                "Thresholds",
-                format!(
-                    "db read avg ≤ {} ms, max ≤ {} ms; log write avg ≤ {} ms, max ≤ {} ms; page-fault stalls ≤ {}/s",
-                    th.db_read_avg_ms,
-                    th.db_read_max_ms,
-                    th.log_write_avg_ms,
-                    th.log_write_max_ms,
-                    th.page_fault_stalls_per_s
-                ),
-            ),
+            ("Thresholds", th.describe()),
             ("Random Seed", sp.seed.to_string()),
         ],
     ));

@@ -179,6 +179,10 @@ pub fn merge_totals(ts: &[&Totals]) -> Totals {
         },
         transactions_per_s: ts.iter().map(|t| t.transactions_per_s).sum(),
         page_fault_stalls_per_s: ts.iter().map(|t| t.page_fault_stalls_per_s).sum(),
+        page_fault_stalls_max_per_s: ts
+            .iter()
+            .map(|t| t.page_fault_stalls_max_per_s)
+            .fold(0.0, f64::max),
         io_errors: ts.iter().map(|t| t.io_errors).sum(),
         classes,
         counters,
@@ -197,6 +201,7 @@ pub fn merge_totals(ts: &[&Totals]) -> Totals {
                 log_write_avg_ms: 0.0,
                 log_write_max_ms: 0.0,
                 page_fault_stalls_per_s: 0.0,
+                page_fault_stalls_max_per_s: None,
             },
         ),
     }

@@ -1,6 +1,7 @@
 //! Storage profiles (PRODUCT.md §2.2) as data: `profiles/storage/*.toml`, embedded
 //! in the binary, every value overridable from `[storage.profile]`.
 
+use crate::spec::{TestType, Thresholds, ThresholdsToml};
 use mailbench_base::{ByteSize, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -54,6 +55,52 @@ pub struct Profile {
     pub maintenance_mb_per_s: f64,
     pub replication_read_size: ByteSize,
     pub copies: u32,
+    /// The verdict limits of this version's anchor tool; a profile without
+    /// them is judged by the Exchange 2013 rules.
+    #[serde(default)]
+    pub thresholds: ProfileThresholds,
+}
+
+/// `[thresholds.performance]` and `[thresholds.stress]` of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileThresholds {
+    pub performance: Thresholds,
+    pub stress: Thresholds,
+}
+
+impl Default for ProfileThresholds {
+    fn default() -> Self {
+        ProfileThresholds {
+            performance: Thresholds::exchange2013(TestType::Performance),
+            stress: Thresholds::exchange2013(TestType::Stress),
+        }
+    }
+}
+
+impl ProfileThresholds {
+    pub fn for_type(&self, t: TestType) -> Thresholds {
+        match t {
+            TestType::Performance => self.performance,
+            TestType::Stress => self.stress,
+        }
+    }
+
+    /// Refuses limits that are not positive (stalls: negative), naming the key.
+    fn validate(&self) -> Result<()> {
+        for (name, th) in [("performance", self.performance), ("stress", self.stress)] {
+            let o = ThresholdsToml {
+                db_read_avg_ms: Some(th.db_read_avg_ms),
+                db_read_max_ms: Some(th.db_read_max_ms),
+                log_write_avg_ms: Some(th.log_write_avg_ms),
+                log_write_max_ms: Some(th.log_write_max_ms),
+                page_fault_stalls_per_s: Some(th.page_fault_stalls_per_s),
+                page_fault_stalls_max_per_s: th.page_fault_stalls_max_per_s,
+            };
+            th.with(&o, &format!("profile key thresholds.{name}"))?;
+        }
+        Ok(())
+    }
 }
 
 impl Profile {
@@ -181,7 +228,7 @@ impl Profile {
         if self.checkpoint_depth.0 < 2 * lf {
             return bad("checkpoint_depth", "must be at least two log files");
         }
-        Ok(())
+        self.thresholds.validate()
     }
 }
 
@@ -207,6 +254,32 @@ mod tests {
             (40.0, 30.0, 5.0, 25.0)
         );
         assert!(a.maintenance && !b.maintenance);
+    }
+
+    #[test]
+    fn a_profile_file_without_thresholds_is_judged_by_the_2013_rules_and_bad_ones_are_named() {
+        let dir = std::env::temp_dir().join(format!("mb-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = BUILTIN[1].1;
+        let cut = text
+            .find("\n# Verdict limits")
+            .expect("exchange2007 states its thresholds");
+        let plain = dir.join("plain.toml");
+        std::fs::write(&plain, &text[..cut]).unwrap();
+        let p = Profile::load(plain.to_str().unwrap(), None).unwrap();
+        assert_eq!(p.thresholds, ProfileThresholds::default());
+        assert_eq!(p.thresholds.performance.db_read_max_ms, 100.0);
+        let bad = dir.join("bad.toml");
+        std::fs::write(
+            &bad,
+            text.replace("db_read_max_ms = 50", "db_read_max_ms = -50"),
+        )
+        .unwrap();
+        let e = Profile::load(bad.to_str().unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("thresholds.performance.db_read_max_ms"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

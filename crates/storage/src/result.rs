@@ -71,6 +71,10 @@ pub struct Totals {
     pub log_write_share_pct: f64,
     pub transactions_per_s: f64,
     pub page_fault_stalls_per_s: f64,
+    /// The highest page-fault stall rate of any database in any sample
+    /// interval of the measured window.
+    #[serde(default)]
+    pub page_fault_stalls_max_per_s: f64,
     pub io_errors: u64,
     pub classes: BTreeMap<String, ClassFigures>,
     pub counters: Counters,

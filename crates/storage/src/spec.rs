@@ -68,7 +68,8 @@ impl<'de> Deserialize<'de> for Threads {
     }
 }
 
-/// Verdict thresholds (PRODUCT.md §2.4); defaults depend on the test type.
+/// Verdict thresholds (PRODUCT.md §2.4); `[storage.thresholds]` over the
+/// profile's own for the test type.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ThresholdsToml {
@@ -77,19 +78,46 @@ pub struct ThresholdsToml {
     pub log_write_avg_ms: Option<f64>,
     pub log_write_max_ms: Option<f64>,
     pub page_fault_stalls_per_s: Option<f64>,
+    pub page_fault_stalls_max_per_s: Option<f64>,
 }
 
+impl ThresholdsToml {
+    /// `self` over `other`, key by key.
+    fn over(self, o: ThresholdsToml) -> ThresholdsToml {
+        ThresholdsToml {
+            db_read_avg_ms: self.db_read_avg_ms.or(o.db_read_avg_ms),
+            db_read_max_ms: self.db_read_max_ms.or(o.db_read_max_ms),
+            log_write_avg_ms: self.log_write_avg_ms.or(o.log_write_avg_ms),
+            log_write_max_ms: self.log_write_max_ms.or(o.log_write_max_ms),
+            page_fault_stalls_per_s: self.page_fault_stalls_per_s.or(o.page_fault_stalls_per_s),
+            page_fault_stalls_max_per_s: self
+                .page_fault_stalls_max_per_s
+                .or(o.page_fault_stalls_max_per_s),
+        }
+    }
+}
+
+/// The limits a run is judged by. The shipped profiles carry those of the
+/// anchor tool of their version (`[thresholds.performance]`,
+/// `[thresholds.stress]`; docs/storage.md "Verdict").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
     pub db_read_avg_ms: f64,
     pub db_read_max_ms: f64,
     pub log_write_avg_ms: f64,
     pub log_write_max_ms: f64,
+    /// Page-fault stalls per second, averaged over the measured window.
     pub page_fault_stalls_per_s: f64,
+    /// Page-fault stalls per second of any database in any sample interval
+    /// (the 2007-era rule: none in any sample); absent: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_fault_stalls_max_per_s: Option<f64>,
 }
 
 impl Thresholds {
-    pub fn defaults(t: TestType) -> Thresholds {
+    /// The Exchange 2013 tool's rules (Strict for performance, Lenient for
+    /// stress): the default of a profile that states none.
+    pub fn exchange2013(t: TestType) -> Thresholds {
         let max = match t {
             TestType::Performance => 100.0,
             TestType::Stress => 200.0,
@@ -100,7 +128,81 @@ impl Thresholds {
             log_write_avg_ms: 10.0,
             log_write_max_ms: max,
             page_fault_stalls_per_s: 1.0,
+            page_fault_stalls_max_per_s: None,
         }
+    }
+
+    /// These limits with the keys `o` gives replaced; every value must be a
+    /// positive number (stall limits may be 0). `origin` names the table.
+    pub fn with(mut self, o: &ThresholdsToml, origin: &str) -> Result<Thresholds> {
+        let check = |v: f64, k: &str, zero_ok: bool| -> Result<f64> {
+            if v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) {
+                Ok(v)
+            } else {
+                let need = if zero_ok { "0 or more" } else { "positive" };
+                Err(Error::usage(format!(
+                    "`{origin}.{k}` = {v}: must be {need}"
+                )))
+            }
+        };
+        let set = |dst: &mut f64, v: Option<f64>, k: &str, zero_ok: bool| -> Result<()> {
+            if let Some(x) = v {
+                *dst = check(x, k, zero_ok)?;
+            }
+            Ok(())
+        };
+        set(
+            &mut self.db_read_avg_ms,
+            o.db_read_avg_ms,
+            "db_read_avg_ms",
+            false,
+        )?;
+        set(
+            &mut self.db_read_max_ms,
+            o.db_read_max_ms,
+            "db_read_max_ms",
+            false,
+        )?;
+        set(
+            &mut self.log_write_avg_ms,
+            o.log_write_avg_ms,
+            "log_write_avg_ms",
+            false,
+        )?;
+        set(
+            &mut self.log_write_max_ms,
+            o.log_write_max_ms,
+            "log_write_max_ms",
+            false,
+        )?;
+        set(
+            &mut self.page_fault_stalls_per_s,
+            o.page_fault_stalls_per_s,
+            "page_fault_stalls_per_s",
+            true,
+        )?;
+        if let Some(x) = o.page_fault_stalls_max_per_s {
+            self.page_fault_stalls_max_per_s = Some(check(x, "page_fault_stalls_max_per_s", true)?);
+        }
+        Ok(self)
+    }
+
+    /// One line for reports: every limit, the per-sample stall rule when judged.
+    pub fn describe(&self) -> String {
+        let stalls = match self.page_fault_stalls_max_per_s {
+            Some(m) => format!(
+                "page-fault stalls avg <= {}/s, <= {}/s in every sample",
+                self.page_fault_stalls_per_s, m
+            ),
+            None => format!(
+                "page-fault stalls avg <= {}/s",
+                self.page_fault_stalls_per_s
+            ),
+        };
+        format!(
+            "db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; {stalls}",
+            self.db_read_avg_ms, self.db_read_max_ms, self.log_write_avg_ms, self.log_write_max_ms
+        )
     }
 }
 
@@ -214,15 +316,7 @@ impl StorageToml {
             start_at: self.start_at.or(file.start_at),
             hosts: self.hosts.or(file.hosts),
             thresholds: match (self.thresholds, file.thresholds) {
-                (Some(a), Some(b)) => Some(ThresholdsToml {
-                    db_read_avg_ms: a.db_read_avg_ms.or(b.db_read_avg_ms),
-                    db_read_max_ms: a.db_read_max_ms.or(b.db_read_max_ms),
-                    log_write_avg_ms: a.log_write_avg_ms.or(b.log_write_avg_ms),
-                    log_write_max_ms: a.log_write_max_ms.or(b.log_write_max_ms),
-                    page_fault_stalls_per_s: a
-                        .page_fault_stalls_per_s
-                        .or(b.page_fault_stalls_per_s),
-                }),
+                (Some(a), Some(b)) => Some(a.over(b)),
                 (a, b) => a.or(b),
             },
         }
@@ -482,44 +576,9 @@ impl StorageSpec {
             .parse::<EngineChoice>()
             .map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
 
-        let mut thresholds = Thresholds::defaults(test_type);
+        let mut thresholds = profile.thresholds.for_type(test_type);
         if let Some(o) = t.thresholds {
-            let set = |dst: &mut f64, v: Option<f64>, k: &str| -> Result<()> {
-                if let Some(x) = v {
-                    if !(x > 0.0 && x.is_finite()) {
-                        return Err(Error::usage(format!(
-                            "`thresholds.{k}` = {x}: must be positive"
-                        )));
-                    }
-                    *dst = x;
-                }
-                Ok(())
-            };
-            set(
-                &mut thresholds.db_read_avg_ms,
-                o.db_read_avg_ms,
-                "db_read_avg_ms",
-            )?;
-            set(
-                &mut thresholds.db_read_max_ms,
-                o.db_read_max_ms,
-                "db_read_max_ms",
-            )?;
-            set(
-                &mut thresholds.log_write_avg_ms,
-                o.log_write_avg_ms,
-                "log_write_avg_ms",
-            )?;
-            set(
-                &mut thresholds.log_write_max_ms,
-                o.log_write_max_ms,
-                "log_write_max_ms",
-            )?;
-            set(
-                &mut thresholds.page_fault_stalls_per_s,
-                o.page_fault_stalls_per_s,
-                "page_fault_stalls_per_s",
-            )?;
+            thresholds = thresholds.with(&o, "thresholds")?;
         }
 
         let mailboxes_per_db = match mailboxes_total {
@@ -725,6 +784,62 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("path"), "{e}");
+    }
+
+    #[test]
+    fn thresholds_come_from_the_profile_and_the_test_type_and_keys_override_one_by_one() {
+        let d = Path::new("/tmp/x");
+        let th = |text: &str| {
+            StorageSpec::resolve(StorageToml::default(), &cfg(text), d)
+                .unwrap()
+                .thresholds
+        };
+        let t = th("[storage]\ndb_size = \"1GiB\"\n");
+        assert_eq!((t.db_read_max_ms, t.log_write_max_ms), (100.0, 100.0));
+        assert_eq!(t.page_fault_stalls_per_s, 1.0);
+        assert_eq!(t.page_fault_stalls_max_per_s, None);
+        let t = th("[storage]\ndb_size = \"1GiB\"\ntype = \"stress\"\n");
+        assert_eq!((t.db_read_max_ms, t.log_write_max_ms), (200.0, 200.0));
+        // The 2007-era tool: 50 ms maxima, no stall in any sample; stress 100 ms.
+        let t = th("[storage]\ndb_size = \"1GiB\"\nprofile = \"exchange2007\"\n");
+        assert_eq!((t.db_read_avg_ms, t.db_read_max_ms), (20.0, 50.0));
+        assert_eq!((t.log_write_avg_ms, t.log_write_max_ms), (10.0, 50.0));
+        assert_eq!(t.page_fault_stalls_max_per_s, Some(0.0));
+        let t =
+            th("[storage]\ndb_size = \"1GiB\"\nprofile = \"exchange2003\"\ntype = \"stress\"\n");
+        assert_eq!((t.db_read_max_ms, t.log_write_max_ms), (100.0, 100.0));
+        // One key of [storage.thresholds] replaces that key only.
+        let t = th(
+            "[storage]\ndb_size = \"1GiB\"\nprofile = \"exchange2007\"\n\
+                    [storage.thresholds]\ndb_read_max_ms = 75\npage_fault_stalls_max_per_s = 2\n",
+        );
+        assert_eq!((t.db_read_max_ms, t.log_write_max_ms), (75.0, 50.0));
+        assert_eq!(t.page_fault_stalls_max_per_s, Some(2.0));
+        for (text, key) in [
+            ("db_read_max_ms = 0", "db_read_max_ms"),
+            (
+                "page_fault_stalls_max_per_s = -1",
+                "page_fault_stalls_max_per_s",
+            ),
+        ] {
+            let c = cfg(&format!(
+                "[storage]\ndb_size = \"1GiB\"\n[storage.thresholds]\n{text}\n"
+            ));
+            let e = StorageSpec::resolve(StorageToml::default(), &c, d).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2);
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        let t = Thresholds::exchange2013(TestType::Performance);
+        assert!(!t.describe().contains("every sample"));
+        let t = Profile::load("exchange2007", None)
+            .unwrap()
+            .thresholds
+            .performance;
+        assert!(
+            t.describe().contains("<= 0/s in every sample"),
+            "{}",
+            t.describe()
+        );
     }
 
     #[test]

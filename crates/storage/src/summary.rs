@@ -88,8 +88,8 @@ pub fn render(r: &StorageResult) -> String {
     );
     let _ = writeln!(
         o,
-        "  Page-fault stalls per second            {:.3}",
-        t.page_fault_stalls_per_s
+        "  Page-fault stalls per second            {:.3} (highest sample {:.3})",
+        t.page_fault_stalls_per_s, t.page_fault_stalls_max_per_s
     );
     if let Some(i) = &r.init {
         let total: u64 = i.databases.iter().map(|d| d.size_bytes).sum();
@@ -164,16 +164,7 @@ pub fn render(r: &StorageResult) -> String {
         r.io_engine,
         if r.o_direct { "yes" } else { "no" }
     );
-    let th = &s.thresholds;
-    let _ = writeln!(
-        o,
-        "  Thresholds              db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; stalls <= {}/s",
-        th.db_read_avg_ms,
-        th.db_read_max_ms,
-        th.log_write_avg_ms,
-        th.log_write_max_ms,
-        th.page_fault_stalls_per_s
-    );
+    let _ = writeln!(o, "  Thresholds              {}", s.thresholds.describe());
 
     let _ = writeln!(
         o,

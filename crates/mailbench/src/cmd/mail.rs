@@ -46,7 +46,7 @@ pub struct CommonArgs {
     /// File whose first line is the password of every remote user (else $MAILBENCH_PASSWORD).
     #[arg(long, value_name = "FILE")]
     pub password_file: Option<PathBuf>,
-    /// mmb3 (default), loadsim-light, loadsim-medium, loadsim-heavy, mmb, or a profile .toml.
+    /// mmb3 (default), loadsim-light, loadsim-medium (= mmb), loadsim-heavy, mmb, loadsim4-medium, or a profile .toml.
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
     /// Keep the local target's servers and mailboxes in DIR (reused by later runs) [default: a temporary folder].

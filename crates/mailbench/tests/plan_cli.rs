@@ -72,6 +72,8 @@ fn worked_example_text_report() {
         "56 per group",
         "Per server",
         "Group and total",
+        "Log, Disk Space, and IO Requirements",
+        "Transaction Logs Generated / Day        8,040    112,560   1,350,720",
         "site A   -   -   -   -   -   -   -   -  14  14  14  14",
         "DB056",
         "Warnings",

@@ -460,6 +460,8 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
         )],
     });
 
+    out.push(requirements_pane(p));
+
     let f = &p.failure;
     let mut fl = vec![];
     match (&f.worst_scenario, &f.worst_server) {
@@ -542,6 +544,116 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
         })],
     });
     (title, out)
+}
+
+/// The requirements per database copy, per server (the most loaded one), per group
+/// (DAG) and for the environment, as the 2013 calculator lays them out (its "Log,
+/// Disk Space, and IO Requirements": docs/planner.md "The calculator's pane").
+/// A group's IOPS row counts what every server's storage must carry in its own
+/// worst case, summed over the servers.
+fn requirements_pane(p: &Plan) -> Section {
+    let d = &p.per_database;
+    let sv = &p.servers;
+    let groups = f64::from(p.inputs.groups);
+    let most = |f: &dyn Fn(&crate::model::ServerPlan) -> f64| sv.iter().map(f).fold(0.0, f64::max);
+    let sum = |f: &dyn Fn(&crate::model::ServerPlan) -> f64| sv.iter().map(f).sum::<f64>();
+    type Fig<'a> = (
+        &'a str,
+        f64,
+        &'a dyn Fn(&crate::model::ServerPlan) -> f64,
+        fn(f64) -> String,
+    );
+    let logs = |x: f64| num(x, 0);
+    let iops = |x: f64| num(x, 1);
+    let mbs = |x: f64| format!("{} MB/s", num(x, 1));
+    let bytes = |x: f64| size(x.round() as u64);
+    let rows: Vec<Fig> = vec![
+        (
+            "Transaction Logs Generated / Day",
+            d.logs_per_day,
+            &|s| s.logs_per_day,
+            logs,
+        ),
+        ("Log Write IOPS", d.log_iops, &|s| s.log_iops, iops),
+        (
+            "Database IOPS, normal operation",
+            d.active_iops,
+            &|s| s.iops_normal,
+            iops,
+        ),
+        (
+            "Database IOPS, worst failure case",
+            d.active_iops,
+            &|s| s.iops_after_failure,
+            iops,
+        ),
+        (
+            "Background Database Maintenance",
+            d.maintenance_mb_s,
+            &|s| s.maintenance_mb_s,
+            mbs,
+        ),
+        (
+            "Database Volume Space Required",
+            d.volume as f64,
+            &|s| s.database_space as f64,
+            bytes,
+        ),
+        (
+            "Log Space Required",
+            d.log_space as f64,
+            &|s| s.log_space as f64,
+            bytes,
+        ),
+        (
+            "Restore Volume Space Required",
+            0.0,
+            &|s| s.restore_space as f64,
+            bytes,
+        ),
+        (
+            "Total Space Required",
+            (d.volume + d.log_space) as f64,
+            &|s| s.capacity as f64,
+            bytes,
+        ),
+    ];
+    let table = rows
+        .into_iter()
+        .map(|(name, db, f, show)| {
+            vec![
+                name.to_string(),
+                show(db),
+                show(most(f)),
+                show(sum(f)),
+                show(sum(f) * groups),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Log, Disk Space, and IO Requirements".into(),
+        blocks: vec![
+            Block::Table(
+                ["", "/ Database", "/ Server", "/ DAG", "/ Environment"]
+                    .iter()
+                    .map(|h| (*h).to_string())
+                    .collect(),
+                table,
+            ),
+            Block::Lines(vec![
+                "/ Database: one copy of the fullest database (IOPS: its active copy); / Server: the most loaded server, in its worst failure case for IOPS; / DAG: the sum over one group's servers; / Environment: all groups".into(),
+                format!(
+                    "log space: {} days of logs (truncation failure tolerance){}; transport database space is not modelled",
+                    num_auto(p.inputs.log_days, 1),
+                    if p.inputs.move_share_pct > 0.0 {
+                        format!(" + {} % for mailbox moves", num(p.inputs.move_share_pct, 0))
+                    } else {
+                        String::new()
+                    }
+                ),
+            ]),
+        ],
+    }
 }
 
 trait WithLagged {

@@ -459,3 +459,46 @@ fn reports_render_every_section() {
     assert_eq!(json["per_database"]["per_group"], 56);
     assert_eq!(json["inputs"]["failure"], "site");
 }
+
+/// The cells of one row of the requirements pane in the text report.
+fn pane_row(report: &str, name: &str) -> Vec<String> {
+    let pane = report
+        .split("Log, Disk Space, and IO Requirements")
+        .nth(1)
+        .expect("the report has the requirements pane");
+    let line = pane
+        .lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no row {name}"));
+    line.trim_start()[name.len()..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn requirements_pane_adds_up_per_database_server_group_and_environment() {
+    let mut s = worked();
+    s.groups = Some(2);
+    s.mailboxes = Some(30000);
+    let p = run(&s);
+    let t = crate::render::text(&p, false);
+    let n = |x: &str| x.replace(',', "").parse::<f64>().unwrap();
+    // Logs a day: one database, the most loaded server (14 copies), the group, both groups.
+    let logs = pane_row(&t, "Transaction Logs Generated / Day");
+    assert_eq!(n(&logs[0]), p.per_database.logs_per_day.round());
+    assert_eq!(n(&logs[1]), (14.0 * p.per_database.logs_per_day).round());
+    assert_eq!(n(&logs[2]), p.group.logs_per_day.round());
+    assert_eq!(n(&logs[3]), p.total.logs_per_day.round());
+    // A group's worst-case IOPS: every server's storage sized for its own worst case,
+    // more than the survivors carry in any one case (site A's loss leaves site B only).
+    let worst = pane_row(&t, "Database IOPS, worst failure case");
+    let sum: f64 = p.servers.iter().map(|s| s.iops_after_failure).sum();
+    assert!((n(&worst[2]) - sum).abs() < 0.06, "{worst:?} {sum}");
+    assert!(sum > p.group.iops_after_failure);
+    assert!((n(&worst[3]) - 2.0 * sum).abs() < 0.11);
+    // Space: the group's column is the group total of the model.
+    let space = pane_row(&t, "Total Space Required");
+    assert_eq!(space[2], crate::render::size(p.group.capacity));
+    assert_eq!(space[3], crate::render::size(p.total.capacity));
+}

@@ -1,6 +1,7 @@
 //! Shared foundations of mailbench: the error type and its exit codes, size and
 //! duration units, TOML config files, run folders with their test log, host facts
-//! and the interrupt flag. Every other crate depends on this one; it depends on none
+//! and the interrupt flag. (The verdict and the result header live in
+//! `mailbench-results`, with the result types.) Every other crate depends on this one; it depends on none
 //! of them.
 
 pub mod config;
@@ -9,8 +10,6 @@ pub mod host;
 pub mod interrupt;
 pub mod rundir;
 pub mod units;
-pub mod verdict;
 
 pub use error::{Error, ExitStatus, Result};
 pub use units::{ByteSize, parse_duration, parse_percent};
-pub use verdict::{RunHeader, Status, Verdict};

@@ -89,6 +89,19 @@ impl serde::Serialize for ByteSize {
     }
 }
 
+impl schemars::JsonSchema for ByteSize {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // Written as a number of bytes; read also as text (`"32KiB"`).
+        schemars::json_schema!({
+            "description": "A size in bytes (written as a number; `\"32KiB\"` is read too).",
+            "type": ["integer", "string"],
+        })
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ByteSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(serde::Deserialize)]

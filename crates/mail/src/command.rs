@@ -16,10 +16,10 @@ use crate::target::{
 use crate::tls::Tls;
 use crate::topology::Topology;
 use mailbench_base::rundir::{RunDir, TestLog};
-use mailbench_base::verdict::{RunHeader, Verdict};
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_metrics::LatencySummary;
 use mailbench_metrics::system::{CpuTimes, DiskCounters, Memory, device_of};
+use mailbench_results::verdict::{RunHeader, Verdict};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 
 use crate::profile::{Profile, TaskKind};
 use crate::wire::ErrorKind;
-use mailbench_base::verdict::{Status, Verdict};
+use mailbench_results::verdict::{Status, Verdict};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -337,8 +337,12 @@ fn emitted_config_resolves_as_a_storage_test() {
     ]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
-    let spec =
-        mailbench_storage::spec::StorageSpec::resolve(Default::default(), &cfg, &data).unwrap();
+    let spec = <mailbench_storage::spec::StorageSpec as mailbench_storage::spec::SpecExt>::resolve(
+        Default::default(),
+        &cfg,
+        &data,
+    )
+    .unwrap();
     assert_eq!(spec.instances.len(), 14);
     assert_eq!(spec.mailboxes, Some(14 * 268));
     assert!((spec.target_iops.unwrap() - 454.74).abs() < 0.01);

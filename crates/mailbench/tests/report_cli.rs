@@ -693,9 +693,9 @@ fn render_refuses_what_is_not_a_result() {
 }
 
 // ---------------------------------------------------------------------------
-// The JSON Schema of storage results (schema/storage-result.schema.json),
-// checked against a real result with a small validator for the keywords the
-// schema uses.
+// The JSON Schema of storage results (schema/storage-run.schema.json, generated
+// from the result types), checked against a real result with a small
+// validator for the keywords the schema uses.
 
 fn validate(schema: &Value, root: &Value, v: &Value, path: &str, errs: &mut Vec<String>) {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
@@ -712,6 +712,25 @@ fn validate(schema: &Value, root: &Value, v: &Value, path: &str, errs: &mut Vec<
             errs.push(format!("{path}: matches none of anyOf"));
         }
         return;
+    }
+    if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
+        let matching = one
+            .iter()
+            .filter(|s| {
+                let mut e = Vec::new();
+                validate(s, root, v, path, &mut e);
+                e.is_empty()
+            })
+            .count();
+        if matching != 1 {
+            errs.push(format!("{path}: matches {matching} of oneOf"));
+        }
+        return;
+    }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        errs.push(format!("{path}: {v} is not {c}"));
     }
     if let Some(t) = schema.get("type") {
         let types: Vec<&str> = match t {
@@ -776,7 +795,7 @@ fn validate(schema: &Value, root: &Value, v: &Value, path: &str, errs: &mut Vec<
 fn real_results_match_the_json_schema() {
     let runs = runs();
     let schema: Value =
-        serde_json::from_str(include_str!("../../../schema/storage-result.schema.json")).unwrap();
+        serde_json::from_str(include_str!("../../../schema/storage-run.schema.json")).unwrap();
     for d in [&runs.pass, &runs.fail, &runs.intr] {
         let mut errs = Vec::new();
         validate(&schema, &schema, &result(d), "$", &mut errs);

@@ -159,6 +159,18 @@ impl Serialize for LatencyHist {
     }
 }
 
+impl schemars::JsonSchema for LatencyHist {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LatencyHist".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An HDR latency histogram in microseconds: HdrHistogram V2 + DEFLATE, base64.",
+            "type": "string",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for LatencyHist {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -167,7 +179,7 @@ impl<'de> Deserialize<'de> for LatencyHist {
 }
 
 /// Latency figures of one histogram, in microseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean_us: f64,

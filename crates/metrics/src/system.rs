@@ -189,7 +189,7 @@ impl DiskCounters {
 }
 
 /// A block device's activity over an interval, as the kernel counted it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiskRates {
     pub reads_per_s: f64,
     pub writes_per_s: f64,

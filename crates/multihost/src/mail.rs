@@ -6,10 +6,11 @@
 use crate::storage::Ctx;
 use crate::watch::{LiveMsg, MailLive};
 use mailbench_base::rundir::{RunDir, TestLog};
-use mailbench_base::{Error, Result, Status, Verdict};
+use mailbench_base::{Error, Result};
 use mailbench_mail::hooks::{IntervalView, RunHooks};
 use mailbench_mail::options::Resolved;
 use mailbench_report::load::{Doc, MailDoc};
+use mailbench_results::{Status, Verdict};
 use serde_json::Value;
 use std::cell::Cell;
 use std::path::PathBuf;

@@ -15,8 +15,9 @@ use crate::watch::{
 use crate::{Transport, from_unix_ms, to_unix_ms, wait_until};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
-use mailbench_base::{Error, ExitStatus, Result, Status, Verdict};
+use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_report::load::{Doc, StorageDoc};
+use mailbench_results::{Status, Verdict};
 use mailbench_storage::run::{LiveFigures, Progress};
 use mailbench_storage::spec::StorageSpec;
 use serde::{Deserialize, Serialize};
@@ -362,7 +363,7 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
         Command::Verify => {
             ctx.phase("verification");
             let started = std::time::Instant::now();
-            let mut header = mailbench_base::RunHeader::begin("storage-verify");
+            let mut header = mailbench_results::RunHeader::begin("storage-verify");
             let v = mailbench_storage::verify::verify_all(&spec, &ctx.interrupt)?;
             header.finish(started.elapsed());
             let verdict = Verdict::from_reasons(v.reasons());
@@ -533,7 +534,7 @@ fn failure_hook(
 }
 
 fn failure_value(cmd: Command, hosts: &[String], failures: &[Failure]) -> Value {
-    let mut header = mailbench_base::RunHeader::begin("storage-multihost");
+    let mut header = mailbench_results::RunHeader::begin("storage-multihost");
     header.finish(Duration::ZERO);
     let mut v = serde_json::to_value(&header).unwrap_or_default();
     v["command"] = json!(cmd.kind());
@@ -769,12 +770,12 @@ fn aggregate_run(
     }
     let mut out = mailbench_report::merge::merge(&docs)?;
     judged(&mut out.result);
-    let value = out.to_value()?;
+    let value = serde_json::to_value(&out.result).map_err(|e| Error::runtime(e.to_string()))?;
     if !out.intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     let mut summary = mailbench_storage::summary::render(&out.result);
-    summary.push_str(&mailbench_report::merge::hosts_text(&out.merged));
+    summary.push_str(&mailbench_report::merge::hosts_text(out.merged()));
     Ok((value, summary))
 }
 
@@ -883,7 +884,7 @@ fn aggregate_generic(
     }
     let verdict = Verdict::from_reasons(reasons).with_failures_first(failures);
     summary.push_str(&format!("Verdict: {}\n", verdict.label()));
-    let mut header = mailbench_base::RunHeader::begin(cmd.kind());
+    let mut header = mailbench_results::RunHeader::begin(cmd.kind());
     header.finish(Duration::ZERO);
     let mut v = serde_json::to_value(&header).unwrap_or_default();
     v["kind"] = json!(cmd.kind());

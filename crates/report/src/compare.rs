@@ -3,7 +3,8 @@
 
 use crate::load::Doc;
 use crate::mailhtml::fnum;
-use mailbench_base::{Error, Result, Status};
+use mailbench_base::{Error, Result};
+use mailbench_results::Status;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -4,8 +4,8 @@
 use crate::fmt::{bytes, duration, fixed, ms, num, short};
 use crate::load::{Doc, OtherDoc, StorageDoc};
 use crate::svg::{self, Band, BarChart, Bars, HLine, Line, LineChart, RED, XAxis, YScale, esc};
-use mailbench_base::{Status, Verdict};
 use mailbench_metrics::LatencyHist;
+use mailbench_results::{Status, Verdict};
 use mailbench_storage::stats::{ClassFigures, Stats};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -545,7 +545,7 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
     ));
 
     // Per-host bars for merged results.
-    if let Some(m) = &d.merged {
+    if let Some(m) = &d.result.merged {
         o.push_str(&figure(
             svg::bar_chart(&BarChart {
                 id: "chart-host-iops".into(),
@@ -1228,7 +1228,7 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     }
 
     // Per-host sections.
-    if let Some(m) = &d.merged {
+    if let Some(m) = &d.result.merged {
         o.push_str(r#"<h2 id="hosts">Per-Host Results</h2>"#);
         let rows: Vec<Vec<String>> = m
             .hosts

@@ -2,10 +2,9 @@
 //! them). Every failure names the file and is a usage error (exit 2).
 
 use crate::mailmerge::MailMerged;
-use crate::merge::Merged;
-use mailbench_base::verdict::SCHEMA_VERSION;
 use mailbench_base::{Error, Result};
-use mailbench_storage::result::{IntervalRecord, StorageResult};
+use mailbench_results::SCHEMA_VERSION;
+use mailbench_results::storage::run::{IntervalRecord, StorageResult};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -23,9 +22,8 @@ pub enum Doc {
 #[derive(Debug, Clone)]
 pub struct StorageDoc {
     pub source: PathBuf,
+    /// `result.merged` is set when it is a `report merge` of several hosts.
     pub result: StorageResult,
-    /// Present when the result is a `report merge` of several hosts.
-    pub merged: Option<Merged>,
     pub intervals: Vec<IntervalRecord>,
     /// Lines of intervals.jsonl that could not be read.
     pub bad_interval_lines: usize,
@@ -144,15 +142,6 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
                     file.display()
                 ))
             })?;
-            let merged = match raw.get("merged") {
-                Some(m) => Some(serde_json::from_value::<Merged>(m.clone()).map_err(|e| {
-                    Error::usage(format!(
-                        "{}: its \"merged\" section is not readable: {e}",
-                        file.display()
-                    ))
-                })?),
-                None => None,
-            };
             let (intervals, bad) = if result.intervals_file.is_empty() {
                 (Vec::new(), 0)
             } else {
@@ -161,7 +150,6 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
             Ok(Doc::Storage(Box::new(StorageDoc {
                 source: file.to_path_buf(),
                 result,
-                merged,
                 intervals,
                 bad_interval_lines: bad,
                 test_log,

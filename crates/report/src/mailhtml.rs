@@ -9,8 +9,8 @@ use crate::html::{
 use crate::load::MailDoc;
 use crate::mailmerge::MailMerged;
 use crate::svg::{self, HBarChart, HLine, Line, LineChart, RED, XAxis, YScale, esc};
-use mailbench_base::{Status, Verdict};
 use mailbench_metrics::LatencyHist;
+use mailbench_results::{Status, Verdict};
 use serde_json::Value;
 use std::fmt::Write;
 

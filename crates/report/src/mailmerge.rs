@@ -19,14 +19,15 @@
 
 use crate::load::MailDoc;
 use crate::mailhtml::{at, fnum};
-use crate::merge::{common_or_mixed, merged_host};
 use mailbench_base::host::HostInfo;
-use mailbench_base::{Error, Result, RunHeader, Status, Verdict, parse_duration};
+use mailbench_base::{Error, Result, parse_duration};
 use mailbench_mail::judge::{self, Criteria, Figures};
 use mailbench_mail::profile::{Profile, TaskKind};
 use mailbench_mail::stats::IntervalOp;
 use mailbench_metrics::LatencyHist;
 use mailbench_metrics::system::DiskRates;
+use mailbench_results::merged::{common_or_mixed, merged_host};
+use mailbench_results::{RunHeader, Status, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};

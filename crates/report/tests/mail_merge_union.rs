@@ -189,7 +189,7 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
             delivery_within: cfg.delivery_within,
         },
     );
-    let mut run = mailbench_base::RunHeader::begin("mail-run");
+    let mut run = mailbench_results::RunHeader::begin("mail-run");
     run.host.hostname = host.into();
     let real_h = 600.0 / 3600.0;
     let sim_h = 8.0;

@@ -5,13 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mailbench_base::config::ConfigFile;
-use mailbench_base::{RunHeader, Verdict};
 use mailbench_report::load::StorageDoc;
 use mailbench_report::merge::merge;
+use mailbench_results::{RunHeader, Verdict};
 use mailbench_storage::result::{
     HostPerf, InstanceResult, StorageResult, Totals, Window, class_map, hist_map,
 };
-use mailbench_storage::spec::{StorageSpec, StorageToml};
+use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml};
 use mailbench_storage::stats::{Class, Stats};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -113,6 +113,7 @@ fn result(spec: &StorageSpec, host: &str, st: &Stats, secs: f64) -> StorageResul
         errors: vec![],
         intervals_file: String::new(),
         tuning: vec![],
+        merged: None,
     }
 }
 
@@ -123,7 +124,6 @@ fn doc(r: &StorageResult, i: usize) -> StorageDoc {
     StorageDoc {
         source: PathBuf::from(format!("host{i}/result.json")),
         result,
-        merged: None,
         intervals: vec![],
         bad_interval_lines: 0,
         test_log: None,
@@ -219,7 +219,7 @@ proptest! {
         let merged = merge(&docs).unwrap();
         let expect = result(&spec, "union", &union, secs);
         prop_assert_eq!(merged.result.instances.len(), hosts.len());
-        prop_assert_eq!(merged.merged.hosts.len(), hosts.len());
+        prop_assert_eq!(merged.merged().hosts.len(), hosts.len());
         if let Err(e) = check(&merged.result.total, &expect.total) {
             prop_assert!(false, "{}", e);
         }

@@ -3,14 +3,14 @@
 //! backup does). `--to DIR` also writes the copy and then verifies it.
 
 use crate::init::read_header;
-use crate::spec::{InstanceSpec, StorageSpec};
-use crate::stats::ClassFigures;
+use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
 use crate::verify::{self, Pool, ScanOpts};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
-use mailbench_base::{Error, Result, RunHeader, Status, Verdict};
+use mailbench_base::{Error, Result};
 use mailbench_io::IoEngine;
-use serde::{Deserialize, Serialize};
+pub use mailbench_results::storage::backup::{BackupDb, BackupResult};
+use mailbench_results::{RunHeader, Status, Verdict};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,42 +20,6 @@ use std::time::Instant;
 pub const BACKUP_READ: usize = 256 << 10;
 /// Reads in flight per database.
 pub const BACKUP_DEPTH: usize = 4;
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct BackupDb {
-    pub name: String,
-    pub size_mb: f64,
-    pub mb_read: f64,
-    pub seconds: f64,
-    pub mb_per_s: f64,
-    pub pages_seen: u64,
-    pub bad_pages: u64,
-    pub first_bad_pages: Vec<u64>,
-    pub read: ClassFigures,
-    pub io_errors: u64,
-    pub first_error: Option<String>,
-    /// Where the copy was written (`--to`).
-    pub copy: Option<PathBuf>,
-    pub copy_write: Option<ClassFigures>,
-    /// Bad pages found when the copy was read back (None: not verified).
-    pub copy_bad_pages: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BackupResult {
-    #[serde(flatten)]
-    pub run: RunHeader,
-    pub verdict: Verdict,
-    pub spec: StorageSpec,
-    pub to: Option<PathBuf>,
-    pub databases: Vec<BackupDb>,
-    pub seconds: f64,
-    /// All databases together: bytes read / wall time.
-    pub total_mb_per_s: f64,
-    /// Mean of the per-database MB/s.
-    pub average_mb_per_s: f64,
-    pub errors: Vec<String>,
-}
 
 /// The whole backup test.
 pub fn run_backup(

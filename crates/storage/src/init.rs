@@ -8,6 +8,7 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{TestLog, claim_folder, write_atomic};
 use mailbench_base::{ByteSize, Error, Result};
 use mailbench_io::{AlignedBuf, IoEngine, IoRequest, OpKind};
+pub use mailbench_results::storage::init::{InitDb, InitSummary};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,28 +17,6 @@ use std::time::{Duration, Instant};
 const CHUNK: usize = 1 << 20;
 const DEPTH: usize = 8;
 const PROGRESS_EVERY: u64 = 64 << 20;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct InitDb {
-    pub name: String,
-    pub path: PathBuf,
-    pub size_bytes: u64,
-    /// `created`, `resumed` or `opened`.
-    pub action: String,
-    pub written_bytes: u64,
-    pub seconds: f64,
-    pub mb_per_s: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct InitSummary {
-    pub databases: Vec<InitDb>,
-    pub written_bytes: u64,
-    pub seconds: f64,
-    pub mb_per_s: f64,
-    pub o_direct: bool,
-    pub io_engine: String,
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Progress {

@@ -1,9 +1,9 @@
 //! Storage profiles (PRODUCT.md §2.2) as data: `profiles/storage/*.toml`, embedded
 //! in the binary, every value overridable from `[storage.profile]`.
 
-use crate::spec::{TestType, Thresholds, ThresholdsToml};
-use mailbench_base::{ByteSize, Error, Result};
-use serde::{Deserialize, Serialize};
+use crate::spec::{ThresholdsExt, ThresholdsToml};
+use mailbench_base::{Error, Result};
+use serde::Deserialize;
 use std::path::Path;
 
 const BUILTIN: [(&str, &str); 3] = [
@@ -21,96 +21,42 @@ const BUILTIN: [(&str, &str); 3] = [
     ),
 ];
 
-/// Every value that shapes the engine's workload. See the shipped profiles for
-/// the meaning and source of each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    pub name: String,
-    pub description: String,
-    pub page_size: ByteSize,
-    pub log_file_size: ByteSize,
-    pub insert_pct: f64,
-    pub delete_pct: f64,
-    pub replace_pct: f64,
-    pub read_pct: f64,
-    pub lazy_commit_pct: f64,
-    pub growth_reserve_pct: f64,
-    pub cache_max_per_db: ByteSize,
-    pub cache_min_per_db: ByteSize,
-    pub flush_start_pct: f64,
-    pub flush_stop_pct: f64,
-    pub checkpoint_depth: ByteSize,
-    pub max_write_pages: u32,
-    pub record_size: ByteSize,
-    pub index_record_size: ByteSize,
-    pub read_pages: u32,
-    pub read_run_pct: f64,
-    pub split_pct: f64,
-    pub hot_mailbox_skew: f64,
-    pub log_buffer_flush: ByteSize,
-    pub log_flush_interval_ms: u64,
-    pub maintenance: bool,
-    pub maintenance_read_size: ByteSize,
-    pub maintenance_mb_per_s: f64,
-    pub replication_read_size: ByteSize,
-    pub copies: u32,
-    /// The verdict limits of this version's anchor tool; a profile without
-    /// them is judged by the Exchange 2013 rules.
-    #[serde(default)]
-    pub thresholds: ProfileThresholds,
+pub use mailbench_results::storage::spec::{Profile, ProfileThresholds};
+
+/// Loading and checking profiles ([`Profile`]'s data lives with the results,
+/// which echo it).
+pub trait ProfileExt: Sized {
+    fn builtin_names() -> Vec<&'static str>;
+    /// Loads a built-in profile by name, or a profile TOML file by path, then
+    /// applies `overrides` (the `[storage.profile]` table) and validates.
+    fn load(name_or_path: &str, overrides: Option<&toml::Table>) -> Result<Self>;
+    /// Refuses impossible values, naming the key.
+    fn validate(&self) -> Result<()>;
 }
 
-/// `[thresholds.performance]` and `[thresholds.stress]` of a profile.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileThresholds {
-    pub performance: Thresholds,
-    pub stress: Thresholds,
-}
-
-impl Default for ProfileThresholds {
-    fn default() -> Self {
-        ProfileThresholds {
-            performance: Thresholds::exchange2013(TestType::Performance),
-            stress: Thresholds::exchange2013(TestType::Stress),
-        }
+/// Refuses threshold limits that are not positive (stalls: negative),
+/// naming the key.
+fn validate_thresholds(t: &ProfileThresholds) -> Result<()> {
+    for (name, th) in [("performance", t.performance), ("stress", t.stress)] {
+        let o = ThresholdsToml {
+            db_read_avg_ms: Some(th.db_read_avg_ms),
+            db_read_max_ms: Some(th.db_read_max_ms),
+            log_write_avg_ms: Some(th.log_write_avg_ms),
+            log_write_max_ms: Some(th.log_write_max_ms),
+            page_fault_stalls_per_s: Some(th.page_fault_stalls_per_s),
+            page_fault_stalls_max_per_s: th.page_fault_stalls_max_per_s,
+        };
+        th.with(&o, &format!("profile key thresholds.{name}"))?;
     }
+    Ok(())
 }
 
-impl ProfileThresholds {
-    pub fn for_type(&self, t: TestType) -> Thresholds {
-        match t {
-            TestType::Performance => self.performance,
-            TestType::Stress => self.stress,
-        }
-    }
-
-    /// Refuses limits that are not positive (stalls: negative), naming the key.
-    fn validate(&self) -> Result<()> {
-        for (name, th) in [("performance", self.performance), ("stress", self.stress)] {
-            let o = ThresholdsToml {
-                db_read_avg_ms: Some(th.db_read_avg_ms),
-                db_read_max_ms: Some(th.db_read_max_ms),
-                log_write_avg_ms: Some(th.log_write_avg_ms),
-                log_write_max_ms: Some(th.log_write_max_ms),
-                page_fault_stalls_per_s: Some(th.page_fault_stalls_per_s),
-                page_fault_stalls_max_per_s: th.page_fault_stalls_max_per_s,
-            };
-            th.with(&o, &format!("profile key thresholds.{name}"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Profile {
-    pub fn builtin_names() -> Vec<&'static str> {
+impl ProfileExt for Profile {
+    fn builtin_names() -> Vec<&'static str> {
         BUILTIN.iter().map(|(n, _)| *n).collect()
     }
 
-    /// Loads a built-in profile by name, or a profile TOML file by path, then
-    /// applies `overrides` (the `[storage.profile]` table) and validates.
-    pub fn load(name_or_path: &str, overrides: Option<&toml::Table>) -> Result<Profile> {
+    fn load(name_or_path: &str, overrides: Option<&toml::Table>) -> Result<Profile> {
         let (origin, text) = match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             Some((n, t)) => (format!("built-in profile {n}"), t.to_string()),
             None if Path::new(name_or_path).is_file() => {
@@ -146,8 +92,7 @@ impl Profile {
         Ok(p)
     }
 
-    /// Refuses impossible values, naming the key.
-    pub fn validate(&self) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         let bad = |key: &str, why: &str| Err(Error::usage(format!("profile key `{key}`: {why}")));
         let mix = self.insert_pct + self.delete_pct + self.replace_pct + self.read_pct;
         for (k, v) in [
@@ -228,7 +173,7 @@ impl Profile {
         if self.checkpoint_depth.0 < 2 * lf {
             return bad("checkpoint_depth", "must be at least two log files");
         }
-        self.thresholds.validate()
+        validate_thresholds(&self.thresholds)
     }
 }
 

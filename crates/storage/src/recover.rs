@@ -17,14 +17,15 @@
 use crate::engine::{Control, Event, Instance, InstanceSetup};
 use crate::format::{self, DbHeader, LOG_BLOCK, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
 use crate::init::{self, read_header};
-use crate::spec::{InstanceSpec, StorageSpec};
-use crate::stats::{ClassFigures, ClassStats};
-use crate::verify::{self, VerifySummary};
+use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
+use crate::stats::ClassStats;
+use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
-use mailbench_base::{Error, Result, RunHeader, Status, Verdict};
+use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, EngineChoice, IoEngine, IoRequest, OpKind};
-use serde::{Deserialize, Serialize};
+pub use mailbench_results::storage::recover::{GenerateResult, RecoverResult, ReplayResult};
+use mailbench_results::{RunHeader, Status, Verdict};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::fs::File;
@@ -47,42 +48,6 @@ const T_LOG: u64 = 1 << 60;
 const T_READ: u64 = 2 << 60;
 const T_WRITE: u64 = 3 << 60;
 const T_MASK: u64 = 0xF << 60;
-
-/// What replay did on one instance.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ReplayResult {
-    pub name: String,
-    /// Replay was needed (the database was not shut down cleanly).
-    pub needed: bool,
-    pub start_lsn: u64,
-    pub end_lsn: u64,
-    pub log_files_replayed: u64,
-    pub log_bytes: u64,
-    pub records: u64,
-    pub transactions: u64,
-    pub updates_applied: u64,
-    /// Updates whose page already held them (page LSN >= record LSN).
-    pub updates_skipped: u64,
-    /// Updates of a transaction without a commit record at the end of the log.
-    pub uncommitted_updates_dropped: u64,
-    pub seconds: f64,
-    /// CPU time of the replaying thread (decoding, applying, checksums).
-    #[serde(default)]
-    pub cpu_seconds: f64,
-    pub seconds_per_log_file: f64,
-    pub db_reads_per_log_file: f64,
-    pub db_read: ClassFigures,
-    pub db_write: ClassFigures,
-    pub log_read: ClassFigures,
-    /// Where and why replay stopped, in words.
-    pub stopped: String,
-    /// The log was damaged (bad block or undecodable record) before its end.
-    pub log_damaged: bool,
-    pub bad_pages: Vec<u64>,
-    pub errors: Vec<String>,
-    /// The database was left consistent and marked clean.
-    pub clean: bool,
-}
 
 /// Replays the log of every instance at once.
 pub fn replay_all(spec: &StorageSpec, interrupt: &Interrupt) -> Vec<ReplayResult> {
@@ -1051,30 +1016,6 @@ impl Replay {
 }
 
 // ---------------------------------------------------------------- the test
-
-/// Log generation before the replay, per instance.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct GenerateResult {
-    pub name: String,
-    pub log_files: u64,
-    pub transactions: u64,
-    pub seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecoverResult {
-    #[serde(flatten)]
-    pub run: RunHeader,
-    pub verdict: Verdict,
-    pub spec: StorageSpec,
-    pub log_files_wanted: u64,
-    /// Recovery of databases that were already left unclean (a crash before this test).
-    pub prior_recovery: Vec<ReplayResult>,
-    pub generation: Vec<GenerateResult>,
-    pub instances: Vec<ReplayResult>,
-    pub verify: Option<VerifySummary>,
-    pub errors: Vec<String>,
-}
 
 /// Progress lines for long phases.
 pub type PhaseFn<'a> = &'a mut dyn FnMut(&str);

@@ -4,14 +4,16 @@
 
 use crate::engine::{Control, Event, Instance, InstanceSetup};
 use crate::init::{self, read_header};
-use crate::result::*;
-use crate::spec::StorageSpec;
+use crate::spec::{SpecExt, StorageSpec};
 use crate::stats::{Class, ClassFigures, Stats};
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
-use mailbench_base::{Error, Result, RunHeader, Status, Verdict};
+use mailbench_base::{Error, Result};
 use mailbench_metrics::system::{CpuTimes, DiskCounters, DiskRates, Memory, device_of};
+pub use mailbench_results::storage::judge::judge;
+use mailbench_results::storage::run::*;
+use mailbench_results::{RunHeader, Status, Verdict};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -600,88 +602,10 @@ pub fn run(
         errors,
         intervals_file: "intervals.jsonl".into(),
         tuning: Vec::new(),
+        merged: None,
     };
     write_outputs(dir, &result)?;
     Ok(result)
-}
-
-/// The verdict of PRODUCT.md §2.4, one plain sentence per failure.
-pub fn judge(
-    spec: &StorageSpec,
-    t: &Totals,
-    verify: Option<&verify::VerifySummary>,
-    errors: &[String],
-    measured_s: f64,
-) -> Verdict {
-    let th = &spec.thresholds;
-    let mut r = Vec::new();
-    let rd = &t.classes["db_read"].latency_ms;
-    let lw = &t.classes["log_write"].latency_ms;
-    if measured_s <= 0.0 {
-        r.push(
-            "No interval of the measured window completed, so nothing was measured.".to_string(),
-        );
-    }
-    if rd.avg > th.db_read_avg_ms {
-        r.push(format!(
-            "Database read latency averaged {:.2} ms, above the {:.0} ms limit.",
-            rd.avg, th.db_read_avg_ms
-        ));
-    }
-    if rd.max > th.db_read_max_ms {
-        r.push(format!(
-            "The slowest database read took {:.1} ms, above the {:.0} ms limit.",
-            rd.max, th.db_read_max_ms
-        ));
-    }
-    if lw.avg > th.log_write_avg_ms {
-        r.push(format!(
-            "Log write latency averaged {:.2} ms, above the {:.0} ms limit.",
-            lw.avg, th.log_write_avg_ms
-        ));
-    }
-    if lw.max > th.log_write_max_ms {
-        r.push(format!(
-            "The slowest log write took {:.1} ms, above the {:.0} ms limit.",
-            lw.max, th.log_write_max_ms
-        ));
-    }
-    if let Some(target) = t.target_iops
-        && t.transactional_iops < target
-    {
-        r.push(format!(
-            "Achieved {:.1} transactional IOPS, below the target of {:.1}.",
-            t.transactional_iops, target
-        ));
-    }
-    if t.page_fault_stalls_per_s > th.page_fault_stalls_per_s {
-        r.push(format!(
-            "Page-fault stalls averaged {:.2} per second, above the limit of {}.",
-            t.page_fault_stalls_per_s, th.page_fault_stalls_per_s
-        ));
-    }
-    if let Some(max) = th.page_fault_stalls_max_per_s
-        && t.page_fault_stalls_max_per_s > max
-    {
-        r.push(format!(
-            "A database had {:.2} page-fault stalls per second in one sample; the limit is {max} in every sample.",
-            t.page_fault_stalls_max_per_s
-        ));
-    }
-    if t.io_errors > 0 || !errors.is_empty() {
-        let first = errors
-            .first()
-            .map(|e| format!(" (first: {e})"))
-            .unwrap_or_default();
-        r.push(format!(
-            "{} I/O or data errors occurred{first}.",
-            t.io_errors.max(errors.len() as u64)
-        ));
-    }
-    if let Some(v) = verify {
-        r.extend(v.reasons());
-    }
-    Verdict::from_reasons(r)
 }
 
 fn finish_early(
@@ -732,6 +656,7 @@ fn finish_early(
         errors: vec![why.to_string()],
         intervals_file: String::new(),
         tuning: Vec::new(),
+        merged: None,
     };
     write_outputs(dir, &result)?;
     Ok(result)

@@ -2,34 +2,17 @@
 //! (flags win), resolved and checked into a [`StorageSpec`] before anything is
 //! written. Every bad value is refused with exit 2 and its key named.
 
-use crate::profile::Profile;
+use crate::profile::ProfileExt;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::units::serde_duration;
 use mailbench_base::{ByteSize, Error, Result};
 use mailbench_io::EngineChoice;
+pub use mailbench_results::storage::spec::{
+    InstanceSpec, Profile, ProfileThresholds, StorageSpec, TestType, Thresholds,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TestType {
-    Performance,
-    Stress,
-}
-
-impl std::str::FromStr for TestType {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "performance" => Ok(TestType::Performance),
-            "stress" => Ok(TestType::Stress),
-            o => Err(format!(
-                "unknown test type `{o}` (use performance or stress)"
-            )),
-        }
-    }
-}
 
 /// `threads = 16` or `threads = "auto"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,44 +80,16 @@ impl ThresholdsToml {
     }
 }
 
-/// The limits a run is judged by. The shipped profiles carry those of the
-/// anchor tool of their version (`[thresholds.performance]`,
-/// `[thresholds.stress]`; docs/storage.md "Verdict").
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Thresholds {
-    pub db_read_avg_ms: f64,
-    pub db_read_max_ms: f64,
-    pub log_write_avg_ms: f64,
-    pub log_write_max_ms: f64,
-    /// Page-fault stalls per second, averaged over the measured window.
-    pub page_fault_stalls_per_s: f64,
-    /// Page-fault stalls per second of any database in any sample interval
-    /// (the 2007-era rule: none in any sample); absent: not judged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_fault_stalls_max_per_s: Option<f64>,
-}
-
-impl Thresholds {
-    /// The Exchange 2013 tool's rules (Strict for performance, Lenient for
-    /// stress): the default of a profile that states none.
-    pub fn exchange2013(t: TestType) -> Thresholds {
-        let max = match t {
-            TestType::Performance => 100.0,
-            TestType::Stress => 200.0,
-        };
-        Thresholds {
-            db_read_avg_ms: 20.0,
-            db_read_max_ms: max,
-            log_write_avg_ms: 10.0,
-            log_write_max_ms: max,
-            page_fault_stalls_per_s: 1.0,
-            page_fault_stalls_max_per_s: None,
-        }
-    }
-
+/// Applying `[storage.thresholds]` to thresholds (whose type lives with
+/// the results that echo them).
+pub trait ThresholdsExt: Sized {
     /// These limits with the keys `o` gives replaced; every value must be a
     /// positive number (stall limits may be 0). `origin` names the table.
-    pub fn with(mut self, o: &ThresholdsToml, origin: &str) -> Result<Thresholds> {
+    fn with(self, o: &ThresholdsToml, origin: &str) -> Result<Self>;
+}
+
+impl ThresholdsExt for Thresholds {
+    fn with(mut self, o: &ThresholdsToml, origin: &str) -> Result<Thresholds> {
         let check = |v: f64, k: &str, zero_ok: bool| -> Result<f64> {
             if v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) {
                 Ok(v)
@@ -185,24 +140,6 @@ impl Thresholds {
             self.page_fault_stalls_max_per_s = Some(check(x, "page_fault_stalls_max_per_s", true)?);
         }
         Ok(self)
-    }
-
-    /// One line for reports: every limit, the per-sample stall rule when judged.
-    pub fn describe(&self) -> String {
-        let stalls = match self.page_fault_stalls_max_per_s {
-            Some(m) => format!(
-                "page-fault stalls avg <= {}/s, <= {}/s in every sample",
-                self.page_fault_stalls_per_s, m
-            ),
-            None => format!(
-                "page-fault stalls avg <= {}/s",
-                self.page_fault_stalls_per_s
-            ),
-        };
-        format!(
-            "db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; {stalls}",
-            self.db_read_avg_ms, self.db_read_max_ms, self.log_write_avg_ms, self.log_write_max_ms
-        )
     }
 }
 
@@ -323,85 +260,39 @@ impl StorageToml {
     }
 }
 
-/// One database instance: its file, its log folder, its size.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct InstanceSpec {
-    pub index: usize,
-    pub name: String,
-    /// The folder the user gave that holds this database.
-    pub volume: PathBuf,
-    pub db_path: PathBuf,
-    pub log_dir: PathBuf,
-    pub pages: u64,
-    pub size_bytes: u64,
-    pub mailboxes: u64,
-    pub sessions: usize,
-}
-
-/// The resolved storage test.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StorageSpec {
-    pub test_type: TestType,
-    pub profile: Profile,
-    pub instances: Vec<InstanceSpec>,
-    pub volumes: Vec<PathBuf>,
-    pub log_volumes: Vec<PathBuf>,
-    pub mailboxes: Option<u64>,
-    pub iops_per_mailbox: Option<f64>,
-    /// Target transactional IOPS over all instances (verdict), if any.
-    pub target_iops: Option<f64>,
-    /// Pace the load open-loop at the target (`--target-iops` given).
-    pub paced: bool,
-    pub copies: u32,
-    pub threads: u32,
-    pub threads_auto: bool,
-    #[serde(with = "serde_duration")]
-    pub duration: Duration,
-    #[serde(with = "serde_duration")]
-    pub warmup: Duration,
-    #[serde(with = "serde_duration")]
-    pub sample_interval: Duration,
-    pub io_engine: String,
-    pub cache_max_per_db: u64,
-    pub cache_min_per_db: u64,
-    pub verify: bool,
-    pub open: bool,
-    pub quick: bool,
-    pub seed: u64,
-    pub thresholds: Thresholds,
-    pub growth_reserve_bytes: u64,
-    pub log_space_bytes: u64,
-}
-
-impl StorageSpec {
-    /// Spreads `threads` sessions over the instances.
-    pub fn set_threads(&mut self, threads: u32) {
-        self.threads = threads;
-        let n = self.instances.len().max(1);
-        for (i, inst) in self.instances.iter_mut().enumerate() {
-            let base = threads as usize / n;
-            inst.sessions = (base + usize::from(i < threads as usize % n)).max(1);
-        }
-    }
-
-    pub fn engine_choice(&self) -> EngineChoice {
-        self.io_engine.parse().unwrap_or(EngineChoice::Auto)
-    }
-
+/// What the storage crate adds to the resolved test ([`StorageSpec`], whose
+/// data lives with the results that echo it): resolving it from the config
+/// and flags, checking its paths, and the I/O engine it asks for.
+pub trait SpecExt: Sized {
     /// Resolves flags over the config file. `default_data` is the folder used
     /// when no paths are given (`./mailbench-data`).
-    pub fn resolve(
+    fn resolve(flags: StorageToml, cfg: &ConfigFile, default_data: &Path) -> Result<Self>;
+    /// [`SpecExt::resolve`] for a named host: its `[storage.hosts."host"]`
+    /// values apply (between the flags and the section).
+    fn resolve_for_host(
         flags: StorageToml,
         cfg: &ConfigFile,
         default_data: &Path,
-    ) -> Result<StorageSpec> {
+        host: &str,
+    ) -> Result<Self>;
+    /// Checks paths before anything is written: each folder is new, empty or
+    /// ours; no block devices unless allowed; enough free space for what is
+    /// still to be created.
+    fn check_paths(&self, allow_block_device: bool) -> Result<()>;
+    fn engine_choice(&self) -> EngineChoice;
+}
+
+impl SpecExt for StorageSpec {
+    fn engine_choice(&self) -> EngineChoice {
+        self.io_engine.parse().unwrap_or(EngineChoice::Auto)
+    }
+
+    fn resolve(flags: StorageToml, cfg: &ConfigFile, default_data: &Path) -> Result<StorageSpec> {
         let host = mailbench_base::host::hostname();
         Self::resolve_for_host(flags, cfg, default_data, &host)
     }
 
-    /// [`StorageSpec::resolve`] for a named host: its `[storage.hosts."host"]`
-    /// values apply (between the flags and the section).
-    pub fn resolve_for_host(
+    fn resolve_for_host(
         flags: StorageToml,
         cfg: &ConfigFile,
         default_data: &Path,
@@ -640,10 +531,7 @@ impl StorageSpec {
         })
     }
 
-    /// Checks paths before anything is written: each folder is new, empty or
-    /// ours; no block devices unless allowed; enough free space for what is
-    /// still to be created. `existing` says which databases already exist.
-    pub fn check_paths(&self, allow_block_device: bool) -> Result<()> {
+    fn check_paths(&self, allow_block_device: bool) -> Result<()> {
         use std::os::unix::fs::FileTypeExt;
         for v in self.volumes.iter().chain(self.log_volumes.iter()) {
             if let Ok(m) = std::fs::metadata(v)

@@ -7,24 +7,15 @@
 use crate::result::StorageResult;
 use crate::run::{Progress, run};
 use crate::spec::StorageSpec;
+use mailbench_base::Result;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
-use mailbench_base::{Result, Status};
-use serde::{Deserialize, Serialize};
+use mailbench_results::Status;
+pub use mailbench_results::storage::run::TuningStep;
 use std::time::Duration;
 
 /// Most threads tuning tries.
 pub const THREADS_MAX: u32 = 256;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TuningStep {
-    pub threads: u32,
-    pub passed: bool,
-    pub transactional_iops: f64,
-    pub db_read_avg_ms: f64,
-    pub log_write_avg_ms: f64,
-    pub reasons: Vec<String>,
-}
 
 /// The windows of one tuning step: (transient, stable).
 pub fn windows(spec: &StorageSpec) -> (Duration, Duration) {

@@ -6,12 +6,12 @@
 
 use crate::format::{self, DbHeader, LOG_BLOCK, LogBlock, PageError};
 use crate::init::read_header;
-use crate::spec::{InstanceSpec, StorageSpec};
+use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
 use crate::stats::{ClassFigures, ClassStats};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoEngine, IoRequest, OpKind};
-use serde::{Deserialize, Serialize};
+pub use mailbench_results::storage::verify::{VerifyDb, VerifySummary};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::Path;
@@ -22,118 +22,6 @@ use std::time::{Duration, Instant};
 const CHUNK: usize = 1 << 20;
 const DEPTH: usize = 8;
 pub const FIRST_BAD_MAX: usize = 20;
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct VerifyDb {
-    pub name: String,
-    pub pages_seen: u64,
-    pub bad_checksum_pages: u64,
-    pub wrong_page_number_pages: u64,
-    /// Pages whose LSN is beyond the end of the valid log: a write-ahead violation.
-    pub newer_than_log_pages: u64,
-    /// The first bad pages by number (at most 20).
-    pub first_bad_pages: Vec<u64>,
-    pub mb: f64,
-    pub seconds: f64,
-    pub log_files: u64,
-    pub log_blocks_checked: u64,
-    pub bad_log_blocks: u64,
-    pub log_generation_gaps: u64,
-    /// End of the valid log (the LSN after its last good block from the checkpoint on).
-    pub log_end_lsn: u64,
-    /// The first bad log blocks, as `E00000003.log block 17`.
-    #[serde(default)]
-    pub first_bad_log_blocks: Vec<String>,
-    /// Valid blocks found after the end of the log (a flush torn by a crash):
-    /// never acknowledged, never replayed, not an error.
-    #[serde(default)]
-    pub blocks_after_log_end: u64,
-    pub io_errors: u64,
-    /// The first I/O error, in words.
-    #[serde(default)]
-    pub first_error: Option<String>,
-    /// Whether the database header says it was shut down cleanly.
-    #[serde(default)]
-    pub clean: bool,
-}
-
-impl VerifyDb {
-    pub fn bad(&self) -> u64 {
-        self.bad_checksum_pages
-            + self.wrong_page_number_pages
-            + self.newer_than_log_pages
-            + self.bad_log_blocks
-            + self.log_generation_gaps
-            + self.io_errors
-    }
-
-    /// One plain sentence on what is wrong, if anything.
-    pub fn reason(&self) -> Option<String> {
-        if self.bad() == 0 {
-            return None;
-        }
-        let mut parts = Vec::new();
-        if self.bad_checksum_pages > 0 {
-            parts.push(format!("{} bad-checksum pages", self.bad_checksum_pages));
-        }
-        if self.wrong_page_number_pages > 0 {
-            parts.push(format!(
-                "{} wrong-page-number pages",
-                self.wrong_page_number_pages
-            ));
-        }
-        if self.newer_than_log_pages > 0 {
-            parts.push(format!(
-                "{} pages newer than the end of the log (write-ahead violations)",
-                self.newer_than_log_pages
-            ));
-        }
-        if self.bad_log_blocks > 0 {
-            parts.push(format!(
-                "{} bad log blocks (first: {})",
-                self.bad_log_blocks,
-                self.first_bad_log_blocks.join(", ")
-            ));
-        }
-        if self.log_generation_gaps > 0 {
-            parts.push(format!(
-                "{} missing log generations",
-                self.log_generation_gaps
-            ));
-        }
-        if self.io_errors > 0 {
-            parts.push(format!(
-                "{} read errors ({})",
-                self.io_errors,
-                self.first_error.as_deref().unwrap_or("I/O error")
-            ));
-        }
-        let pages = if self.first_bad_pages.is_empty() {
-            String::new()
-        } else {
-            format!("; first bad pages: {:?}", self.first_bad_pages)
-        };
-        Some(format!(
-            "Verification of {} found {}{pages}.",
-            self.name,
-            parts.join(", ")
-        ))
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct VerifySummary {
-    pub databases: Vec<VerifyDb>,
-    pub seconds: f64,
-    pub mb_per_s: f64,
-    pub bad_total: u64,
-}
-
-impl VerifySummary {
-    pub fn reasons(&self) -> Vec<String> {
-        self.databases.iter().filter_map(|d| d.reason()).collect()
-    }
-}
 
 /// Verifies every instance of the spec, all at once.
 pub fn verify_all(spec: &StorageSpec, interrupt: &Interrupt) -> Result<VerifySummary> {

@@ -11,7 +11,7 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_mail::options::Resolved;
 use mailbench_multihost::storage::{Command, Options, Outcome, Share, spec_for_rank};
-use mailbench_storage::spec::{StorageSpec, StorageToml};
+use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
 
 /// Flags of `storage` commands for tests over many hosts.

@@ -4,9 +4,10 @@
 use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::rundir::{RunDir, write_atomic};
-use mailbench_base::{Error, ExitStatus, Result, Status, parse_percent};
+use mailbench_base::{Error, ExitStatus, Result, parse_percent};
 use mailbench_report::load::{Doc, MailDoc, StorageDoc};
 use mailbench_report::{ReportConfig, compare, mailmerge, merge};
+use mailbench_results::Status;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
@@ -112,7 +113,7 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
 
 fn storage_summary(d: &StorageDoc) -> String {
     let mut s = mailbench_storage::summary::render(&d.result);
-    if let Some(m) = &d.merged {
+    if let Some(m) = &d.result.merged {
         s.push_str(&merge::hosts_text(m));
     }
     s
@@ -169,18 +170,17 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
         .collect();
     let out = merge::merge(&docs)?;
     let dir = RunDir::create(&base, "report-merge")?;
-    for (i, s) in out.merged.sources.iter().enumerate() {
+    for (i, s) in out.merged().sources.iter().enumerate() {
         dir.log.line(format!("merge: source {}: {s}", i + 1));
     }
-    let value = out.to_value()?;
-    dir.write_json("result.json", &value)?;
+    dir.write_json("result.json", &out.result)?;
     if !out.intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     dir.log.line(format!(
         "merged {} results from {} hosts: {}",
-        out.merged.sources.len(),
-        out.merged.hosts.len(),
+        out.merged().sources.len(),
+        out.merged().hosts.len(),
         out.result.verdict.label()
     ));
     let doc = mailbench_report::load(&dir.file("result.json"))?;
@@ -198,7 +198,7 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
             serde_json::json!({
                 "verdict": r.verdict,
                 "result_dir": dir.path,
-                "hosts": out.merged.hosts.len(),
+                "hosts": out.merged().hosts.len(),
                 "transactional_iops": r.total.transactional_iops,
                 "target_iops": r.total.target_iops,
             })

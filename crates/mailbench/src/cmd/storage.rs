@@ -6,7 +6,7 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{ByteSize, ExitStatus, Result, parse_duration};
-use mailbench_storage::spec::{StorageSpec, StorageToml, TestType, Threads};
+use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml, TestType, Threads};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -312,7 +312,7 @@ fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Resu
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
     let started = std::time::Instant::now();
-    let mut header = mailbench_base::RunHeader::begin("storage-verify");
+    let mut header = mailbench_results::RunHeader::begin("storage-verify");
     let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
     header.finish(started.elapsed());
     let reasons = v
@@ -328,7 +328,7 @@ fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Resu
             )
         })
         .collect();
-    let verdict = mailbench_base::Verdict::from_reasons(reasons);
+    let verdict = mailbench_results::Verdict::from_reasons(reasons);
     let mut result = serde_json::to_value(&header).unwrap_or_default();
     result["verdict"] = serde_json::to_value(&verdict).unwrap_or_default();
     result["verify"] = serde_json::to_value(&v).unwrap_or_default();

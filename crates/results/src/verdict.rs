@@ -1,15 +1,16 @@
 //! The verdict and the common head of every result.json, shared by storage and
 //! mail results so reports, merge and compare read both the same way.
 
-use crate::ExitStatus;
-use crate::host::HostInfo;
+use mailbench_base::ExitStatus;
+use mailbench_base::host::HostInfo;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the result.json schema (docs/result-schema.md). Bump on any
 /// incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -21,7 +22,7 @@ pub enum Status {
     Interrupted,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
     pub status: Status,
     /// One plain sentence per failed criterion (empty when passed).
@@ -72,7 +73,7 @@ impl Verdict {
 }
 
 /// The identity of a run, first in every result.json.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunHeader {
     pub schema_version: u32,
     /// `storage-run`, `storage-init`, `storage-verify`, `mail-run`, ...
@@ -96,14 +97,30 @@ impl RunHeader {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             command_line: std::env::args().collect(),
             host: HostInfo::collect(),
-            started: crate::host::now_rfc3339(),
+            started: mailbench_base::host::now_rfc3339(),
+            ended: String::new(),
+            duration_s: 0.0,
+        }
+    }
+
+    /// A header with nothing measured: the kind and version only (for
+    /// results of older files that had none).
+    pub fn empty(kind: &str) -> RunHeader {
+        RunHeader {
+            schema_version: SCHEMA_VERSION,
+            kind: kind.to_string(),
+            tool: "mailbench".into(),
+            tool_version: String::new(),
+            command_line: Vec::new(),
+            host: HostInfo::default(),
+            started: String::new(),
             ended: String::new(),
             duration_s: 0.0,
         }
     }
 
     pub fn finish(&mut self, elapsed: std::time::Duration) {
-        self.ended = crate::host::now_rfc3339();
+        self.ended = mailbench_base::host::now_rfc3339();
         self.duration_s = elapsed.as_secs_f64();
     }
 }

@@ -1,0 +1,148 @@
+//! The storage result model: what result.json holds (docs/result-schema.md).
+//! Everything a report needs is here or in intervals.jsonl; overall histograms
+//! are kept (HdrHistogram V2+DEFLATE, base64) so results merge exactly.
+
+use crate::storage::init::InitSummary;
+use crate::storage::spec::{StorageSpec, Thresholds};
+use crate::storage::stats::{CLASS_NAMES, ClassFigures, Counters, LatencyMs, Stats};
+use crate::storage::verify::VerifySummary;
+use crate::verdict::{RunHeader, Verdict};
+use mailbench_metrics::LatencyHist;
+use mailbench_metrics::system::DiskRates;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StorageResult {
+    #[serde(flatten)]
+    pub run: RunHeader,
+    pub verdict: Verdict,
+    /// The resolved test: every value used, profile and thresholds included.
+    pub spec: StorageSpec,
+    pub io_engine: String,
+    pub o_direct: bool,
+    pub window: Window,
+    pub init: Option<InitSummary>,
+    pub instances: Vec<InstanceResult>,
+    pub total: Totals,
+    /// Key `host_performance`: the flattened run header already has `host`.
+    #[serde(rename = "host_performance")]
+    pub host: HostPerf,
+    pub disks: Vec<DiskResult>,
+    pub verify: Option<VerifySummary>,
+    pub errors: Vec<String>,
+    /// Per-interval histograms and counters, one JSON object a line.
+    pub intervals_file: String,
+    /// The steps of `--threads auto`, when it was used.
+    #[serde(default)]
+    pub tuning: Vec<TuningStep>,
+    /// Set when this result is a `report merge` of several hosts' results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<crate::storage::merge::StorageMerged>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Window {
+    pub warmup_s: f64,
+    pub measured_s: f64,
+    pub intervals: u64,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct InstanceResult {
+    pub name: String,
+    pub db_path: String,
+    pub log_dir: String,
+    pub size_bytes: u64,
+    pub sessions: usize,
+    pub transactional_iops: f64,
+    pub classes: BTreeMap<String, ClassFigures>,
+    pub counters: Counters,
+    pub transactions_per_s: f64,
+    pub page_fault_stalls_per_s: f64,
+    pub clean_shutdown: bool,
+    /// Overall histograms of the measured window per class (for merge).
+    pub histograms: BTreeMap<String, LatencyHist>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Totals {
+    pub target_iops: Option<f64>,
+    pub transactional_iops: f64,
+    pub db_read_share_pct: f64,
+    pub log_write_share_pct: f64,
+    pub transactions_per_s: f64,
+    pub page_fault_stalls_per_s: f64,
+    /// The highest page-fault stall rate of any database in any sample
+    /// interval of the measured window.
+    #[serde(default)]
+    pub page_fault_stalls_max_per_s: f64,
+    pub io_errors: u64,
+    pub classes: BTreeMap<String, ClassFigures>,
+    pub counters: Counters,
+    pub transaction_latency_ms: LatencyMs,
+    pub histograms: BTreeMap<String, LatencyHist>,
+    pub thresholds: Thresholds,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct HostPerf {
+    pub cpu_busy_avg_pct: f64,
+    pub cpu_iowait_avg_pct: f64,
+    pub memory_used_avg_pct: f64,
+    pub memory_total_bytes: u64,
+    pub mailbench_cpu_s: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct DiskResult {
+    pub device: String,
+    pub paths: Vec<String>,
+    pub rates: DiskRates,
+}
+
+/// One step of `--threads auto`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TuningStep {
+    pub threads: u32,
+    pub passed: bool,
+    pub transactional_iops: f64,
+    pub db_read_avg_ms: f64,
+    pub log_write_avg_ms: f64,
+    pub reasons: Vec<String>,
+}
+
+/// One line of intervals.jsonl.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    pub seq: u64,
+    pub end_s: f64,
+    pub seconds: f64,
+    /// `warmup` or `measured`.
+    pub phase: String,
+    pub instances: Vec<Stats>,
+    pub cpu_busy_pct: f64,
+    pub cpu_iowait_pct: f64,
+    pub memory_used_pct: f64,
+    pub disks: BTreeMap<String, DiskRates>,
+}
+
+pub fn class_map(s: &Stats, secs: f64) -> BTreeMap<String, ClassFigures> {
+    CLASS_NAMES
+        .iter()
+        .zip(s.classes.iter())
+        .map(|(n, c)| (n.to_string(), ClassFigures::of(c, secs)))
+        .collect()
+}
+
+pub fn hist_map(s: &Stats) -> BTreeMap<String, LatencyHist> {
+    let mut m: BTreeMap<String, LatencyHist> = CLASS_NAMES
+        .iter()
+        .zip(s.classes.iter())
+        .map(|(n, c)| (n.to_string(), c.latency.clone()))
+        .collect();
+    m.insert("transaction".into(), s.transaction_latency.clone());
+    m
+}

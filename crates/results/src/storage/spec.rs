@@ -1,0 +1,215 @@
+//! The resolved storage test as result.json echoes it (`spec`): every value
+//! used, the profile and the verdict thresholds included. The storage crate
+//! resolves and checks it (`mailbench_storage::spec`); this is its data.
+
+use mailbench_base::ByteSize;
+use mailbench_base::units::serde_duration;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TestType {
+    Performance,
+    Stress,
+}
+
+impl std::str::FromStr for TestType {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "performance" => Ok(TestType::Performance),
+            "stress" => Ok(TestType::Stress),
+            o => Err(format!(
+                "unknown test type `{o}` (use performance or stress)"
+            )),
+        }
+    }
+}
+
+/// The limits a run is judged by. The shipped profiles carry those of the
+/// anchor tool of their version (`[thresholds.performance]`,
+/// `[thresholds.stress]`; docs/storage.md "Verdict").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Thresholds {
+    pub db_read_avg_ms: f64,
+    pub db_read_max_ms: f64,
+    pub log_write_avg_ms: f64,
+    pub log_write_max_ms: f64,
+    /// Page-fault stalls per second, averaged over the measured window.
+    pub page_fault_stalls_per_s: f64,
+    /// Page-fault stalls per second of any database in any sample interval
+    /// (the 2007-era rule: none in any sample); absent: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_fault_stalls_max_per_s: Option<f64>,
+}
+
+impl Thresholds {
+    /// The Exchange 2013 tool's rules (Strict for performance, Lenient for
+    /// stress): the default of a profile that states none.
+    pub fn exchange2013(t: TestType) -> Thresholds {
+        let max = match t {
+            TestType::Performance => 100.0,
+            TestType::Stress => 200.0,
+        };
+        Thresholds {
+            db_read_avg_ms: 20.0,
+            db_read_max_ms: max,
+            log_write_avg_ms: 10.0,
+            log_write_max_ms: max,
+            page_fault_stalls_per_s: 1.0,
+            page_fault_stalls_max_per_s: None,
+        }
+    }
+
+    /// One line for reports: every limit, the per-sample stall rule when judged.
+    pub fn describe(&self) -> String {
+        let stalls = match self.page_fault_stalls_max_per_s {
+            Some(m) => format!(
+                "page-fault stalls avg <= {}/s, <= {}/s in every sample",
+                self.page_fault_stalls_per_s, m
+            ),
+            None => format!(
+                "page-fault stalls avg <= {}/s",
+                self.page_fault_stalls_per_s
+            ),
+        };
+        format!(
+            "db read avg <= {} ms, max <= {} ms; log write avg <= {} ms, max <= {} ms; {stalls}",
+            self.db_read_avg_ms, self.db_read_max_ms, self.log_write_avg_ms, self.log_write_max_ms
+        )
+    }
+}
+
+/// Every value that shapes the engine's workload. See the shipped profiles for
+/// the meaning and source of each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub page_size: ByteSize,
+    pub log_file_size: ByteSize,
+    pub insert_pct: f64,
+    pub delete_pct: f64,
+    pub replace_pct: f64,
+    pub read_pct: f64,
+    pub lazy_commit_pct: f64,
+    pub growth_reserve_pct: f64,
+    pub cache_max_per_db: ByteSize,
+    pub cache_min_per_db: ByteSize,
+    pub flush_start_pct: f64,
+    pub flush_stop_pct: f64,
+    pub checkpoint_depth: ByteSize,
+    pub max_write_pages: u32,
+    pub record_size: ByteSize,
+    pub index_record_size: ByteSize,
+    pub read_pages: u32,
+    pub read_run_pct: f64,
+    pub split_pct: f64,
+    pub hot_mailbox_skew: f64,
+    pub log_buffer_flush: ByteSize,
+    pub log_flush_interval_ms: u64,
+    pub maintenance: bool,
+    pub maintenance_read_size: ByteSize,
+    pub maintenance_mb_per_s: f64,
+    pub replication_read_size: ByteSize,
+    pub copies: u32,
+    /// The verdict limits of this version's anchor tool; a profile without
+    /// them is judged by the Exchange 2013 rules.
+    #[serde(default)]
+    pub thresholds: ProfileThresholds,
+}
+
+/// `[thresholds.performance]` and `[thresholds.stress]` of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileThresholds {
+    pub performance: Thresholds,
+    pub stress: Thresholds,
+}
+
+impl Default for ProfileThresholds {
+    fn default() -> Self {
+        ProfileThresholds {
+            performance: Thresholds::exchange2013(TestType::Performance),
+            stress: Thresholds::exchange2013(TestType::Stress),
+        }
+    }
+}
+
+impl ProfileThresholds {
+    pub fn for_type(&self, t: TestType) -> Thresholds {
+        match t {
+            TestType::Performance => self.performance,
+            TestType::Stress => self.stress,
+        }
+    }
+}
+
+/// One database instance: its file, its log folder, its size.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct InstanceSpec {
+    pub index: usize,
+    pub name: String,
+    /// The folder the user gave that holds this database.
+    pub volume: PathBuf,
+    pub db_path: PathBuf,
+    pub log_dir: PathBuf,
+    pub pages: u64,
+    pub size_bytes: u64,
+    pub mailboxes: u64,
+    pub sessions: usize,
+}
+
+/// The resolved storage test.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StorageSpec {
+    pub test_type: TestType,
+    pub profile: Profile,
+    pub instances: Vec<InstanceSpec>,
+    pub volumes: Vec<PathBuf>,
+    pub log_volumes: Vec<PathBuf>,
+    pub mailboxes: Option<u64>,
+    pub iops_per_mailbox: Option<f64>,
+    /// Target transactional IOPS over all instances (verdict), if any.
+    pub target_iops: Option<f64>,
+    /// Pace the load open-loop at the target (`--target-iops` given).
+    pub paced: bool,
+    pub copies: u32,
+    pub threads: u32,
+    pub threads_auto: bool,
+    #[serde(with = "serde_duration")]
+    #[schemars(with = "String")]
+    pub duration: Duration,
+    #[serde(with = "serde_duration")]
+    #[schemars(with = "String")]
+    pub warmup: Duration,
+    #[serde(with = "serde_duration")]
+    #[schemars(with = "String")]
+    pub sample_interval: Duration,
+    pub io_engine: String,
+    pub cache_max_per_db: u64,
+    pub cache_min_per_db: u64,
+    pub verify: bool,
+    pub open: bool,
+    pub quick: bool,
+    pub seed: u64,
+    pub thresholds: Thresholds,
+    pub growth_reserve_bytes: u64,
+    pub log_space_bytes: u64,
+}
+
+impl StorageSpec {
+    /// Spreads `threads` sessions over the instances.
+    pub fn set_threads(&mut self, threads: u32) {
+        self.threads = threads;
+        let n = self.instances.len().max(1);
+        for (i, inst) in self.instances.iter_mut().enumerate() {
+            let base = threads as usize / n;
+            inst.sessions = (base + usize::from(i < threads as usize % n)).max(1);
+        }
+    }
+}

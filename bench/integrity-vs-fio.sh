@@ -7,13 +7,15 @@
 #     plus the replay shape (database page reads per log file, average log read size).
 # Usage: bench/integrity-vs-fio.sh [SCRATCH_DIR] [DB_SIZE] [LOG_FILES] [PROFILE]
 #        (defaults: ./mailbench-bench 2GiB 50 exchange2013)
+# MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-./mailbench-bench}; size=${2:-2GiB}; logs=${3:-50}; profile=${4:-exchange2013}
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
-cargo build --release -q -p mailbench
-mb=./target/release/mailbench
+if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
+mb=${MAILBENCH:-./target/release/mailbench}
+echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -rf "$dir"; mkdir -p "$dir"
 flags=(--path "$dir/db" --databases 1 --db-size "$size" --profile "$profile" --output "$dir/results" -q)
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }

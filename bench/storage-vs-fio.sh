@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Speed of mailbench's storage I/O layer against fio on the same file, in one invocation:
 #  1. database creation MB/s (storage init) vs fio sequential 1 MiB O_DIRECT writes of the same size;
-#  2. 32 KiB random O_DIRECT reads at queue depth 16 through mailbench's I/O layer vs fio (io_uring).
+#  2. 32 KiB random O_DIRECT reads at queue depth 16 and 64 through mailbench's I/O layer vs fio
+#     (io_uring), each pair run back to back on the same file.
 # Usage: bench/storage-vs-fio.sh [SCRATCH_DIR] [SIZE] [RUNTIME]   (defaults: ./mailbench-bench 4GiB 30s)
+# MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-./mailbench-bench}; size=${2:-4GiB}; runtime=${3:-30s}
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
-cargo build --release -q -p mailbench
-mb=./target/release/mailbench
+if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
+mb=${MAILBENCH:-./target/release/mailbench}
+echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -rf "$dir"; mkdir -p "$dir"
 secs=${runtime%s}
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -22,13 +25,15 @@ fio_w=$(fio --name=seqwrite --filename="$dir/fio-seq.dat" --size="$bytes" --bs=1
 rm -f "$dir/fio-seq.dat"
 echo "mailbench init: $init_mbps MB/s   fio seq write: $fio_w MB/s   ratio: $(python3 -c "print(round($init_mbps/$fio_w,3))")"
 
-echo "== 32 KiB random reads, O_DIRECT, QD 16, $runtime, same file"
-mb_json=$($mb storage io-bench --file "$dir/db/DB01.mdb" --bs 32KiB --qd 16 --runtime "$runtime")
-mb_iops=$(echo "$mb_json" | json 'round(d["iops"],0)')
-mb_p99=$(echo "$mb_json" | json 'd["lat_p99_us"]')
-fio_json=$(fio --name=randread --filename="$dir/db/DB01.mdb" --bs=32k --rw=randread --direct=1 --ioengine=io_uring \
-  --iodepth=16 --runtime="$secs" --time_based --readonly --output-format=json)
-fio_iops=$(echo "$fio_json" | json 'round(d["jobs"][0]["read"]["iops"],0)')
-fio_p99=$(echo "$fio_json" | json 'round(d["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"]/1000)')
-echo "mailbench ($(echo "$mb_json" | json 'd["engine"]')): $mb_iops IOPS p99 ${mb_p99} us   fio: $fio_iops IOPS p99 ${fio_p99} us   ratio: $(python3 -c "print(round($mb_iops/$fio_iops,3))")"
+for qd in 16 64; do
+  echo "== 32 KiB random reads, O_DIRECT, QD $qd, $runtime, same file"
+  mb_json=$($mb storage io-bench --file "$dir/db/DB01.mdb" --bs 32KiB --qd "$qd" --runtime "$runtime")
+  mb_iops=$(echo "$mb_json" | json 'round(d["iops"],0)')
+  mb_p99=$(echo "$mb_json" | json 'd["lat_p99_us"]')
+  fio_json=$(fio --name=randread --filename="$dir/db/DB01.mdb" --bs=32k --rw=randread --direct=1 \
+    --ioengine=io_uring --iodepth="$qd" --runtime="$secs" --time_based --readonly --output-format=json)
+  fio_iops=$(echo "$fio_json" | json 'round(d["jobs"][0]["read"]["iops"],0)')
+  fio_p99=$(echo "$fio_json" | json 'round(d["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"]/1000)')
+  echo "mailbench ($(echo "$mb_json" | json 'd["engine"]')): $mb_iops IOPS p99 ${mb_p99} us   fio: $fio_iops IOPS p99 ${fio_p99} us   ratio: $(python3 -c "print(round($mb_iops/$fio_iops,3))")"
+done
 rm -rf "$dir"

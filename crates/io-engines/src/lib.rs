@@ -16,7 +16,7 @@ pub mod faulty;
 pub mod threads;
 pub mod uring;
 
-pub use buf::AlignedBuf;
+pub use buf::{AlignedBuf, BufPool};
 
 use std::fs::File;
 use std::path::Path;

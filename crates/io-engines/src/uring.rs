@@ -91,18 +91,14 @@ impl UringEngine {
     fn reap(&mut self, out: &mut Vec<IoCompletion>) -> usize {
         let now = Instant::now();
         let mut n = 0;
-        let cqes: Vec<(u64, i32)> = self
-            .ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (slot, res) in cqes {
-            let slot = slot as usize;
-            let Some(Some(f)) = self.slots.get_mut(slot).map(Option::take) else {
+        // Fields borrowed apart: the completion queue and the slab.
+        let (ring, slots, free) = (&mut self.ring, &mut self.slots, &mut self.free);
+        for cqe in ring.completion() {
+            let (slot, res) = (cqe.user_data() as usize, cqe.result());
+            let Some(Some(f)) = slots.get_mut(slot).map(Option::take) else {
                 continue;
             };
-            self.free.push(slot);
-            self.in_flight -= 1;
+            free.push(slot);
             n += 1;
             out.push(IoCompletion {
                 tag: f.req.tag,
@@ -118,6 +114,7 @@ impl UringEngine {
                 completed: now,
             });
         }
+        self.in_flight -= n;
         n
     }
 }

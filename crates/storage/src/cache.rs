@@ -2,7 +2,32 @@
 //! count, CLOCK eviction of clean pages, dirty pages ordered by the LSN of their
 //! first change (what the checkpoint waits for), write coalescing of neighbours.
 
+use mailbench_io::AlignedBuf;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hashes page numbers with one multiply (Fibonacci hashing): the page maps are
+/// looked up several times per transaction, and page numbers need no defence
+/// against chosen keys (the default SipHash costs several times more).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by page number.
+pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameState {
@@ -18,7 +43,8 @@ pub enum FrameState {
 pub struct Frame {
     pub page_no: u64,
     pub state: FrameState,
-    pub data: Vec<u8>,
+    /// The page; lent to the read that fills it (empty while `Reading`).
+    pub data: AlignedBuf,
     /// LSN of the last change applied to the page.
     pub lsn: u64,
     /// LSN of the first change not yet on disk (Dirty and Writing frames).
@@ -35,7 +61,7 @@ pub struct Cache {
     pub frames: Vec<Frame>,
     max_frames: usize,
     page_size: usize,
-    map: HashMap<u64, usize>,
+    map: PageMap<usize>,
     free: Vec<usize>,
     hand: usize,
     dirty: BTreeSet<(u64, usize)>,
@@ -48,7 +74,7 @@ impl Cache {
             frames: Vec::with_capacity(max_frames),
             max_frames,
             page_size,
-            map: HashMap::with_capacity(max_frames * 2),
+            map: PageMap::with_capacity_and_hasher(max_frames * 2, Default::default()),
             free: Vec::new(),
             hand: 0,
             dirty: BTreeSet::new(),
@@ -64,7 +90,7 @@ impl Cache {
         self.frames.push(Frame {
             page_no: u64::MAX,
             state: FrameState::Clean,
-            data: vec![0u8; self.page_size],
+            data: AlignedBuf::new(self.page_size),
             lsn: 0,
             first_dirty_lsn: 0,
             redirtied: None,
@@ -149,6 +175,19 @@ impl Cache {
             return Some(f);
         }
         None
+    }
+
+    /// Lends frame `f`'s page buffer to a read straight into it; the read's
+    /// completion gives it back with [`Cache::restore_buf`].
+    pub fn lend_buf(&mut self, f: usize) -> AlignedBuf {
+        debug_assert_eq!(self.frames[f].state, FrameState::Reading);
+        std::mem::replace(&mut self.frames[f].data, AlignedBuf::empty())
+    }
+
+    /// Gives frame `f` its page buffer back after a read into it.
+    pub fn restore_buf(&mut self, f: usize, buf: AlignedBuf) {
+        assert_eq!(buf.len(), self.page_size, "a frame's buffer is one page");
+        self.frames[f].data = buf;
     }
 
     /// A read failed: the frame goes back to the free list.

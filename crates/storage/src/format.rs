@@ -273,10 +273,20 @@ impl Record<'_> {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + self.encoded_len(), 0);
-        let b = &mut out[start..];
-        put_u32(b, 0, self.encoded_len() as u32);
+        let mut h = [0u8; UPDATE_HEADER];
+        let n = self.encode_header(&mut h);
+        out.extend_from_slice(&h[..n]);
+        if let Record::Update { data, .. } = self {
+            out.extend_from_slice(data);
+        }
+    }
+
+    /// Writes the record's fixed part (everything but an update's after-image)
+    /// into `h` and returns its length: the log appends the after-image straight
+    /// from where it lies, without assembling the record first.
+    pub fn encode_header(&self, h: &mut [u8; UPDATE_HEADER]) -> usize {
+        h.fill(0);
+        put_u32(h, 0, self.encoded_len() as u32);
         match self {
             Record::Update {
                 txn,
@@ -284,16 +294,17 @@ impl Record<'_> {
                 offset,
                 data,
             } => {
-                b[4] = RECORD_UPDATE;
-                put_u64(b, 8, *txn);
-                put_u64(b, 16, *page_no);
-                put_u32(b, 24, *offset);
-                put_u32(b, 28, data.len() as u32);
-                b[UPDATE_HEADER..].copy_from_slice(data);
+                h[4] = RECORD_UPDATE;
+                put_u64(h, 8, *txn);
+                put_u64(h, 16, *page_no);
+                put_u32(h, 24, *offset);
+                put_u32(h, 28, data.len() as u32);
+                UPDATE_HEADER
             }
             Record::Commit { txn } => {
-                b[4] = RECORD_COMMIT;
-                put_u64(b, 8, *txn);
+                h[4] = RECORD_COMMIT;
+                put_u64(h, 8, *txn);
+                COMMIT_LEN
             }
         }
     }

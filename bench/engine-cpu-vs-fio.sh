@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# CPU per I/O of `storage run` against fio on the same files, in one invocation.
+#  1. 2 databases, 8 threads, no warm-up: mailbench's CPU over the measured window
+#     (getrusage of the whole process) / every I/O of the window, vs fio 32 KiB
+#     random reads and writes 66/34, 2 jobs (one per database file) at QD 8, whose
+#     CPU is the getrusage of the whole fio process / every I/O it did;
+#  2. the same after a 5 s warm-up: window CPU, and CPU counted from the warm-up's
+#     start (the whole run) over the window's I/Os;
+#  3. paced (--target-iops) against unpaced on 16 databases with a 10 s warm-up:
+#     pacing must cost no more CPU per I/O than the unpaced run.
+# fio runs last on each set of files (its writes are not database pages).
+# Usage: bench/engine-cpu-vs-fio.sh [SCRATCH_DIR] [SECONDS] [DB_SIZE] [PACED_DB_SIZE] [PACED_PCT]
+#        (defaults: ./mailbench-bench 30 1GiB 256MiB 50: the 16 paced databases get 1/8 of
+#        their size as cache, and the paced run targets 50 % of the unpaced run's IOPS)
+# MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-./mailbench-bench}; secs=${2:-30}; size=${3:-1GiB}; psize=${4:-256MiB}; ppct=${5:-50}
+command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
+if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
+mb=${MAILBENCH:-./target/release/mailbench}
+rm -rf "$dir"; mkdir -p "$dir"
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+latest() { echo "$(ls -d "$dir"/results/storage-run-*/ | tail -1)result.json"; }
+# Runs a command; prints the CPU seconds (user + system) of it and its children.
+cpu_of() {
+  python3 - "$@" <<'EOF'
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{r.ru_utime + r.ru_stime:.3f}")
+EOF
+}
+# Window CPU / window I/Os (µs), whole-run CPU / window I/Os (µs), transactional IOPS, all I/Os.
+# Older builds report only the whole-run figure: the window column then says n/a.
+figures() {
+  json '(lambda h, t, w: "%s %.1f %.1f %d" % (
+      ("%.1f" % (h["mailbench_window_cpu_s"] * 1e6 / t)) if "mailbench_window_cpu_s" in h else "n/a",
+      h.get("mailbench_run_cpu_s", h["mailbench_cpu_s"]) * 1e6 / t,
+      d["total"]["transactional_iops"], t))(d["host_performance"],
+      max(1, sum(c["ops"] for c in d["total"]["classes"].values())), d["window"])' < "$1"
+}
+ratio() { python3 -c "a='$1'; print('n/a' if a=='n/a' else round(float(a)/$2, 2))"; }
+
+common=(--databases 2 --db-size "$size" --threads 8 --no-verify --sample-interval 5s \
+  --output "$dir/results" -q)
+echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+$mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
+$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
+read -r w1 r1 iops1 n1 <<<"$(figures "$(latest)")"
+$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 5s || true
+read -r w2 r2 iops2 n2 <<<"$(figures "$(latest)")"
+# fio: two jobs, one per database file, each at QD 8.
+fio_json="$dir/fio.json"
+fio_cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth=8 \
+  --runtime="$secs" --time_based --output-format=json --output="$fio_json" \
+  --name=db1 --filename="$dir/db/DB01.mdb" --name=db2 --filename="$dir/db/DB02.mdb")
+read -r fio_us fio_iops <<<"$(python3 - "$fio_json" "$fio_cpu" "$secs" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); cpu = float(sys.argv[2])
+ios = sum(j["read"]["total_ios"] + j["write"]["total_ios"] for j in d["jobs"])
+print(f"{cpu * 1e6 / max(ios, 1):.1f} {ios / float(sys.argv[3]):.0f}")
+EOF
+)"
+rm -rf "$dir/db"
+echo "== CPU per I/O, 2 x $size, 8 threads, ${secs} s (µs; window = measured window, run = whole run)"
+echo "no warm-up:  mailbench window $w1 run $r1 ($iops1 transactional IOPS, $n1 I/Os)   fio $fio_us ($fio_iops IOPS)   ratio window $(ratio "$w1" "$fio_us") run $(ratio "$r1" "$fio_us")"
+echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 I/Os)   fio $fio_us   ratio window $(ratio "$w2" "$fio_us") run $(ratio "$r2" "$fio_us")"
+
+echo "== pacing: 16 x $psize, cache 1/8 of each, 32 threads, 10 s warm-up, ${secs} s"
+pcache=$(python3 -c "s='$psize'.lower(); u={'kib':1<<10,'mib':1<<20,'gib':1<<30}; \
+  n=[k for k in u if s.endswith(k)][0]; print(int(float(s[:-len(n)])*u[n]*16/8))")
+pflags=(--databases 16 --db-size "$psize" --cache-size "$pcache" --threads 32 --no-verify \
+  --sample-interval 5s --output "$dir/results" -q)
+$mb storage init --path "$dir/db16" --databases 16 --db-size "$psize" --output "$dir/results" -q
+$mb storage run --path "$dir/db16" --open "${pflags[@]}" --duration "${secs}s" --warmup 10s || true
+read -r wu ru iopsu nu <<<"$(figures "$(latest)")"
+target=$(python3 -c "print(round($iopsu * $ppct / 100))")
+$mb storage run --path "$dir/db16" --open "${pflags[@]}" --duration "${secs}s" --warmup 10s \
+  --target-iops "$target" || true
+read -r wp rp iopsp np <<<"$(figures "$(latest)")"
+echo "unpaced: window $wu run $ru µs per I/O ($iopsu transactional IOPS)"
+echo "paced at $target: window $wp run $rp µs per I/O ($iopsp transactional IOPS)   paced/unpaced window $( [ "$wu" = n/a ] && echo n/a || ratio "$wp" "$wu") run $(ratio "$rp" "$ru")"
+rm -rf "$dir"

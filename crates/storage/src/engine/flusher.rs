@@ -1,0 +1,317 @@
+//! Getting changes to disk: log flushes (group commit), write-back of dirty
+//! pages (write-ahead rule, neighbours coalesced) and checkpoints.
+
+use super::{Instance, InstanceSetup, K_LOG_WRITE, K_PAGE_WRITE, K_SYNC, Slab, io_error_text, tag};
+use crate::format;
+use crate::stats::Class;
+use mailbench_base::{Error, Result};
+use mailbench_io::{AlignedBuf, IoCompletion, IoRequest, OpKind};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Page writes in flight at most per instance.
+const MAX_WRITE_IOS: usize = 16;
+/// The database is synced and the checkpoint advanced this often.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+pub(super) struct PageWrite {
+    frames: Vec<usize>,
+}
+
+/// Write-back state: whether the dirty share passed the start threshold (and
+/// not yet fallen under the stop threshold), writes in flight, thresholds.
+pub(super) struct WriteBack {
+    flushing: bool,
+    flush_start: usize,
+    flush_stop: usize,
+    write_ios: usize,
+    writes: Slab<PageWrite>,
+    last_log_flush: Instant,
+}
+
+impl WriteBack {
+    pub(super) fn new(s: &InstanceSetup, now: Instant) -> WriteBack {
+        let max = s.cache_max_frames as f64;
+        WriteBack {
+            flushing: false,
+            flush_start: ((max * s.profile.flush_start_pct / 100.0) as usize).max(1),
+            flush_stop: (max * s.profile.flush_stop_pct / 100.0) as usize,
+            write_ios: 0,
+            writes: Slab::new(),
+            last_log_flush: now,
+        }
+    }
+}
+
+/// The checkpoint: the database sync in flight (for the LSN it will make the
+/// checkpoint), when the last one started, and where replay would start now.
+pub(super) struct Checkpoints {
+    sync_in_flight: Option<u64>,
+    last: Instant,
+    lsn: u64,
+}
+
+impl Checkpoints {
+    pub(super) fn new(now: Instant, lsn: u64) -> Checkpoints {
+        Checkpoints {
+            sync_in_flight: None,
+            last: now,
+            lsn,
+        }
+    }
+}
+
+impl Instance {
+    // ------------------------------------------------------------ log
+
+    /// Starts a log flush when one is due: a commit waits, the log buffer is
+    /// full, the flush interval passed, write-back waits on the write-ahead rule,
+    /// or the instance is stopping.
+    pub(super) fn drive_log(&mut self, now: Instant, aborting: bool) {
+        if self.log.writing() || self.log.unflushed() == 0 {
+            return;
+        }
+        let p = &self.s.profile;
+        let wal_blocked = self.cache.dirty_count() > 0
+            && (self.wb.flushing || self.any_stalled() || !self.accepting())
+            && self.cache.writing_count() == 0;
+        let due = self.commits_waiting()
+            || self.log.unflushed() >= p.log_buffer_flush.0
+            || now.duration_since(self.wb.last_log_flush)
+                >= Duration::from_millis(p.log_flush_interval_ms)
+            || wal_blocked
+            || aborting
+            || !self.accepting();
+        if !due {
+            return;
+        }
+        match self.log.start_flush() {
+            Ok(Some(writes)) => {
+                if self.s.ack_stream && writes.len() > 1 {
+                    // Test-only: this flush rolls over to a new log generation.
+                    println!("ROLL {} {}", self.s.index, self.log.generation());
+                }
+                self.wb.last_log_flush = now;
+                self.interval.counters.log_flushes += 1;
+                for w in writes {
+                    self.io.submit(IoRequest {
+                        file: w.file,
+                        kind: OpKind::Write,
+                        offset: w.offset,
+                        buf: w.buf,
+                        tag: tag(K_LOG_WRITE, 0),
+                    });
+                }
+            }
+            Ok(None) => {}
+            Err(e) => self.record_error(e.to_string()),
+        }
+    }
+
+    pub(super) fn log_write_done(&mut self, c: IoCompletion) {
+        let st = self.interval.class_mut(Class::LogWrite);
+        st.ops += 1;
+        st.latency.record(c.latency());
+        let result = c.full();
+        match result {
+            Ok(()) => st.bytes += c.buf.len() as u64,
+            Err(_) => st.errors += 1,
+        }
+        let offset = c.offset;
+        self.log.recycle(c.buf);
+        if let Err(e) = result {
+            self.record_error(io_error_text("writing log", &self.s.log_dir, offset, e));
+            return;
+        }
+        if let Some(durable) = self.log.flush_segment_done() {
+            self.commits_durable(durable);
+            for g in self.log.take_closed() {
+                self.interval.counters.log_generations += 1;
+                self.log_closed(g);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ write-back
+
+    /// How much log lies between the oldest change not yet on disk and the end.
+    pub(super) fn checkpoint_depth(&self) -> u64 {
+        let oldest = self
+            .cache
+            .oldest_unwritten_lsn()
+            .unwrap_or(self.log.next_lsn());
+        self.log.next_lsn().saturating_sub(oldest)
+    }
+
+    /// Writes dirty pages back, oldest change first, while the dirty share is
+    /// above the thresholds, the checkpoint is too deep, a session stalled for a
+    /// clean buffer, or the instance is stopping.
+    pub(super) fn drive_writeback(&mut self) {
+        let dirty = self.cache.dirty_count();
+        if dirty >= self.wb.flush_start {
+            self.wb.flushing = true;
+        } else if dirty <= self.wb.flush_stop {
+            self.wb.flushing = false;
+        }
+        let depth_max = self.s.profile.checkpoint_depth.0;
+        let pressed = self.wb.flushing || self.any_stalled() || !self.accepting();
+        let max_pages = self.s.profile.max_write_pages as usize;
+        while self.wb.write_ios < MAX_WRITE_IOS {
+            if !pressed && self.checkpoint_depth() <= depth_max {
+                break;
+            }
+            let Some((first_page, frames)) =
+                self.cache.take_write_run(self.log.durable_lsn(), max_pages)
+            else {
+                break;
+            };
+            self.submit_page_write(first_page, frames);
+        }
+    }
+
+    /// Seals the pages (header and checksum) and writes a snapshot of them:
+    /// sessions may change a page again while its write is in flight.
+    fn submit_page_write(&mut self, first_page: u64, frames: Vec<usize>) {
+        let n = frames.len();
+        let ps = self.ps;
+        let mut buf = self.pool.get(n * ps);
+        for (k, &f) in frames.iter().enumerate() {
+            let fr = &mut self.cache.frames[f];
+            format::seal_page(
+                fr.data.as_mut_slice(),
+                self.s.header.db_id,
+                fr.page_no,
+                fr.lsn,
+            );
+            buf.as_mut_slice()[k * ps..(k + 1) * ps].copy_from_slice(fr.data.as_slice());
+        }
+        self.bg.note_write(first_page, n as u64);
+        let id = self.wb.writes.insert(PageWrite { frames });
+        self.wb.write_ios += 1;
+        self.io.submit(IoRequest {
+            file: self.db.clone(),
+            kind: OpKind::Write,
+            offset: first_page * ps as u64,
+            buf,
+            tag: tag(K_PAGE_WRITE, id),
+        });
+    }
+
+    pub(super) fn page_write_done(&mut self, id: usize, c: IoCompletion) {
+        let Some(w) = self.wb.writes.remove(id) else {
+            return;
+        };
+        self.wb.write_ios -= 1;
+        let st = self.interval.class_mut(Class::DbWrite);
+        st.ops += 1;
+        st.latency.record(c.latency());
+        self.total_ios += 1;
+        let result = c.full();
+        match result {
+            Ok(()) => st.bytes += c.buf.len() as u64,
+            Err(_) => st.errors += 1,
+        }
+        for f in w.frames {
+            self.cache.write_done(f, result.is_ok());
+        }
+        let offset = c.offset;
+        self.pool.put(c.buf);
+        if let Err(e) = result {
+            self.record_error(io_error_text(
+                "writing database",
+                &self.s.db_path,
+                offset,
+                e,
+            ));
+        }
+    }
+
+    // ------------------------------------------------------------ checkpoints
+
+    pub(super) fn write_checkpoint(&mut self, lsn: u64) -> Result<()> {
+        let c = format::Checkpoint {
+            db_id: self.s.header.db_id,
+            checkpoint_lsn: lsn,
+            first_generation: lsn / self.log.file_size(),
+            log_file_size: self.log.file_size(),
+        };
+        mailbench_base::rundir::write_atomic(&self.s.log_dir.join("checkpoint.chk"), &c.encode())?;
+        self.ckpt.lsn = lsn;
+        Ok(())
+    }
+
+    /// Every [`CHECKPOINT_INTERVAL`]: syncs the database, then (on completion)
+    /// moves the checkpoint to the oldest change not yet on disk.
+    pub(super) fn drive_checkpoint(&mut self, now: Instant) {
+        if self.ckpt.sync_in_flight.is_some()
+            || now.duration_since(self.ckpt.last) < CHECKPOINT_INTERVAL
+        {
+            return;
+        }
+        self.ckpt.last = now;
+        if self.ctl.hold_checkpoint.load(Ordering::Relaxed) {
+            return;
+        }
+        let lsn = self
+            .cache
+            .oldest_unwritten_lsn()
+            .unwrap_or(self.log.durable_lsn())
+            .min(self.log.durable_lsn());
+        if lsn <= self.ckpt.lsn {
+            return;
+        }
+        self.ckpt.sync_in_flight = Some(lsn);
+        if self.s.ack_stream {
+            println!("CKPT {} {lsn}", self.s.index);
+        }
+        self.io.submit(IoRequest {
+            file: self.db.clone(),
+            kind: OpKind::Sync,
+            offset: 0,
+            buf: AlignedBuf::empty(),
+            tag: tag(K_SYNC, 0),
+        });
+    }
+
+    pub(super) fn checkpoint_synced(&mut self, c: &IoCompletion) {
+        let Some(lsn) = self.ckpt.sync_in_flight.take() else {
+            return;
+        };
+        if let Err(e) = c.full() {
+            self.record_error(io_error_text("syncing database", &self.s.db_path, 0, e));
+            return;
+        }
+        if let Err(e) = self.write_checkpoint(lsn) {
+            self.record_error(e.to_string());
+            return;
+        }
+        self.interval.counters.checkpoints += 1;
+        // Circular logging: drop the files behind the checkpoint that no replica
+        // still has to read.
+        let keep = self.replicas_need_from(lsn / self.log.file_size());
+        self.log.remove_before(keep);
+    }
+
+    /// After the last transaction: sync, move the checkpoint to the end of the
+    /// log and mark the database clean.
+    pub(super) fn shutdown_clean(&mut self) -> bool {
+        let lsn = self.log.durable_lsn();
+        let r = self
+            .db
+            .sync_data()
+            .map_err(|e| Error::io("cannot sync", &self.s.db_path, e));
+        let r = r
+            .and_then(|_| self.write_checkpoint(lsn))
+            .and_then(|_| self.write_header(true));
+        match r {
+            Ok(()) => {
+                self.log.remove_before(lsn / self.log.file_size());
+                true
+            }
+            Err(e) => {
+                self.record_error(e.to_string());
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! One database instance at work: sessions running transactions through the
+//! buffer cache and the log, write-back and checkpoints, background maintenance
+//! and log replication reads — all driven by one thread over an asynchronous I/O
+//! engine. Sessions are state machines, not threads: a session waits for its page
+//! reads or its commit while the loop serves the others (as ESE's sessions do).
+//!
+//! The I/O shape the run reports is not configured anywhere: it emerges from the
+//! cache misses of the transactions, the write-back of dirty pages, the group
+//! commits of the log and the maintenance and replication streams.
+//!
+//! * this file: the instance, its loop, I/O completions and measurement;
+//! * [`sessions`]: transactions — planning, page reads, changes, commits, pacing;
+//! * [`flusher`]: the log flushes, write-back of dirty pages and checkpoints;
+//! * [`maintenance`]: background maintenance reads and log replication reads.
+//!
+//! The hot path allocates nothing per I/O: a missing page is read straight into
+//! its cache frame, other I/O buffers come from a [`BufPool`] and go back to it
+//! with their completions, and log records are encoded straight into the log's
+//! blocks (docs/ARCHITECTURE.md, "Performance notes").
+
+mod flusher;
+mod maintenance;
+mod sessions;
+
+use crate::cache::Cache;
+use crate::format::{self, DbHeader};
+use crate::log::LogWriter;
+use crate::profile::Profile;
+use crate::stats::Stats;
+use mailbench_base::{Error, Result};
+use mailbench_io::{AlignedBuf, BufPool, EngineChoice, IoCompletion, IoEngine};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// Everything one instance needs to run.
+#[derive(Debug, Clone)]
+pub struct InstanceSetup {
+    pub index: usize,
+    pub name: String,
+    pub db_path: PathBuf,
+    pub log_dir: PathBuf,
+    pub header: DbHeader,
+    pub profile: Profile,
+    pub cache_min_frames: usize,
+    pub cache_max_frames: usize,
+    pub sessions: usize,
+    pub mailboxes: u64,
+    pub copies: u32,
+    /// Paced open loop at this many transactional IOPS for this instance.
+    pub target_iops: Option<f64>,
+    pub engine: EngineChoice,
+    pub direct: bool,
+    pub sample_interval: Duration,
+    pub seed: u64,
+    /// Print `ACK <instance> <txn> <lsn>` on stdout for each acknowledged durable
+    /// commit (the crash-consistency harness reads it).
+    pub ack_stream: bool,
+}
+
+/// Shared stop switches.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// Stop starting transactions, finish, write everything back, shut down clean.
+    pub stop: AtomicBool,
+    /// Stop now: finish in-flight I/O, flush the log, leave pages dirty (recovery needed).
+    pub abort: AtomicBool,
+    /// Soft-recovery test: keep the checkpoint where it is (no checkpoint file
+    /// updates, no log files removed) so every new log file must be replayed.
+    pub hold_checkpoint: AtomicBool,
+}
+
+/// Messages from an instance thread to the run's collector.
+#[derive(Debug)]
+pub enum Event {
+    Interval {
+        instance: usize,
+        seq: u64,
+        end_s: f64,
+        stats: Box<Stats>,
+    },
+    Error {
+        instance: usize,
+        message: String,
+    },
+    Finished {
+        instance: usize,
+        clean: bool,
+        io_engine: String,
+    },
+}
+
+/// I/Os in flight at most: this many per session, plus room for write-back,
+/// the log and the background streams, up to a ceiling.
+const IO_DEPTH_PER_SESSION: usize = 4;
+const IO_DEPTH_EXTRA: usize = 64;
+const IO_DEPTH_MAX: usize = 1024;
+/// How long an aborting instance may take to finish its I/O in flight.
+const ABORT_DRAIN: Duration = Duration::from_millis(1500);
+/// The longest the loop waits with nothing to do (stop switches are seen this often).
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+/// I/O buffers kept for reuse per size class.
+const BUFFERS_KEPT: usize = 32;
+
+// The kind of an I/O in its tag's top byte; below it, a slab id or stream index.
+const TAG_SHIFT: u64 = 56;
+const K_PAGE_READ: u64 = 1;
+const K_PAGE_WRITE: u64 = 2;
+const K_LOG_WRITE: u64 = 3;
+const K_REPL_READ: u64 = 4;
+const K_MAINT_READ: u64 = 5;
+const K_SYNC: u64 = 6;
+
+fn tag(kind: u64, id: usize) -> u64 {
+    (kind << TAG_SHIFT) | id as u64
+}
+
+/// A tiny slab: ids stay stable while an operation is in flight.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+    fn insert(&mut self, v: T) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(v);
+                i
+            }
+            None => {
+                self.items.push(Some(v));
+                self.items.len() - 1
+            }
+        }
+    }
+    fn remove(&mut self, i: usize) -> Option<T> {
+        let v = self.items.get_mut(i)?.take();
+        if v.is_some() {
+            self.free.push(i);
+        }
+        v
+    }
+}
+
+/// The instance: its files, cache, log, sessions and measurements.
+pub struct Instance {
+    s: InstanceSetup,
+    ctl: Arc<Control>,
+    events: Sender<Event>,
+    io: Box<dyn IoEngine>,
+    db: Arc<File>,
+    ps: usize,
+    cache: Cache,
+    log: LogWriter,
+    pool: BufPool,
+    rng: SmallRng,
+    work: sessions::Workload,
+    pacing: sessions::Pacing,
+    wb: flusher::WriteBack,
+    ckpt: flusher::Checkpoints,
+    bg: maintenance::Background,
+    // Measurement.
+    interval: Stats,
+    total_ios: u64,
+    total_txns: u64,
+    t0: Instant,
+    next_tick: Instant,
+    seq: u64,
+    failed: bool,
+}
+
+impl Instance {
+    pub fn open(
+        s: InstanceSetup,
+        ctl: Arc<Control>,
+        events: Sender<Event>,
+        t0: Instant,
+    ) -> Result<Instance> {
+        let db = mailbench_io::open_file(&s.db_path, false, s.direct, false)
+            .map_err(|e| Error::io("cannot open database", &s.db_path, e))?;
+        let caps = mailbench_io::Capabilities {
+            o_direct: s.direct,
+            uring: mailbench_io::uring::available(),
+        };
+        let depth = (s.sessions * IO_DEPTH_PER_SESSION + IO_DEPTH_EXTRA).min(IO_DEPTH_MAX);
+        let io = mailbench_io::build(s.engine, caps, depth).map_err(Error::runtime)?;
+        let ps = s.profile.page_size.0 as usize;
+        let start_gen = next_generation(&s.log_dir);
+        let log = LogWriter::create(
+            &s.log_dir,
+            s.header.db_id,
+            s.profile.log_file_size.0,
+            start_gen,
+            s.direct,
+        )?;
+        let now = Instant::now();
+        let checkpoint_lsn = log.next_lsn();
+        let mut inst = Instance {
+            ps,
+            db: Arc::new(db),
+            io,
+            cache: Cache::new(s.cache_min_frames, s.cache_max_frames, ps),
+            log,
+            pool: BufPool::new(BUFFERS_KEPT),
+            rng: SmallRng::seed_from_u64(s.seed),
+            work: sessions::Workload::new(&s),
+            pacing: sessions::Pacing::new(t0, now),
+            wb: flusher::WriteBack::new(&s, now),
+            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn),
+            bg: maintenance::Background::new(s.copies, now),
+            interval: Stats::default(),
+            total_ios: 0,
+            total_txns: 0,
+            t0,
+            next_tick: t0 + s.sample_interval,
+            seq: 0,
+            failed: false,
+            s,
+            ctl,
+            events,
+        };
+        // The checkpoint first (a crash before the header changes leaves a clean
+        // database whose checkpoint is the new, empty log), then mark the database
+        // in use: a crash from here on leaves it needing recovery.
+        inst.write_checkpoint(checkpoint_lsn)?;
+        inst.write_header(false)?;
+        Ok(inst)
+    }
+
+    pub fn io_engine_name(&self) -> String {
+        self.io.name()
+    }
+
+    fn write_header(&mut self, clean: bool) -> Result<()> {
+        let mut h = self.s.header.clone();
+        h.clean = clean;
+        let mut buf = AlignedBuf::new(self.ps);
+        h.encode(buf.as_mut_slice());
+        use std::os::unix::fs::FileExt;
+        self.db
+            .write_at(buf.as_slice(), 0)
+            .and_then(|_| self.db.sync_data())
+            .map_err(|e| Error::io("cannot write the header of", &self.s.db_path, e))
+    }
+
+    fn record_error(&mut self, message: String) {
+        if !self.failed {
+            let _ = self.events.send(Event::Error {
+                instance: self.s.index,
+                message,
+            });
+        }
+        self.failed = true;
+    }
+
+    fn accepting(&self) -> bool {
+        !self.failed
+            && !self.ctl.stop.load(Ordering::Relaxed)
+            && !self.ctl.abort.load(Ordering::Relaxed)
+    }
+
+    /// Runs until stopped; returns whether the database was shut down clean.
+    pub fn run(mut self) -> bool {
+        let mut done = Vec::with_capacity(256);
+        let mut abort_deadline: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            let aborting = self.ctl.abort.load(Ordering::Relaxed) || self.failed;
+            if aborting && abort_deadline.is_none() {
+                abort_deadline = Some(now + ABORT_DRAIN);
+            }
+            let progressed = self.step(now, aborting);
+            if self.finished(aborting, abort_deadline.is_some_and(|d| now >= d)) {
+                break;
+            }
+            let (min, timeout) = self.wait_plan(now, progressed);
+            done.clear();
+            self.io.wait(min, Some(timeout), &mut done);
+            for c in done.drain(..) {
+                self.complete(c);
+            }
+        }
+        let clean =
+            !self.failed && !self.ctl.abort.load(Ordering::Relaxed) && self.shutdown_clean();
+        self.emit_interval(Instant::now());
+        let _ = self.events.send(Event::Finished {
+            instance: self.s.index,
+            clean,
+            io_engine: self.io.name(),
+        });
+        clean
+    }
+
+    /// One turn of the loop: start and resume transactions, then everything
+    /// that runs beside them. Returns whether a session moved on.
+    fn step(&mut self, now: Instant, aborting: bool) -> bool {
+        let mut progressed = false;
+        if self.accepting() {
+            progressed |= self.start_transactions(now);
+        }
+        progressed |= self.retry_stalled();
+        self.drive_log(now, aborting);
+        if !aborting {
+            self.drive_writeback();
+            self.drive_checkpoint(now);
+            self.drive_maintenance(now);
+            self.drive_replication();
+        }
+        if now >= self.next_tick {
+            self.emit_interval(now);
+        }
+        progressed
+    }
+
+    /// Whether the loop is done: an abort once quiet (or out of time), a stop
+    /// once every transaction is finished and everything appended is written back.
+    fn finished(&self, aborting: bool, abort_overdue: bool) -> bool {
+        if aborting {
+            let quiet = self.io.in_flight() == 0 && !self.log.writing();
+            return quiet || abort_overdue;
+        }
+        !self.accepting()
+            && !self.any_session_busy()
+            && self.log.unflushed() == 0
+            && !self.log.writing()
+            && !self.commits_waiting()
+            && self.cache.dirty_count() == 0
+            && self.cache.writing_count() == 0
+            && self.io.in_flight() == 0
+    }
+
+    /// How long to wait for completions, and for how many: not at all after
+    /// progress; else for one I/O if any is in flight, until the next interval,
+    /// the next paced transaction (only if a session is free to run it) or
+    /// [`IDLE_WAIT`], whichever comes first.
+    fn wait_plan(&self, now: Instant, progressed: bool) -> (usize, Duration) {
+        if progressed {
+            return (0, Duration::ZERO);
+        }
+        let mut t = self.next_tick.saturating_duration_since(now).min(IDLE_WAIT);
+        if let Some(at) = self.next_paced_start() {
+            t = t.min(at.saturating_duration_since(now));
+        }
+        (usize::from(self.io.in_flight() > 0), t)
+    }
+
+    fn complete(&mut self, c: IoCompletion) {
+        let kind = c.tag >> TAG_SHIFT;
+        let id = (c.tag & ((1 << TAG_SHIFT) - 1)) as usize;
+        match kind {
+            K_PAGE_READ => self.page_read_done(id, c),
+            K_PAGE_WRITE => self.page_write_done(id, c),
+            K_LOG_WRITE => self.log_write_done(c),
+            K_REPL_READ => self.replication_done(id, c),
+            K_MAINT_READ => self.maintenance_done(c),
+            K_SYNC => self.checkpoint_synced(&c),
+            _ => {}
+        }
+    }
+
+    fn emit_interval(&mut self, now: Instant) {
+        self.seq += 1;
+        let mut stats = std::mem::take(&mut self.interval);
+        stats.counters.cache_frames = self.cache.len() as u64;
+        stats.counters.dirty_pages = self.cache.dirty_count() as u64;
+        stats.counters.checkpoint_depth_bytes = self.checkpoint_depth();
+        let end_s = now.duration_since(self.t0).as_secs_f64();
+        let _ = self.events.send(Event::Interval {
+            instance: self.s.index,
+            seq: self.seq,
+            end_s,
+            stats: Box::new(stats),
+        });
+        while self.next_tick <= now {
+            self.next_tick += self.s.sample_interval;
+        }
+    }
+}
+
+fn io_error_text(what: &str, path: &std::path::Path, offset: u64, errno: i32) -> String {
+    let e = std::io::Error::from_raw_os_error(errno);
+    format!(
+        "I/O error {what} {} at offset {offset}: {e}",
+        path.display()
+    )
+}
+
+/// The generation after the newest log file in `dir` and after the checkpoint's
+/// (1 for an empty folder), so a new run never reuses the names, nor the LSNs,
+/// of an earlier run's logs (pages keep the LSNs of earlier runs).
+pub fn next_generation(dir: &std::path::Path) -> u64 {
+    let ckpt = std::fs::read(dir.join("checkpoint.chk"))
+        .ok()
+        .and_then(|b| format::Checkpoint::decode(&b).ok())
+        .map(|c| c.checkpoint_lsn / c.log_file_size.max(1) + 1)
+        .unwrap_or(1);
+    next_log_file(dir).max(ckpt)
+}
+
+fn next_log_file(dir: &std::path::Path) -> u64 {
+    let newest = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| format::parse_log_file_name(&e.file_name().to_string_lossy()))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    newest + 1
+}

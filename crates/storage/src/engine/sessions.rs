@@ -1,0 +1,732 @@
+//! Sessions and their transactions: which pages a transaction touches, reading
+//! the missing ones (straight into their cache frames), changing rows and
+//! logging them, committing (lazily, or waiting for the log flush that covers
+//! the commit), and the open-loop pacing of `--target-iops`.
+
+use super::{Instance, InstanceSetup, K_PAGE_READ, Slab, io_error_text, tag};
+use crate::cache::FrameState;
+use crate::format::{self, PAGE_HEADER, Record, UPDATE_HEADER};
+use crate::stats::Class;
+use mailbench_io::{IoCompletion, IoRequest, OpKind};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore};
+use rand_distr::{Distribution, Zipf};
+use std::time::{Duration, Instant};
+
+/// Pacing re-estimates the I/O per transaction this often...
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+/// ...from at least this many transactions.
+const RATE_MIN_TXNS: u64 = 20;
+/// I/O per transaction assumed before the first estimate.
+const RATE_FIRST_GUESS: f64 = 3.0;
+/// I/O owed (or ahead) since the start is caught up over this many seconds...
+const CATCH_UP_S: f64 = 5.0;
+/// ...by at most this share of the target.
+const CATCH_UP_MAX: f64 = 0.5;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Touch {
+    page: u64,
+    /// Bytes this transaction changes on the page (0 = read only).
+    modify: u32,
+    /// The next touch is the following page: read both in one I/O if missing.
+    run_with_next: bool,
+}
+
+/// A transaction. Its vectors are reused by the session's next one.
+pub(super) struct Txn {
+    id: u64,
+    /// When it was meant to start (paced), or started.
+    intended: Instant,
+    paced: bool,
+    touches: Vec<Touch>,
+    next: usize,
+    frames: Vec<usize>,
+    pending: u32,
+    durable: bool,
+    stalled_counted: bool,
+    /// (page, end LSN of its update record), kept for the ACK stream only.
+    logged: Vec<(u64, u64)>,
+}
+
+impl Txn {
+    fn empty() -> Txn {
+        Txn {
+            id: 0,
+            intended: Instant::now(),
+            paced: false,
+            touches: Vec::new(),
+            next: 0,
+            frames: Vec::new(),
+            pending: 0,
+            durable: false,
+            stalled_counted: false,
+            logged: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SState {
+    Idle,
+    Fetching,
+    Stalled,
+    Committing,
+}
+
+pub(super) struct Session {
+    state: SState,
+    txn: Option<Txn>,
+    /// The last finished transaction, whose vectors the next one reuses.
+    spare: Option<Txn>,
+}
+
+/// A page read in flight: one page read straight into its frame, or a page and
+/// its neighbour read together into a pooled buffer.
+pub(super) struct PageRead {
+    frames: [usize; 2],
+    count: usize,
+    first_page: u64,
+    intended: Option<Instant>,
+}
+
+/// The operation mix and row sizes of the profile, read once.
+#[derive(Debug, Clone, Copy)]
+struct Mix {
+    insert_pct: f64,
+    delete_pct: f64,
+    replace_pct: f64,
+    record: u32,
+    index_record: u32,
+    read_pages: u32,
+    read_run_pct: f64,
+    split_pct: f64,
+    lazy_pct: f64,
+}
+
+/// The transactional side of an instance.
+pub(super) struct Workload {
+    sessions: Vec<Session>,
+    reads: Slab<PageRead>,
+    /// (commit LSN, session) of durable commits waiting for the log.
+    commit_waiters: Vec<(u64, usize)>,
+    zipf: Option<Zipf<f64>>,
+    mailboxes: u64,
+    pages_per_mailbox: u64,
+    last_page: u64,
+    next_txn: u64,
+    mix: Mix,
+}
+
+impl Workload {
+    pub(super) fn new(s: &InstanceSetup) -> Workload {
+        let p = &s.profile;
+        let data_pages = s.header.page_count.saturating_sub(1).max(1);
+        let mailboxes = s.mailboxes.clamp(1, data_pages);
+        let zipf = if p.hot_mailbox_skew > 0.0 && mailboxes > 1 {
+            Zipf::new(mailboxes as f64, p.hot_mailbox_skew).ok()
+        } else {
+            None
+        };
+        let sessions = (0..s.sessions.max(1))
+            .map(|_| Session {
+                state: SState::Idle,
+                txn: None,
+                spare: None,
+            })
+            .collect();
+        Workload {
+            sessions,
+            reads: Slab::new(),
+            commit_waiters: Vec::new(),
+            zipf,
+            mailboxes,
+            pages_per_mailbox: (data_pages / mailboxes).max(1),
+            last_page: s.header.page_count - 1,
+            next_txn: 1,
+            mix: Mix {
+                insert_pct: p.insert_pct,
+                delete_pct: p.delete_pct,
+                replace_pct: p.replace_pct,
+                record: p.record_size.0 as u32,
+                index_record: p.index_record_size.0 as u32,
+                read_pages: p.read_pages,
+                read_run_pct: p.read_run_pct,
+                split_pct: p.split_pct,
+                lazy_pct: p.lazy_commit_pct,
+            },
+        }
+    }
+}
+
+/// Open-loop pacing: transactions start at the rate that yields the target.
+pub(super) struct Pacing {
+    next_intended: Instant,
+    txn_rate: Option<f64>,
+    ios_per_txn: f64,
+    rate_at: Instant,
+    rate_ios: u64,
+    rate_txns: u64,
+}
+
+impl Pacing {
+    pub(super) fn new(t0: Instant, now: Instant) -> Pacing {
+        Pacing {
+            next_intended: t0,
+            txn_rate: None,
+            ios_per_txn: RATE_FIRST_GUESS,
+            rate_at: now,
+            rate_ios: 0,
+            rate_txns: 0,
+        }
+    }
+}
+
+/// The pages of one mailbox: its folder index page, then its data pages.
+#[derive(Debug, Clone, Copy)]
+struct Mailbox {
+    index_page: u64,
+    span: u64,
+    last_page: u64,
+}
+
+impl Mailbox {
+    fn data_page(&self, rng: &mut SmallRng) -> u64 {
+        if self.span <= 1 {
+            self.index_page
+        } else {
+            self.index_page + 1 + rng.random_range(0..self.span - 1)
+        }
+    }
+
+    fn touch(touches: &mut Vec<Touch>, page: u64, modify: u32) {
+        touches.push(Touch {
+            page,
+            modify,
+            run_with_next: false,
+        });
+    }
+
+    /// A page and its neighbour (read together if both are missing).
+    fn pair(&self, touches: &mut Vec<Touch>, page: u64, m1: u32, m2: u32) {
+        if page < self.last_page {
+            touches.push(Touch {
+                page,
+                modify: m1,
+                run_with_next: true,
+            });
+            Self::touch(touches, page + 1, m2);
+        } else {
+            Self::touch(touches, page, m1);
+        }
+    }
+}
+
+/// A page touched twice in one transaction is acquired once (with the larger
+/// change); a read run holds only if the next touch is the neighbour.
+fn merge_touches(touches: &mut Vec<Touch>) {
+    let mut kept = 0;
+    for i in 0..touches.len() {
+        let t = touches[i];
+        if let Some(j) = touches[..kept].iter().position(|k| k.page == t.page) {
+            touches[j].modify = touches[j].modify.max(t.modify);
+            continue;
+        }
+        touches[kept] = t;
+        kept += 1;
+    }
+    touches.truncate(kept);
+    for i in 0..kept {
+        let next_is_neighbour = touches
+            .get(i + 1)
+            .is_some_and(|n| n.page == touches[i].page + 1);
+        touches[i].run_with_next &= next_is_neighbour;
+    }
+}
+
+impl Instance {
+    /// Re-estimates the paced transaction rate (at most once per [`RATE_WINDOW`]).
+    fn update_pacing(&mut self, target: f64, now: Instant) {
+        let p = &mut self.pacing;
+        if p.txn_rate.is_some() && now.duration_since(p.rate_at) < RATE_WINDOW {
+            return;
+        }
+        // I/O per transaction over the last window, smoothed: the cache warms
+        // and write-back starts, so the early ratio must not rule for long.
+        let dios = self.total_ios - p.rate_ios;
+        let dtx = self.total_txns - p.rate_txns;
+        if dtx >= RATE_MIN_TXNS {
+            let recent = dios as f64 / dtx as f64;
+            p.ios_per_txn = 0.5 * p.ios_per_txn + 0.5 * recent;
+            p.rate_at = now;
+            p.rate_ios = self.total_ios;
+            p.rate_txns = self.total_txns;
+        }
+        // The estimate of I/O per transaction is never exact: catch up the I/O
+        // owed since the start, within bounds.
+        let owed = target * now.duration_since(self.t0).as_secs_f64() - self.total_ios as f64;
+        let want =
+            target + (owed / CATCH_UP_S).clamp(-CATCH_UP_MAX * target, CATCH_UP_MAX * target);
+        p.txn_rate = Some((want / p.ios_per_txn.max(0.05)).max(0.1));
+    }
+
+    /// Starts a transaction on every idle session (paced: those that are due).
+    pub(super) fn start_transactions(&mut self, now: Instant) -> bool {
+        if let Some(target) = self.s.target_iops {
+            self.update_pacing(target, now);
+        }
+        let mut started = false;
+        for sid in 0..self.work.sessions.len() {
+            if self.work.sessions[sid].state != SState::Idle {
+                continue;
+            }
+            let (intended, paced) = match self.pacing.txn_rate {
+                Some(rate) => {
+                    if self.pacing.next_intended > now {
+                        break;
+                    }
+                    let i = self.pacing.next_intended;
+                    self.pacing.next_intended += Duration::from_secs_f64(1.0 / rate);
+                    (i, true)
+                }
+                None => (now, false),
+            };
+            let mut txn = self.work.sessions[sid]
+                .spare
+                .take()
+                .unwrap_or_else(Txn::empty);
+            self.plan_transaction(intended, paced, &mut txn);
+            self.work.sessions[sid].txn = Some(txn);
+            self.acquire(sid);
+            started = true;
+        }
+        started
+    }
+
+    /// When the next paced transaction is due, if a session is free to run it.
+    pub(super) fn next_paced_start(&self) -> Option<Instant> {
+        self.pacing.txn_rate?;
+        let idle = self.work.sessions.iter().any(|s| s.state == SState::Idle);
+        (idle && self.accepting()).then_some(self.pacing.next_intended)
+    }
+
+    pub(super) fn any_session_busy(&self) -> bool {
+        self.work.sessions.iter().any(|s| s.state != SState::Idle)
+    }
+
+    pub(super) fn any_stalled(&self) -> bool {
+        self.work
+            .sessions
+            .iter()
+            .any(|s| s.state == SState::Stalled)
+    }
+
+    pub(super) fn commits_waiting(&self) -> bool {
+        !self.work.commit_waiters.is_empty()
+    }
+
+    fn pick_mailbox(&mut self) -> u64 {
+        let m = self.work.mailboxes;
+        let k = match &self.work.zipf {
+            Some(z) => (z.sample(&mut self.rng) as u64)
+                .saturating_sub(1)
+                .min(m - 1),
+            None => self.rng.random_range(0..m),
+        };
+        // Spread the hot mailboxes over the file (a fixed permutation).
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.s.header.db_id) % m
+    }
+
+    /// Fills `txn` with a new transaction: its pages, changes and commit mode.
+    fn plan_transaction(&mut self, intended: Instant, paced: bool, txn: &mut Txn) {
+        let mailbox = self.pick_mailbox();
+        let w = &self.work;
+        let first = 1 + mailbox * w.pages_per_mailbox;
+        let mbx = Mailbox {
+            index_page: first,
+            span: w.pages_per_mailbox.min(w.last_page + 1 - first).max(1),
+            last_page: w.last_page,
+        };
+        txn.touches.clear();
+        txn.frames.clear();
+        txn.logged.clear();
+        self.plan_touches(&mbx, &mut txn.touches);
+        merge_touches(&mut txn.touches);
+        let modifies = txn.touches.iter().any(|t| t.modify > 0);
+        txn.durable = modifies && self.rng.random_range(0.0..100.0) >= self.work.mix.lazy_pct;
+        txn.id = self.work.next_txn;
+        self.work.next_txn += 1;
+        txn.intended = intended;
+        txn.paced = paced;
+        txn.next = 0;
+        txn.pending = 0;
+        txn.stalled_counted = false;
+    }
+
+    /// The pages an operation of the mix touches, by a roll of the dice.
+    fn plan_touches(&mut self, mbx: &Mailbox, touches: &mut Vec<Touch>) {
+        let m = self.work.mix;
+        let rng = &mut self.rng;
+        let roll: f64 = rng.random_range(0.0..100.0);
+        if roll < m.insert_pct {
+            // Insert a message row: the folder's index and a data page; sometimes
+            // the data page splits into its neighbour.
+            Mailbox::touch(touches, mbx.index_page, m.index_record);
+            let d = mbx.data_page(rng);
+            if rng.random_range(0.0..100.0) < m.split_pct {
+                mbx.pair(touches, d, m.record / 2 + 1, m.record / 2 + 1);
+            } else {
+                Mailbox::touch(touches, d, m.record);
+            }
+        } else if roll < m.insert_pct + m.delete_pct {
+            Mailbox::touch(touches, mbx.index_page, m.index_record);
+            let d = mbx.data_page(rng);
+            Mailbox::touch(touches, d, m.index_record);
+        } else if roll < m.insert_pct + m.delete_pct + m.replace_pct {
+            let d = mbx.data_page(rng);
+            Mailbox::touch(touches, d, m.record);
+        } else {
+            // Read a folder view: the index, then rows on data pages, some of them
+            // on neighbouring pages read together.
+            Mailbox::touch(touches, mbx.index_page, 0);
+            for _ in 0..m.read_pages {
+                let d = mbx.data_page(rng);
+                if rng.random_range(0.0..100.0) < m.read_run_pct {
+                    mbx.pair(touches, d, 0, 0);
+                } else {
+                    Mailbox::touch(touches, d, 0);
+                }
+            }
+        }
+    }
+
+    /// Pins every page the session's transaction needs, reading the missing ones.
+    fn acquire(&mut self, sid: usize) {
+        let Some(mut txn) = self.work.sessions[sid].txn.take() else {
+            return;
+        };
+        while txn.next < txn.touches.len() {
+            let t = txn.touches[txn.next];
+            if let Some(f) = self.cache.lookup(t.page) {
+                let fr = &mut self.cache.frames[f];
+                fr.pins += 1;
+                if fr.state == FrameState::Reading {
+                    fr.waiters.push(sid as u32);
+                    txn.pending += 1;
+                }
+                self.interval.counters.cache_hits += 1;
+                txn.frames.push(f);
+                txn.next += 1;
+                continue;
+            }
+            let with_next = t.run_with_next && !self.cache.contains(t.page + 1);
+            let Some(f) = self.cache.allocate(t.page) else {
+                self.stall(sid, txn);
+                return;
+            };
+            let mut frames = [f, usize::MAX];
+            let mut count = 1;
+            if with_next {
+                let Some(g) = self.cache.allocate(t.page + 1) else {
+                    self.cache.discard(f);
+                    self.stall(sid, txn);
+                    return;
+                };
+                frames[1] = g;
+                count = 2;
+            }
+            for &g in &frames[..count] {
+                let fr = &mut self.cache.frames[g];
+                fr.pins += 1;
+                fr.waiters.push(sid as u32);
+                txn.frames.push(g);
+                txn.pending += 1;
+                txn.next += 1;
+            }
+            self.interval.counters.cache_misses += count as u64;
+            self.submit_page_read(PageRead {
+                frames,
+                count,
+                first_page: t.page,
+                intended: txn.paced.then_some(txn.intended),
+            });
+        }
+        let ready = txn.pending == 0;
+        self.work.sessions[sid].txn = Some(txn);
+        if ready {
+            self.apply(sid);
+        } else {
+            self.work.sessions[sid].state = SState::Fetching;
+        }
+    }
+
+    fn stall(&mut self, sid: usize, mut txn: Txn) {
+        if !txn.stalled_counted {
+            txn.stalled_counted = true;
+            self.interval.counters.page_fault_stalls += 1;
+        }
+        let s = &mut self.work.sessions[sid];
+        s.txn = Some(txn);
+        s.state = SState::Stalled;
+    }
+
+    pub(super) fn retry_stalled(&mut self) -> bool {
+        let mut any = false;
+        for sid in 0..self.work.sessions.len() {
+            if self.work.sessions[sid].state == SState::Stalled {
+                self.work.sessions[sid].state = SState::Fetching;
+                self.acquire(sid);
+                any |= self.work.sessions[sid].state != SState::Stalled;
+            }
+        }
+        any
+    }
+
+    /// Reads one page straight into its frame, or a page and its neighbour
+    /// into a pooled buffer (copied into their frames on completion).
+    fn submit_page_read(&mut self, r: PageRead) {
+        let buf = if r.count == 1 {
+            self.cache.lend_buf(r.frames[0])
+        } else {
+            self.pool.get(r.count * self.ps)
+        };
+        let offset = r.first_page * self.ps as u64;
+        let id = self.work.reads.insert(r);
+        self.io.submit(IoRequest {
+            file: self.db.clone(),
+            kind: OpKind::Read,
+            offset,
+            buf,
+            tag: tag(K_PAGE_READ, id),
+        });
+    }
+
+    pub(super) fn page_read_done(&mut self, id: usize, c: IoCompletion) {
+        let Some(r) = self.work.reads.remove(id) else {
+            return;
+        };
+        // Paced: from the transaction's intended start.
+        let latency = match r.intended {
+            Some(i) => c.completed.saturating_duration_since(i.min(c.submitted)),
+            None => c.latency(),
+        };
+        let result = c.full();
+        let st = self.interval.class_mut(Class::DbRead);
+        st.ops += 1;
+        st.latency.record(latency);
+        self.total_ios += 1;
+        if result.is_ok() {
+            st.bytes += c.buf.len() as u64;
+        } else {
+            st.errors += 1;
+        }
+        let frames = &r.frames[..r.count];
+        if r.count == 1 {
+            self.cache.restore_buf(frames[0], c.buf);
+        } else {
+            if result.is_ok() {
+                for (k, &f) in frames.iter().enumerate() {
+                    let src = &c.buf.as_slice()[k * self.ps..(k + 1) * self.ps];
+                    self.cache.frames[f]
+                        .data
+                        .as_mut_slice()
+                        .copy_from_slice(src);
+                }
+            }
+            self.pool.put(c.buf);
+        }
+        if let Err(e) = result {
+            let msg = io_error_text("reading database", &self.s.db_path, c.offset, e);
+            for &f in frames {
+                let waiters = std::mem::take(&mut self.cache.frames[f].waiters);
+                self.cache.discard(f);
+                for w in waiters {
+                    self.abort_txn(w as usize);
+                }
+            }
+            self.record_error(msg);
+            return;
+        }
+        for (k, &f) in frames.iter().enumerate() {
+            self.page_arrived(f, r.first_page + k as u64);
+        }
+    }
+
+    /// A page is in its frame: check it, and resume the sessions waiting for it.
+    fn page_arrived(&mut self, f: usize, page: u64) {
+        match format::check_page(
+            self.cache.frames[f].data.as_slice(),
+            self.s.header.db_id,
+            page,
+        ) {
+            Ok(h) => self.cache.frames[f].lsn = h.lsn,
+            Err(e) => {
+                self.interval.counters.bad_pages += 1;
+                self.record_error(format!(
+                    "bad page {page} in {}: {e:?}",
+                    self.s.db_path.display()
+                ));
+            }
+        }
+        let fr = &mut self.cache.frames[f];
+        fr.state = FrameState::Clean;
+        let waiters = std::mem::take(&mut fr.waiters);
+        for &w in &waiters {
+            let sid = w as usize;
+            let ready = match self.work.sessions[sid].txn.as_mut() {
+                Some(t) => {
+                    t.pending = t.pending.saturating_sub(1);
+                    t.pending == 0 && t.next == t.touches.len()
+                }
+                None => false,
+            };
+            if ready && self.work.sessions[sid].state == SState::Fetching {
+                self.apply(sid);
+            }
+        }
+        // Give the (emptied) waiter list back to the frame: no allocation next time.
+        let fr = &mut self.cache.frames[f];
+        if fr.waiters.is_empty() {
+            fr.waiters = waiters;
+            fr.waiters.clear();
+        }
+    }
+
+    /// Every page is in: change the rows, log them, commit.
+    fn apply(&mut self, sid: usize) {
+        let Some(mut txn) = self.work.sessions[sid].txn.take() else {
+            return;
+        };
+        let ok = self.log_changes(&mut txn);
+        let commit = if ok {
+            self.log.append(&Record::Commit { txn: txn.id })
+        } else {
+            Ok(0)
+        };
+        for &f in &txn.frames {
+            let fr = &mut self.cache.frames[f];
+            fr.pins = fr.pins.saturating_sub(1);
+        }
+        self.interval.counters.transactions += 1;
+        self.total_txns += 1;
+        match commit {
+            Ok(lsn) if ok => {
+                self.interval.counters.log_records += 1;
+                self.interval.counters.log_bytes += format::COMMIT_LEN as u64;
+                if txn.durable {
+                    self.work.commit_waiters.push((lsn, sid));
+                    let s = &mut self.work.sessions[sid];
+                    s.txn = Some(txn);
+                    s.state = SState::Committing;
+                    return;
+                }
+                self.interval.counters.lazy_commits += 1;
+                self.record_txn_latency(&txn);
+            }
+            Ok(_) => self.interval.counters.failed_transactions += 1,
+            Err(e) => {
+                self.interval.counters.failed_transactions += 1;
+                self.record_error(e.to_string());
+            }
+        }
+        self.finish_txn(sid, txn);
+    }
+
+    /// Changes the transaction's rows in their cached pages (random bytes unique
+    /// to this database) and appends an update record for each, its after-image
+    /// copied straight from the page into the log. False if the log failed.
+    fn log_changes(&mut self, txn: &mut Txn) -> bool {
+        for (i, t) in txn.touches.iter().enumerate() {
+            if t.modify == 0 {
+                continue;
+            }
+            let f = txn.frames[i];
+            let len = t.modify as usize;
+            let room = self.ps - PAGE_HEADER - len;
+            let offset = PAGE_HEADER + (self.rng.random_range(0..=room) & !7);
+            let row = offset..offset + len;
+            self.rng
+                .fill_bytes(&mut self.cache.frames[f].data.as_mut_slice()[row.clone()]);
+            let begin = self.log.next_lsn();
+            let rec = Record::Update {
+                txn: txn.id,
+                page_no: t.page,
+                offset: offset as u32,
+                data: &self.cache.frames[f].data.as_slice()[row],
+            };
+            match self.log.append(&rec) {
+                Ok(lsn) => {
+                    self.cache.mark_dirty(f, begin, lsn);
+                    if self.s.ack_stream {
+                        txn.logged.push((t.page, lsn));
+                    }
+                    self.interval.counters.log_records += 1;
+                    self.interval.counters.log_bytes += (UPDATE_HEADER + len) as u64;
+                }
+                Err(e) => {
+                    self.record_error(e.to_string());
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn record_txn_latency(&mut self, txn: &Txn) {
+        self.interval
+            .transaction_latency
+            .record(txn.intended.elapsed());
+    }
+
+    /// The session is idle again; its transaction's vectors are kept for the next.
+    fn finish_txn(&mut self, sid: usize, txn: Txn) {
+        let s = &mut self.work.sessions[sid];
+        s.spare = Some(txn);
+        s.state = SState::Idle;
+    }
+
+    fn abort_txn(&mut self, sid: usize) {
+        if let Some(txn) = self.work.sessions[sid].txn.take() {
+            for &f in &txn.frames {
+                let fr = &mut self.cache.frames[f];
+                fr.pins = fr.pins.saturating_sub(1);
+                fr.waiters.retain(|w| *w as usize != sid);
+            }
+            self.work.sessions[sid].spare = Some(txn);
+        }
+        self.interval.counters.failed_transactions += 1;
+        self.work.sessions[sid].state = SState::Idle;
+    }
+
+    /// The log is durable up to `durable`: the commits it covers are served.
+    pub(super) fn commits_durable(&mut self, durable: u64) {
+        let mut i = 0;
+        while i < self.work.commit_waiters.len() {
+            let (lsn, sid) = self.work.commit_waiters[i];
+            if lsn > durable {
+                i += 1;
+                continue;
+            }
+            self.work.commit_waiters.swap_remove(i);
+            if let Some(txn) = self.work.sessions[sid].txn.take() {
+                self.record_txn_latency(&txn);
+                self.interval.counters.durable_commits += 1;
+                if self.s.ack_stream {
+                    // Test-only: `ACK <instance> <txn> <commit lsn> <page>:<lsn>,...`.
+                    let pages: Vec<String> =
+                        txn.logged.iter().map(|(p, l)| format!("{p}:{l}")).collect();
+                    println!(
+                        "ACK {} {} {} {}",
+                        self.s.index,
+                        txn.id,
+                        lsn,
+                        pages.join(",")
+                    );
+                }
+                self.finish_txn(sid, txn);
+            } else {
+                self.work.sessions[sid].state = SState::Idle;
+            }
+        }
+    }
+}

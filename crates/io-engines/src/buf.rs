@@ -2,18 +2,93 @@
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Size and alignment of a region carved into buffers (one mmap instead of a
+/// heap allocation, and a heap growth, per buffer). Regions are not advised
+/// for transparent huge pages: in a VM whose memory the host has not backed
+/// yet, a huge page's first touch cost 4.5 times as much CPU as 512 small ones
+/// (docs/ARCHITECTURE.md, "Performance notes").
+pub const REGION: usize = 2 << 20;
 
 /// A zeroed heap buffer aligned to [`crate::ALIGN`]. Its address never changes
-/// while it lives, so it can be handed to the kernel by pointer.
+/// while it lives, so it can be handed to the kernel by pointer. It owns its
+/// memory, or a disjoint part of a shared [`Region`] (see [`AlignedBuf::carve`]).
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
     cap: usize,
+    region: Option<Arc<Region>>,
 }
 
-// The buffer is plain owned memory.
+// The buffer is plain owned memory (or a part of a region no other buffer has).
 unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
+
+/// Anonymous memory mapped for [`AlignedBuf::carve`], unmapped when its last
+/// buffer is dropped.
+pub(crate) struct Region {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// The region is only reached through its buffers, which never overlap.
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// `len` bytes (a multiple of [`REGION`]) of zeroed memory aligned to
+    /// [`REGION`]. None if mmap fails.
+    fn map(len: usize) -> Option<Region> {
+        let span = len + REGION;
+        // SAFETY: an anonymous private mapping of `span` bytes; no memory is aliased.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return None;
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(REGION);
+        // SAFETY: unmapping the unaligned head and tail of our own mapping.
+        unsafe {
+            if aligned > start {
+                libc::munmap(raw, aligned - start);
+            }
+            let end = aligned + len;
+            if start + span > end {
+                libc::munmap(end as *mut libc::c_void, start + span - end);
+            }
+        }
+        Some(Region {
+            base: NonNull::new(aligned as *mut u8)?,
+            len,
+        })
+    }
+}
+
+impl Region {
+    /// Start address and length, for registering the region with the kernel.
+    pub(crate) fn span(&self) -> (usize, usize) {
+        (self.base.as_ptr() as usize, self.len)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`; every buffer into it is gone.
+        unsafe {
+            libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len);
+        }
+    }
+}
 
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (capacity rounded up to the alignment);
@@ -29,7 +104,44 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout);
         };
-        AlignedBuf { ptr, len, cap }
+        AlignedBuf {
+            ptr,
+            len,
+            cap,
+            region: None,
+        }
+    }
+
+    /// `count` zeroed buffers of `size` bytes (a multiple of [`crate::ALIGN`])
+    /// carved from shared huge-page-aligned regions: for memory allocated in
+    /// bulk (a buffer cache, a pool), touched later. Falls back to one
+    /// allocation per buffer where mapping fails.
+    pub fn carve(count: usize, size: usize) -> Vec<AlignedBuf> {
+        assert!(
+            size > 0 && size.is_multiple_of(crate::ALIGN),
+            "carved buffers are whole pages"
+        );
+        let mut out = Vec::with_capacity(count);
+        let per_region = (REGION / size).max(1);
+        while out.len() < count {
+            let n = per_region.min(count - out.len());
+            let len = (n * size).next_multiple_of(REGION);
+            let Some(region) = Region::map(len).map(Arc::new) else {
+                out.extend((0..n).map(|_| AlignedBuf::new(size)));
+                continue;
+            };
+            for k in 0..n {
+                // SAFETY: k * size + size <= len: inside the region, disjoint per k.
+                let ptr = unsafe { region.base.add(k * size) };
+                out.push(AlignedBuf {
+                    ptr,
+                    len: size,
+                    cap: size,
+                    region: Some(region.clone()),
+                });
+            }
+        }
+        out
     }
 
     /// A buffer of no bytes that owns no memory: the placeholder of a buffer lent
@@ -39,6 +151,7 @@ impl AlignedBuf {
             ptr: NonNull::dangling(),
             len: 0,
             cap: 0,
+            region: None,
         }
     }
 
@@ -78,6 +191,11 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The region this buffer was carved from, if any.
+    pub(crate) fn region(&self) -> Option<&Arc<Region>> {
+        self.region.as_ref()
+    }
+
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -89,8 +207,8 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.cap == 0 {
-            return; // `empty()`: nothing was allocated.
+        if self.cap == 0 || self.region.is_some() {
+            return; // `empty()`, or a part of a region (unmapped with its last part).
         }
         // SAFETY: allocated in `new` with this exact layout.
         unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.cap)) }
@@ -101,7 +219,9 @@ impl Drop for AlignedBuf {
 /// [`crate::ALIGN`]). I/O buffers come back with their completions and are handed
 /// out again, so a hot I/O path neither allocates nor zeroes (and page-faults in)
 /// fresh memory per I/O. A reused buffer holds the bytes of its last use: callers
-/// overwrite it (a read) or fill it (a write).
+/// overwrite it (a read) or fill it (a write). Classes up to a quarter of a
+/// [`REGION`] are filled a region at a time ([`AlignedBuf::carve`]); a class
+/// keeps at most `keep` buffers given back, or a region's worth if more.
 #[derive(Debug)]
 pub struct BufPool {
     classes: Vec<Vec<AlignedBuf>>,
@@ -118,6 +238,12 @@ impl BufPool {
         }
     }
 
+    /// Buffers of a class allocated at once.
+    fn batch(class: usize) -> usize {
+        let cap = crate::ALIGN << class;
+        if cap <= REGION / 4 { REGION / cap } else { 1 }
+    }
+
     fn class_of(cap: usize) -> usize {
         cap.div_ceil(crate::ALIGN)
             .max(1)
@@ -132,7 +258,15 @@ impl BufPool {
             return AlignedBuf::empty();
         }
         let class = Self::class_of(len);
-        let mut buf = match self.classes.get_mut(class).and_then(Vec::pop) {
+        if self.classes.len() <= class {
+            self.classes.resize_with(class + 1, Vec::new);
+        }
+        let kept = &mut self.classes[class];
+        if kept.is_empty() {
+            // A region's worth at once for small classes: no fault per 4 KiB.
+            *kept = AlignedBuf::carve(Self::batch(class), crate::ALIGN << class);
+        }
+        let mut buf = match kept.pop() {
             Some(b) => b,
             None => AlignedBuf::new(crate::ALIGN << class),
         };
@@ -154,7 +288,7 @@ impl BufPool {
         if self.classes.len() <= class {
             self.classes.resize_with(class + 1, Vec::new);
         }
-        if self.classes[class].len() < self.keep {
+        if self.classes[class].len() < self.keep.max(Self::batch(class)) {
             self.classes[class].push(buf);
         }
     }
@@ -185,6 +319,26 @@ mod tests {
     }
 
     #[test]
+    fn carved_buffers_are_disjoint_zeroed_and_outlive_each_other() {
+        let mut bufs = AlignedBuf::carve(70, 32768);
+        assert_eq!(bufs.len(), 70, "two regions' worth");
+        let mut addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        addrs.sort_unstable();
+        assert!(addrs.windows(2).all(|w| w[1] - w[0] >= 32768));
+        assert!(addrs.iter().all(|a| a % crate::ALIGN == 0));
+        for (i, b) in bufs.iter_mut().enumerate() {
+            assert!(b.as_slice().iter().all(|x| *x == 0));
+            b.as_mut_slice().fill(i as u8);
+        }
+        // Dropping most of a region's buffers leaves the others intact.
+        let last = bufs.pop().unwrap();
+        let first = bufs.swap_remove(0);
+        drop(bufs);
+        assert!(first.as_slice().iter().all(|x| *x == 0));
+        assert!(last.as_slice().iter().all(|x| *x == 69));
+    }
+
+    #[test]
     fn pool_reuses_by_class() {
         let mut p = BufPool::new(2);
         let a = p.get(32768);
@@ -201,13 +355,19 @@ mod tests {
         assert_eq!(c.capacity(), 131072, "rounded up to a power of two");
         p.put(b);
         p.put(c);
-        // At most `keep` per class; a buffer of an odd capacity is not kept.
+        // At most `keep` (or a region's worth) per class are kept of those given
+        // back; a buffer of an odd capacity is not kept.
+        let mut q = BufPool::new(2);
         for _ in 0..3 {
-            p.put(AlignedBuf::new(32768));
+            q.put(AlignedBuf::new(1 << 20));
         }
-        p.put(AlignedBuf::new(12288));
-        assert_eq!(p.classes[3].len(), 2);
-        assert!(p.classes[2].is_empty());
-        assert_eq!(p.get(0).capacity(), 0);
+        q.put(AlignedBuf::new(12288));
+        assert_eq!(q.classes[8].len(), 2);
+        for _ in 0..70 {
+            q.put(AlignedBuf::new(32768));
+        }
+        assert_eq!(q.classes[3].len(), 64);
+        assert!(q.classes.get(2).is_none_or(Vec::is_empty));
+        assert_eq!(q.get(0).capacity(), 0);
     }
 }

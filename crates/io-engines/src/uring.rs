@@ -1,10 +1,16 @@
 //! io_uring engine: one ring, requests kept in a slab until their completion.
 
+use crate::buf::Region;
 use crate::{AlignedBuf, IoCompletion, IoEngine, IoRequest, OpKind};
 use io_uring::{IoUring, opcode, squeue, types};
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Regions (of [`AlignedBuf::carve`]) registered as fixed buffers at most: the
+/// kernel pins a registered region once instead of the pages of every I/O.
+const FIXED_SLOTS: u32 = 512;
 
 /// Whether this process can create an io_uring.
 pub fn available() -> bool {
@@ -30,14 +36,27 @@ pub struct UringEngine {
     unsubmitted: usize,
     /// Completions delivered early (from a full-queue submit).
     ready: Vec<IoCompletion>,
+    /// Fixed-buffer index of each registered region, by start address; false
+    /// once registering is unavailable (old kernel, locked-memory limit).
+    fixed: HashMap<usize, u16>,
+    fixed_ok: bool,
+    /// The registered regions, kept mapped until the ring (dropped first) is gone.
+    fixed_regions: Vec<Arc<Region>>,
 }
 
 impl UringEngine {
+    /// A ring for `depth` requests in flight. Plain setup: COOP_TASKRUN and
+    /// SINGLE_ISSUER + DEFER_TASKRUN were measured and saved no CPU per I/O here
+    /// (docs/ARCHITECTURE.md, "Performance notes").
     pub fn new(depth: usize) -> std::io::Result<UringEngine> {
         let entries = depth.clamp(2, 4096).next_power_of_two() as u32;
         let ring = IoUring::builder()
             .setup_cqsize(entries * 2)
             .build(entries)?;
+        let fixed_ok = ring
+            .submitter()
+            .register_buffers_sparse(FIXED_SLOTS)
+            .is_ok();
         Ok(UringEngine {
             ring,
             slots: Vec::new(),
@@ -45,20 +64,61 @@ impl UringEngine {
             in_flight: 0,
             unsubmitted: 0,
             ready: Vec::new(),
+            fixed: HashMap::new(),
+            fixed_ok,
+            fixed_regions: Vec::new(),
         })
     }
 
-    fn entry(slot: usize, req: &mut IoRequest) -> squeue::Entry {
+    /// The fixed-buffer index for `buf`'s region, registering the region on its
+    /// first use. None: not carved from a region, or registering is unavailable.
+    fn fixed_index(&mut self, buf: &AlignedBuf) -> Option<u16> {
+        let region = buf.region()?;
+        let (base, len) = region.span();
+        if let Some(&i) = self.fixed.get(&base) {
+            return Some(i);
+        }
+        if !self.fixed_ok || self.fixed_regions.len() >= FIXED_SLOTS as usize {
+            return None;
+        }
+        let index = self.fixed_regions.len() as u16;
+        let iov = libc::iovec {
+            iov_base: base as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: the region stays mapped while registered: `fixed_regions` holds
+        // it until the ring, dropped before it, has unregistered everything.
+        let registered = unsafe {
+            self.ring
+                .submitter()
+                .register_buffers_update(u32::from(index), &[iov], None)
+        };
+        if registered.is_err() {
+            self.fixed_ok = false;
+            return None;
+        }
+        self.fixed.insert(base, index);
+        self.fixed_regions.push(region.clone());
+        Some(index)
+    }
+
+    fn entry(slot: usize, req: &mut IoRequest, fixed: Option<u16>) -> squeue::Entry {
         let fd = types::Fd(req.file.as_raw_fd());
         let len = req.buf.len() as u32;
-        let e = match req.kind {
-            OpKind::Read => opcode::Read::new(fd, req.buf.as_mut_ptr(), len)
+        let e = match (req.kind, fixed) {
+            (OpKind::Read, Some(i)) => opcode::ReadFixed::new(fd, req.buf.as_mut_ptr(), len, i)
                 .offset(req.offset)
                 .build(),
-            OpKind::Write => opcode::Write::new(fd, req.buf.as_ptr(), len)
+            (OpKind::Write, Some(i)) => opcode::WriteFixed::new(fd, req.buf.as_ptr(), len, i)
                 .offset(req.offset)
                 .build(),
-            OpKind::Sync => opcode::Fsync::new(fd)
+            (OpKind::Read, None) => opcode::Read::new(fd, req.buf.as_mut_ptr(), len)
+                .offset(req.offset)
+                .build(),
+            (OpKind::Write, None) => opcode::Write::new(fd, req.buf.as_ptr(), len)
+                .offset(req.offset)
+                .build(),
+            (OpKind::Sync, _) => opcode::Fsync::new(fd)
                 .flags(types::FsyncFlags::DATASYNC)
                 .build(),
         };
@@ -132,7 +192,12 @@ impl IoEngine for UringEngine {
                 self.slots.len() - 1
             }
         };
-        let entry = Self::entry(slot, &mut req);
+        let fixed = if req.kind == OpKind::Sync {
+            None
+        } else {
+            self.fixed_index(&req.buf)
+        };
+        let entry = Self::entry(slot, &mut req, fixed);
         self.slots[slot] = Some(InFlight {
             req,
             submitted: Instant::now(),
@@ -157,25 +222,32 @@ impl IoEngine for UringEngine {
     fn wait(&mut self, min: usize, timeout: Option<Duration>, out: &mut Vec<IoCompletion>) {
         let mut got = self.ready.len();
         out.append(&mut self.ready);
-        let deadline = timeout.map(|t| Instant::now() + t);
-        if self.unsubmitted > 0 {
-            self.submit_pending(0, None);
-        }
+        // Completions already posted need no system call; when more are wanted,
+        // one io_uring_enter both hands the queued requests over and waits.
         got += self.reap(out);
-        while got < min.min(got + self.in_flight) && self.in_flight > 0 {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                break;
+        let want = min.min(got + self.in_flight);
+        if got >= want || timeout == Some(Duration::ZERO) {
+            if self.unsubmitted > 0 {
+                self.submit_pending(0, None);
+                got += self.reap(out);
             }
-            self.submit_pending(1, left);
-            got += self.reap(out);
+        } else {
+            let deadline = timeout.map(|t| Instant::now() + t);
+            while got < want && self.in_flight > 0 {
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if left == Some(Duration::ZERO) {
+                    break;
+                }
+                self.submit_pending(want - got, left);
+                got += self.reap(out);
+            }
         }
         if min == 0
             && got == 0
             && self.in_flight == 0
-            && let Some(d) = deadline
+            && let Some(t) = timeout
         {
-            std::thread::sleep(d.saturating_duration_since(Instant::now()));
+            std::thread::sleep(t);
         }
     }
 

@@ -59,6 +59,9 @@ pub struct Frame {
 
 pub struct Cache {
     pub frames: Vec<Frame>,
+    /// Page buffers allocated ahead (a huge-page region at a time) for frames
+    /// not yet created.
+    spare: Vec<AlignedBuf>,
     max_frames: usize,
     page_size: usize,
     map: PageMap<usize>,
@@ -72,6 +75,7 @@ impl Cache {
     pub fn new(min_frames: usize, max_frames: usize, page_size: usize) -> Cache {
         let mut c = Cache {
             frames: Vec::with_capacity(max_frames),
+            spare: Vec::new(),
             max_frames,
             page_size,
             map: PageMap::with_capacity_and_hasher(max_frames * 2, Default::default()),
@@ -87,10 +91,19 @@ impl Cache {
     }
 
     fn grow(&mut self) -> usize {
+        if self.spare.is_empty() {
+            let per_region = (mailbench_io::buf::REGION / self.page_size).max(1);
+            let n = per_region.min(self.max_frames - self.frames.len()).max(1);
+            self.spare = AlignedBuf::carve(n, self.page_size);
+        }
+        let data = match self.spare.pop() {
+            Some(b) => b,
+            None => AlignedBuf::new(self.page_size),
+        };
         self.frames.push(Frame {
             page_no: u64::MAX,
             state: FrameState::Clean,
-            data: AlignedBuf::new(self.page_size),
+            data,
             lsn: 0,
             first_dirty_lsn: 0,
             redirtied: None,

@@ -59,7 +59,9 @@ pub fn run(
     let mut next_seq = 0u64;
     let mut hist = LatencyHist::new();
     let (mut ops, mut errors) = (0u64, 0u64);
-    let mut spare: Vec<AlignedBuf> = (0..qd).map(|_| AlignedBuf::new(bs as usize)).collect();
+    // Buffers carved from regions, as the engine's cache and pools are (so the
+    // kernel sees registered buffers where it can).
+    let mut spare: Vec<AlignedBuf> = AlignedBuf::carve(qd, bs as usize);
     let mut done = Vec::with_capacity(qd);
     let t0 = Instant::now();
     let end = t0 + runtime;

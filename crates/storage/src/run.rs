@@ -10,7 +10,9 @@ use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, Result};
-use mailbench_metrics::system::{CpuTimes, DiskCounters, DiskRates, Memory, device_of};
+use mailbench_metrics::system::{
+    CpuTimes, DiskCounters, DiskRates, Memory, device_of, process_cpu_s,
+};
 pub use mailbench_results::storage::judge::judge;
 use mailbench_results::storage::run::*;
 use mailbench_results::{RunHeader, Status, Verdict};
@@ -292,7 +294,11 @@ pub fn run(
     let mut stop_sent = false;
     let mut abort_at: Option<Instant> = None;
     let mut measuring = false;
+    // This process's CPU: over the measured window (summed over its intervals,
+    // read as each completes), and over the whole load (warm-up to shutdown).
     let self_cpu0 = process_cpu_s();
+    let mut self_cpu_tick = self_cpu0;
+    let mut window_cpu = 0.0f64;
 
     while finished.iter().any(|f| !f) {
         let elapsed = t0.elapsed().as_secs_f64();
@@ -401,6 +407,11 @@ pub fn run(
                         _ => (0.0, 0.0),
                     };
                     cpu_prev = cpu_now;
+                    let self_cpu_now = process_cpu_s();
+                    if in_window {
+                        window_cpu += self_cpu_now - self_cpu_tick;
+                    }
+                    self_cpu_tick = self_cpu_now;
                     let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
                     let mut disk_rates = BTreeMap::new();
                     for d in &mut disks {
@@ -563,7 +574,16 @@ pub fn run(
             0.0
         },
         memory_total_bytes: Memory::read().map(|m| m.total_bytes).unwrap_or(0),
-        mailbench_cpu_s: self_cpu,
+        mailbench_cpu_s: window_cpu,
+        mailbench_run_cpu_s: self_cpu,
+        mailbench_cpu_us_per_io: {
+            let ios: u64 = total.classes.iter().map(|c| c.ops).sum();
+            if ios > 0 {
+                window_cpu * 1e6 / ios as f64
+            } else {
+                0.0
+            }
+        },
     };
     let disk_results = disks
         .iter()
@@ -666,20 +686,6 @@ pub fn write_outputs(dir: &RunDir, result: &StorageResult) -> Result<()> {
     dir.write_json("result.json", result)?;
     dir.write("summary.txt", crate::summary::render(result).as_bytes())?;
     Ok(())
-}
-
-fn process_cpu_s() -> f64 {
-    // utime + stime of this process, from /proc/self/stat (clock ticks of 1/100 s).
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let u: f64 = f.get(11)?.parse().ok()?;
-            let k: f64 = f.get(12)?.parse().ok()?;
-            Some((u + k) / 100.0)
-        })
-        .unwrap_or(0.0)
 }
 
 #[allow(dead_code)]

@@ -322,6 +322,16 @@ fn merged_host_perf(rs: &[&StorageResult]) -> HostPerf {
         memory_used_avg_pct: mean(|h| h.memory_used_avg_pct),
         memory_total_bytes: rs.iter().map(|r| r.host.memory_total_bytes).sum(),
         mailbench_cpu_s: rs.iter().map(|r| r.host.mailbench_cpu_s).sum(),
+        mailbench_run_cpu_s: rs.iter().map(|r| r.host.mailbench_run_cpu_s).sum(),
+        mailbench_cpu_us_per_io: {
+            let cpu: f64 = rs.iter().map(|r| r.host.mailbench_cpu_s).sum();
+            let ios: u64 = rs
+                .iter()
+                .flat_map(|r| r.total.classes.values())
+                .map(|c| c.ops)
+                .sum();
+            if ios > 0 { cpu * 1e6 / ios as f64 } else { 0.0 }
+        },
     }
 }
 

@@ -93,7 +93,15 @@ pub struct HostPerf {
     pub cpu_iowait_avg_pct: f64,
     pub memory_used_avg_pct: f64,
     pub memory_total_bytes: u64,
+    /// CPU seconds of the mailbench process over the measured window.
     pub mailbench_cpu_s: f64,
+    /// CPU seconds of the mailbench process over the whole load: warm-up,
+    /// measured window and shutdown (0 in results older than this field).
+    #[serde(default)]
+    pub mailbench_run_cpu_s: f64,
+    /// Window CPU per I/O of any class done in the window, in µs (0 in older results).
+    #[serde(default)]
+    pub mailbench_cpu_us_per_io: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]

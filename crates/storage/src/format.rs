@@ -69,10 +69,54 @@ pub struct PageHeader {
 /// Fills a fresh page: header plus a payload of pseudo-random bytes unique to
 /// (database, page), so every database holds different, incompressible data.
 pub fn format_page(buf: &mut [u8], db_id: u64, page_no: u64) {
-    let mut rng = SmallRng::seed_from_u64(db_id ^ page_no.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    rng.fill_bytes(&mut buf[PAGE_HEADER..]);
+    fill_random(
+        &mut buf[PAGE_HEADER..],
+        db_id ^ page_no.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
     buf[..PAGE_HEADER].fill(0);
     seal_page(buf, db_id, page_no, 0);
+}
+
+/// SplitMix64's output function: a seed spread over all 64 bits.
+fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Fills `buf` with pseudo-random bytes determined by `seed`: four xorshift64
+/// lanes (seeded by SplitMix64) of shifts and xors only, which the compiler runs
+/// side by side in vector registers — about twice the speed of one serial
+/// generator, for payload that only has to be incompressible and unique, not
+/// unpredictable. Database creation and every changed row go through here.
+pub fn fill_random(buf: &mut [u8], seed: u64) {
+    let mut lanes = [0u64; 4];
+    for (k, l) in lanes.iter_mut().enumerate() {
+        // xorshift must not start at 0.
+        *l = splitmix(seed.wrapping_add((k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))) | 1;
+    }
+    let mut chunks = buf.chunks_exact_mut(32);
+    for c in &mut chunks {
+        for l in lanes.iter_mut() {
+            *l ^= *l << 13;
+            *l ^= *l >> 7;
+            *l ^= *l << 17;
+        }
+        for (k, l) in lanes.iter().enumerate() {
+            c[k * 8..k * 8 + 8].copy_from_slice(&l.to_le_bytes());
+        }
+    }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        for l in lanes.iter_mut() {
+            *l ^= *l << 13;
+            *l ^= *l >> 7;
+            *l ^= *l << 17;
+        }
+        for (i, b) in rest.iter_mut().enumerate() {
+            *b = (lanes[i / 8] >> (8 * (i % 8))) as u8;
+        }
+    }
 }
 
 /// Writes the header and checksum of a page whose payload is in place.
@@ -402,6 +446,35 @@ pub fn parse_log_file_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Payload is the same for a seed, differs between seeds, and looks random:
+    /// no 8-byte word repeats in a page and every byte value occurs.
+    #[test]
+    fn random_fill_is_seeded_unique_and_spread() {
+        let mut a = vec![0u8; 32768 - PAGE_HEADER + 5];
+        let mut b = a.clone();
+        fill_random(&mut a, 1);
+        fill_random(&mut b, 1);
+        assert_eq!(a, b);
+        fill_random(&mut b, 2);
+        assert_ne!(a[..64], b[..64]);
+        let mut words: Vec<&[u8]> = a.chunks_exact(8).collect();
+        let n = words.len();
+        words.sort_unstable();
+        words.dedup();
+        assert_eq!(words.len(), n, "no repeated 8-byte word");
+        let mut seen = [0u32; 256];
+        for x in &a {
+            seen[*x as usize] += 1;
+        }
+        let expect = a.len() as u32 / 256;
+        assert!(seen.iter().all(|c| *c > expect / 2 && *c < expect * 2));
+        assert_ne!(
+            a[a.len() - 5..],
+            a[a.len() - 37..a.len() - 32],
+            "tail is fresh"
+        );
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -205,17 +205,17 @@ fn init_one(
     let mut out = Vec::new();
     let mut error: Option<Error> = None;
     // Buffers come back with their completions and are reused: a fresh
-    // 1 MiB allocation per chunk costs a page fault per 4 KiB.
-    let mut free: Vec<AlignedBuf> = Vec::with_capacity(DEPTH);
+    // 1 MiB allocation per chunk costs a page fault per 4 KiB. Carved from
+    // regions, they go to the kernel as registered buffers.
+    let chunk_bytes = (pages_per_chunk * ps) as usize;
+    let mut free: Vec<AlignedBuf> = AlignedBuf::carve(DEPTH, chunk_bytes);
     loop {
         while error.is_none() && !interrupt.raised() && next < inst.pages && io.in_flight() < DEPTH
         {
             let n = pages_per_chunk.min(inst.pages - next);
             let len = (n * ps) as usize;
-            let mut buf = match free.pop() {
-                Some(b) if b.len() == len => b,
-                _ => AlignedBuf::new(len),
-            };
+            let mut buf = free.pop().unwrap_or_else(|| AlignedBuf::new(chunk_bytes));
+            buf.set_len(len);
             for k in 0..n {
                 let b = &mut buf.as_mut_slice()[(k * ps) as usize..((k + 1) * ps) as usize];
                 format::format_page(b, db_id, next + k);

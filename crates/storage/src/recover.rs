@@ -23,7 +23,7 @@ use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
-use mailbench_io::{AlignedBuf, EngineChoice, IoEngine, IoRequest, OpKind};
+use mailbench_io::{AlignedBuf, BufPool, EngineChoice, IoEngine, IoRequest, OpKind};
 pub use mailbench_results::storage::recover::{GenerateResult, RecoverResult, ReplayResult};
 use mailbench_results::{RunHeader, Status, Verdict};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -43,6 +43,8 @@ const LOG_AHEAD: usize = 4;
 const QUEUE_BYTES: usize = 16 << 20;
 const READ_RUN_MAX: usize = 4;
 const WRITE_DEPTH: usize = 16;
+/// I/O buffers kept for reuse per size class.
+const BUFFERS_KEPT: usize = 32;
 
 const T_LOG: u64 = 1 << 60;
 const T_READ: u64 = 2 << 60;
@@ -147,6 +149,8 @@ struct Replay {
     db: Arc<File>,
     direct: bool,
     io: Box<dyn IoEngine>,
+    /// Buffers of log reads, page reads and writes, reused.
+    pool: BufPool,
     // Log reading.
     log_files: HashMap<u64, Arc<File>>,
     sub_gen: u64,
@@ -261,6 +265,7 @@ impl Replay {
             db: Arc::new(db),
             direct,
             io,
+            pool: BufPool::new(BUFFERS_KEPT),
             log_files: HashMap::new(),
             sub_gen: start_gen,
             sub_off: chunk_start,
@@ -425,11 +430,12 @@ impl Replay {
                 break;
             };
             let len = (LOG_READ as u64).min(self.fs - self.sub_off) as usize;
+            let buf = self.pool.get(len);
             self.io.submit(IoRequest {
                 file,
                 kind: OpKind::Read,
                 offset: self.sub_off,
-                buf: AlignedBuf::new(len),
+                buf,
                 tag: T_LOG | self.sub_seq,
             });
             // Remember where this chunk comes from.
@@ -445,7 +451,7 @@ impl Replay {
     fn chunks_meta_insert(&mut self, seq: u64, g: u64, off: u64) {
         // A placeholder until the read completes (length 0 = not read yet).
         self.chunks
-            .insert(seq, (g, off, AlignedBuf::new(0), usize::MAX));
+            .insert(seq, (g, off, AlignedBuf::empty(), usize::MAX));
     }
 
     fn log_read_done(&mut self, c: mailbench_io::IoCompletion) {
@@ -498,6 +504,7 @@ impl Replay {
             self.next_chunk += 1;
             any = true;
             self.consume_chunk(g, off, &buf.as_slice()[..n.min(buf.len())], buf.len());
+            self.pool.put(buf);
             self.decode();
         }
         any
@@ -766,11 +773,12 @@ impl Replay {
             let len = run.len() * self.ps;
             self.reads_meta.insert(id, run);
             self.reads += 1;
+            let buf = self.pool.get(len);
             self.io.submit(IoRequest {
                 file: self.db.clone(),
                 kind: OpKind::Read,
                 offset: page * self.ps as u64,
-                buf: AlignedBuf::new(len),
+                buf,
                 tag: T_READ | id,
             });
             any = true;
@@ -797,11 +805,18 @@ impl Replay {
             for f in run {
                 self.frames[f].state = FState::Bad;
             }
+            self.pool.put(c.buf);
             return;
         }
         self.db_read.bytes += c.buf.len() as u64;
-        for (k, f) in run.into_iter().enumerate() {
-            let src = &c.buf.as_slice()[k * self.ps..(k + 1) * self.ps];
+        self.pages_arrived(&run, &c.buf);
+        self.pool.put(c.buf);
+    }
+
+    /// Pages read for replay: checked, then copied into their frames.
+    fn pages_arrived(&mut self, run: &[usize], c: &AlignedBuf) {
+        for (k, &f) in run.iter().enumerate() {
+            let src = &c.as_slice()[k * self.ps..(k + 1) * self.ps];
             let page = self.frames[f].page;
             match format::check_page(src, self.header.db_id, page) {
                 Ok(h) => {
@@ -884,7 +899,7 @@ impl Replay {
             if run.is_empty() {
                 continue;
             }
-            let mut buf = AlignedBuf::new(run.len() * self.ps);
+            let mut buf = self.pool.get(run.len() * self.ps);
             for (k, &f) in run.iter().enumerate() {
                 let fr = &mut self.frames[f];
                 format::seal_page(&mut fr.data, self.header.db_id, fr.page, fr.lsn);
@@ -935,6 +950,7 @@ impl Replay {
                 ));
             }
         }
+        self.pool.put(c.buf);
     }
 
     /// Makes the replayed state durable and marks the database clean (only if

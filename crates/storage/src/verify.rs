@@ -366,9 +366,11 @@ pub(crate) fn scan_pages(
     let ps = header.page_size as usize;
     let per_chunk = (opts.chunk / ps).max(1) as u64;
     let (tx, rx): (Sender<Checked>, Receiver<Checked>) = channel();
-    let mut free: Vec<AlignedBuf> = (0..opts.depth + 2 * pool_size() + 2)
-        .map(|_| AlignedBuf::new(per_chunk as usize * ps))
-        .collect();
+    // Beyond the reads in flight, room for chunks waiting for or in the checksum
+    // pool: on a busy machine its threads may run late, and a read must not
+    // wait for a buffer meanwhile.
+    let spare = opts.depth + 4 * pool_size() + 8;
+    let mut free: Vec<AlignedBuf> = AlignedBuf::carve(spare, per_chunk as usize * ps);
     let mut r = PageScan {
         pages_seen: 1,
         ..Default::default()

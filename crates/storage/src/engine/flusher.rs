@@ -108,6 +108,13 @@ impl Instance {
         }
     }
 
+    /// When the log flush interval makes a flush of what is appended due.
+    pub(super) fn next_log_flush_due(&self) -> Option<Instant> {
+        (self.log.unflushed() > 0 && !self.log.writing()).then(|| {
+            self.wb.last_log_flush + Duration::from_millis(self.s.profile.log_flush_interval_ms)
+        })
+    }
+
     pub(super) fn log_write_done(&mut self, c: IoCompletion) {
         let st = self.interval.class_mut(Class::LogWrite);
         st.ops += 1;
@@ -238,6 +245,14 @@ impl Instance {
         mailbench_base::rundir::write_atomic(&self.s.log_dir.join("checkpoint.chk"), &c.encode())?;
         self.ckpt.lsn = lsn;
         Ok(())
+    }
+
+    /// When the next checkpoint is due (none while a sync is in flight).
+    pub(super) fn next_checkpoint_due(&self) -> Option<Instant> {
+        self.ckpt
+            .sync_in_flight
+            .is_none()
+            .then_some(self.ckpt.last + CHECKPOINT_INTERVAL)
     }
 
     /// Every [`CHECKPOINT_INTERVAL`]: syncs the database, then (on completion)

@@ -73,6 +73,13 @@ impl Background {
 }
 
 impl Instance {
+    /// When the next maintenance read is due (none while one is in flight).
+    pub(super) fn next_maintenance_due(&self) -> Option<Instant> {
+        let p = &self.s.profile;
+        let on = p.maintenance && p.maintenance_mb_per_s > 0.0 && self.bg.maint.is_none();
+        on.then_some(self.bg.maint_next)
+    }
+
     /// Reads the next stretch of the database when the maintenance rate allows.
     pub(super) fn drive_maintenance(&mut self, now: Instant) {
         let p = &self.s.profile;

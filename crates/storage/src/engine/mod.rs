@@ -102,8 +102,9 @@ const IO_DEPTH_EXTRA: usize = 64;
 const IO_DEPTH_MAX: usize = 1024;
 /// How long an aborting instance may take to finish its I/O in flight.
 const ABORT_DRAIN: Duration = Duration::from_millis(1500);
-/// The longest the loop waits with nothing to do (stop switches are seen this often).
-const IDLE_WAIT: Duration = Duration::from_millis(5);
+/// The longest the loop waits with nothing to do and no timer due (stop switches
+/// are seen at least this often).
+const IDLE_WAIT: Duration = Duration::from_millis(50);
 /// I/O buffers kept for reuse per size class.
 const BUFFERS_KEPT: usize = 32;
 
@@ -285,7 +286,7 @@ impl Instance {
             if self.finished(aborting, abort_deadline.is_some_and(|d| now >= d)) {
                 break;
             }
-            let (min, timeout) = self.wait_plan(now, progressed);
+            let (min, timeout) = self.wait_plan(now, progressed, aborting);
             done.clear();
             self.io.wait(min, Some(timeout), &mut done);
             for c in done.drain(..) {
@@ -342,17 +343,28 @@ impl Instance {
     }
 
     /// How long to wait for completions, and for how many: not at all after
-    /// progress; else for one I/O if any is in flight, until the next interval,
-    /// the next paced transaction (only if a session is free to run it) or
-    /// [`IDLE_WAIT`], whichever comes first.
-    fn wait_plan(&self, now: Instant, progressed: bool) -> (usize, Duration) {
+    /// progress; else for one I/O if any is in flight, until the next timer is
+    /// due — the interval, a paced transaction (if a session is free to run it),
+    /// a log flush, a checkpoint, a maintenance read — or [`IDLE_WAIT`]. No
+    /// polling: an idle or paced instance wakes only when it has work. An
+    /// aborting instance only waits for its I/O in flight.
+    fn wait_plan(&self, now: Instant, progressed: bool, aborting: bool) -> (usize, Duration) {
         if progressed {
             return (0, Duration::ZERO);
         }
-        let mut t = self.next_tick.saturating_duration_since(now).min(IDLE_WAIT);
-        if let Some(at) = self.next_paced_start() {
-            t = t.min(at.saturating_duration_since(now));
-        }
+        let timers = !aborting;
+        let due = [
+            Some(self.next_tick),
+            self.next_paced_start(),
+            self.next_log_flush_due().filter(|_| timers),
+            self.next_checkpoint_due().filter(|_| timers),
+            self.next_maintenance_due().filter(|_| timers),
+        ];
+        let t = due
+            .into_iter()
+            .flatten()
+            .map(|at| at.saturating_duration_since(now))
+            .fold(IDLE_WAIT, Duration::min);
         (usize::from(self.io.in_flight() > 0), t)
     }
 

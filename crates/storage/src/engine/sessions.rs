@@ -645,8 +645,11 @@ impl Instance {
             let room = self.ps - PAGE_HEADER - len;
             let offset = PAGE_HEADER + (self.rng.random_range(0..=room) & !7);
             let row = offset..offset + len;
-            self.rng
-                .fill_bytes(&mut self.cache.frames[f].data.as_mut_slice()[row.clone()]);
+            let seed = self.rng.next_u64();
+            format::fill_random(
+                &mut self.cache.frames[f].data.as_mut_slice()[row.clone()],
+                seed,
+            );
             let begin = self.log.next_lsn();
             let rec = Record::Update {
                 txn: txn.id,

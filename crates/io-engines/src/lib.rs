@@ -299,37 +299,29 @@ mod tests {
         let file = Arc::new(open_file(&path, true, direct, false).unwrap());
         file.set_len(1 << 20).unwrap();
         let mut engine = uring::UringEngine::new(16).unwrap();
-        let mut out = Vec::new();
-        for (i, mut buf) in AlignedBuf::carve(8, 32768).into_iter().enumerate() {
-            buf.as_mut_slice().fill(i as u8 + 10);
-            let req = IoRequest {
-                file: file.clone(),
-                kind: OpKind::Write,
-                offset: i as u64 * 32768,
-                buf,
-                tag: i as u64,
-            };
-            engine.submit(req);
-        }
-        while out.len() < 8 {
-            engine.wait(1, Some(Duration::from_secs(5)), &mut out);
-        }
-        assert!(out.iter().all(|c| c.full().is_ok()));
-        let mut back = Vec::new();
-        for (i, buf) in AlignedBuf::carve(8, 32768).into_iter().enumerate().rev() {
-            let req = IoRequest {
-                file: file.clone(),
-                kind: OpKind::Read,
-                offset: i as u64 * 32768,
-                buf,
-                tag: i as u64,
-            };
-            engine.submit(req);
-        }
-        while back.len() < 8 {
-            engine.wait(1, Some(Duration::from_secs(5)), &mut back);
-        }
-        for c in back {
+        // Eight 32 KiB I/Os of `kind` from carved buffers; their completions.
+        let mut all = |kind: OpKind, fill: bool| {
+            for (i, mut buf) in AlignedBuf::carve(8, 32768).into_iter().enumerate().rev() {
+                if fill {
+                    buf.as_mut_slice().fill(i as u8 + 10);
+                }
+                let (file, offset, tag) = (file.clone(), i as u64 * 32768, i as u64);
+                engine.submit(IoRequest {
+                    file,
+                    kind,
+                    offset,
+                    buf,
+                    tag,
+                });
+            }
+            let mut out = Vec::new();
+            while out.len() < 8 {
+                engine.wait(1, Some(Duration::from_secs(5)), &mut out);
+            }
+            out
+        };
+        assert!(all(OpKind::Write, true).iter().all(|c| c.full().is_ok()));
+        for c in all(OpKind::Read, false) {
             c.full().unwrap();
             assert!(c.buf.as_slice().iter().all(|b| *b == c.tag as u8 + 10));
         }

@@ -83,6 +83,7 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
                 (d, true)
             }
         };
+        crate::local::make_reachable_dir(&dir)?;
         mailbench_base::rundir::claim_folder(&dir, false)?;
         {
             use std::os::unix::fs::PermissionsExt;
@@ -118,6 +119,7 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
             op_timeout: o.op_timeout,
             tls: tls_of(o)?,
             pinned: Pinned::default(),
+            trace: trace_dir(o)?,
         };
         Ok(Prepared {
             target: Arc::new(target),
@@ -147,16 +149,7 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
                 crate::target::PASSWORD_ENV
             )));
         }
-        let listed = creds.listed_users();
-        let topo = if o.users_file.is_some() && !listed.is_empty() {
-            let n = listed.len().min(o.users);
-            Topology {
-                users: listed.into_iter().take(n).collect(),
-                lists: Vec::new(),
-            }
-        } else {
-            Topology::generate(&o.user_format, o.first_user, o.users, profile, None, o.seed)
-        };
+        let topo = remote_topology(o, profile, &creds)?;
         Ok(Prepared {
             target: Arc::new(Target {
                 kind: "remote".into(),
@@ -167,6 +160,7 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
                 op_timeout: o.op_timeout,
                 tls: tls_of(o)?,
                 pinned: Pinned::default(),
+                trace: trace_dir(o)?,
             }),
             security: None,
             topo: Arc::new(topo),
@@ -175,6 +169,34 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
             temp_dir: false,
         })
     }
+}
+
+/// The users of a remote target (`--users-file` from `--first-user` on, or
+/// `--user-format`) and its distribution lists (`--lists-file`).
+fn remote_topology(o: &Resolved, profile: &Profile, creds: &Credentials) -> Result<Topology> {
+    let mut topo = if o.users_file.is_some() {
+        let listed = creds.listed_users();
+        let from = (o.first_user - 1).min(listed.len());
+        let to = (from + o.users).min(listed.len());
+        Topology {
+            users: listed[from..to].to_vec(),
+            lists: Vec::new(),
+        }
+    } else {
+        Topology::generate(&o.user_format, o.first_user, o.users, profile, None, o.seed)
+    };
+    if let Some(f) = &o.lists_file {
+        topo.read_lists(f)?;
+    }
+    Ok(topo)
+}
+
+/// `--trace-imap DIR`, claimed (a folder of someone else's files is refused).
+fn trace_dir(o: &Resolved) -> Result<Option<crate::trace::TraceDir>> {
+    o.trace_imap
+        .as_deref()
+        .map(crate::trace::TraceDir::create)
+        .transpose()
 }
 
 fn tls_of(o: &Resolved) -> Result<Tls> {
@@ -207,10 +229,18 @@ fn probe(rt: &tokio::runtime::Runtime, p: &mut Prepared, log: &TestLog) -> Resul
 }
 
 /// Checks everything that can be checked before a run folder is written (exit 2).
-fn validate(o: &Resolved) -> Result<()> {
+fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
     tls_of(o)?;
+    if let Some(d) = &o.trace_imap {
+        mailbench_base::rundir::claim_folder(d, true)?;
+    }
     if o.target == "local" {
-        return crate::local::check_prerequisites();
+        crate::local::check_prerequisites()?;
+        let dir = o
+            .local_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("x"));
+        return crate::local::check_dir_reachable(&dir);
     }
     let imap = Endpoint::parse(o.imap.as_deref().unwrap_or(""), "imap", IMAP_SCHEMES)?;
     Endpoint::parse(
@@ -230,6 +260,7 @@ fn validate(o: &Resolved) -> Result<()> {
             crate::target::PASSWORD_ENV
         )));
     }
+    remote_topology(o, profile, &creds)?;
     Ok(())
 }
 
@@ -298,6 +329,7 @@ fn setup_json(r: &SetupReport) -> Value {
         "bytes_appended": r.bytes_appended, "messages_present": r.messages_present,
         "errors_by_kind": errors, "error_samples": r.error_samples,
         "seconds": r.seconds, "appends_per_s": r.appends_per_s,
+        "mailboxes": r.mailboxes,
     })
 }
 
@@ -311,7 +343,7 @@ fn say(out: &Output, text: &str) {
 pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
-    validate(&o)?;
+    validate(&o, &profile)?;
     let intr = mailbench_base::interrupt::Interrupt::install()?;
     let mut header = RunHeader::begin("mail-setup");
     let run = RunDir::create(&out.base, "mail-setup")?;
@@ -464,7 +496,7 @@ pub fn run_with(
 ) -> Result<ExitStatus> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
-    validate(&o)?;
+    validate(&o, &profile)?;
     let intr = match hooks.interrupt.take() {
         Some(i) => i,
         None => mailbench_base::interrupt::Interrupt::install()?,
@@ -677,6 +709,20 @@ pub fn run_with(
             "the generator's own scheduling delay p99 was {:.1} ms (over 10 ms): this machine is too busy to drive {} users precisely",
             sched.p99_us as f64 / 1000.0,
             prepared.topo.users.len()
+        ));
+    }
+    // The local servers' own errors explain what the users only saw as
+    // timeouts or refusals.
+    let server_errors = prepared
+        .local
+        .as_ref()
+        .map(|l| l.log_errors(5))
+        .unwrap_or_default();
+    if !server_errors.is_empty() {
+        warnings.push(format!(
+            "the local mail servers logged errors (first {}): {}",
+            server_errors.len(),
+            server_errors.join(" | ")
         ));
     }
     let errors_by_kind: BTreeMap<&str, u64> = stats

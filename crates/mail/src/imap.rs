@@ -5,6 +5,7 @@
 
 use crate::target::Endpoint;
 use crate::tls::{StartTls, Tls};
+use crate::trace::Trace;
 use crate::wire::{ErrorKind, OpError, OpResult, Wire};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,19 +24,41 @@ pub struct Response {
     pub text: String,
 }
 
+/// What the client knows of the Inbox: kept while other mailboxes are
+/// selected, so an arrival seen anywhere (IDLE, NOOP, a task's own SELECT of the
+/// Inbox, the answer to any command) is fetched and timed.
+#[derive(Debug, Default, Clone)]
+pub struct InboxWatch {
+    /// Messages in the Inbox, as last announced while it was selected.
+    pub exists: u32,
+    /// `(count, when)` of every increase of `exists` not yet taken by a fetch
+    /// of new mail; counts follow EXPUNGEs (sequence numbers move down).
+    pub arrivals: Vec<(u32, Instant)>,
+    /// The Inbox's UIDNEXT as last announced.
+    pub uidnext: Option<u32>,
+}
+
 pub struct ImapConn {
     wire: Wire,
     tag: u32,
     pub op_timeout: Duration,
     pub caps: Vec<String>,
     pub selected: Option<String>,
+    /// The mailbox a SELECT/EXAMINE in progress opens (its untagged answers
+    /// describe it).
+    selecting: Option<String>,
     /// Messages in the selected mailbox, as last announced.
     pub exists: u32,
-    /// `(exists, when)` for every EXISTS increase seen in the selected mailbox.
-    pub exists_events: Vec<(u32, Instant)>,
+    pub inbox: InboxWatch,
     /// Commands sent (generator efficiency).
     pub commands: u64,
     idle_tag: Option<String>,
+    trace: Option<Trace>,
+}
+
+/// Whether a mailbox name is the Inbox (case-insensitive, RFC 3501 5.1).
+pub fn is_inbox(name: &str) -> bool {
+    name.eq_ignore_ascii_case("INBOX")
 }
 
 fn quote(s: &str) -> String {
@@ -60,21 +83,22 @@ impl ImapConn {
     /// Connects in plain text and reads the greeting (no TLS, no policy).
     pub async fn connect(host: &str, port: u16, op_timeout: Duration) -> OpResult<ImapConn> {
         let wire = Wire::connect(host, port, op_timeout).await?;
-        Self::from_wire(wire, op_timeout).await
+        Self::from_wire(wire, op_timeout, None).await
     }
 
     /// Connects to `ep` with TLS as its scheme and `starttls` say: implicit TLS
     /// for `imaps://`; on `imap://` STARTTLS when offered (`auto`) or always
     /// (`require`). Fails (kind `tls`) when the connection could not carry a
-    /// password safely (tls.rs).
+    /// password safely (tls.rs). `trace` receives the traffic (`--trace-imap`).
     pub async fn open(
         ep: &Endpoint,
         tls: &Tls,
         starttls: StartTls,
         op_timeout: Duration,
+        trace: Option<Trace>,
     ) -> OpResult<ImapConn> {
         let wire = tls.connect(ep, op_timeout).await?;
-        let mut c = Self::from_wire(wire, op_timeout).await?;
+        let mut c = Self::from_wire(wire, op_timeout, trace).await?;
         if !c.wire.is_tls() && starttls != StartTls::Never {
             if c.caps.is_empty() {
                 let r = c.cmd("CAPABILITY", "CAPABILITY").await?;
@@ -93,6 +117,9 @@ impl ImapConn {
                 let deadline = Instant::now() + op_timeout;
                 tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
                     .await?;
+                if let (Some(t), Some(sec)) = (&c.trace, c.wire.security()) {
+                    t.note(&format!("TLS: {sec}"));
+                }
                 // Capabilities from before TLS are not to be trusted (RFC 3501 6.2.1).
                 c.caps.clear();
             }
@@ -106,20 +133,32 @@ impl ImapConn {
         self.wire.security()
     }
 
-    pub async fn from_wire(wire: Wire, op_timeout: Duration) -> OpResult<ImapConn> {
+    pub async fn from_wire(
+        wire: Wire,
+        op_timeout: Duration,
+        trace: Option<Trace>,
+    ) -> OpResult<ImapConn> {
         let mut c = ImapConn {
             wire,
             tag: 0,
             op_timeout,
             caps: Vec::new(),
             selected: None,
+            selecting: None,
             exists: 0,
-            exists_events: Vec::new(),
+            inbox: InboxWatch::default(),
             commands: 0,
             idle_tag: None,
+            trace,
         };
+        if let Some(t) = &c.trace {
+            t.note(&format!("connected to {}", c.wire.peer));
+            if let Some(sec) = c.wire.security() {
+                t.note(&format!("TLS: {sec}"));
+            }
+        }
         let deadline = Instant::now() + op_timeout;
-        let greet = c.wire.read_unit(deadline).await?;
+        let greet = c.read_unit(deadline).await?;
         if !greet.starts_with(b"* OK") && !greet.starts_with(b"* PREAUTH") {
             return Err(OpError::new(
                 ErrorKind::Malformed,
@@ -179,6 +218,16 @@ impl ImapConn {
 
     /// Sends one command and returns its status without judging it.
     pub async fn cmd_status(&mut self, line: &str) -> OpResult<(Status, Response)> {
+        self.cmd_status_shown(line, None).await
+    }
+
+    /// As `cmd_status`; the trace shows `shown` after the tag instead of the
+    /// line (a password replaced).
+    async fn cmd_status_shown(
+        &mut self,
+        line: &str,
+        shown: Option<&str>,
+    ) -> OpResult<(Status, Response)> {
         let tag = self.next_tag();
         let deadline = Instant::now() + self.op_timeout;
         let mut out = Vec::with_capacity(tag.len() + line.len() + 3);
@@ -187,8 +236,31 @@ impl ImapConn {
         out.extend_from_slice(line.as_bytes());
         out.extend_from_slice(b"\r\n");
         self.commands += 1;
+        if let Some(t) = &self.trace {
+            match shown {
+                Some(text) => t.client(format!("{tag} {text}").as_bytes()),
+                None => t.client(&out),
+            }
+        }
         self.wire.write_all(&out, deadline).await?;
         self.collect(&tag, deadline).await
+    }
+
+    /// Reads one response unit (traced).
+    async fn read_unit(&mut self, deadline: Instant) -> OpResult<Vec<u8>> {
+        let u = self.wire.read_unit(deadline).await?;
+        if let Some(t) = &self.trace {
+            t.server(&u);
+        }
+        Ok(u)
+    }
+
+    /// Writes client bytes (traced).
+    async fn send(&mut self, bytes: &[u8], deadline: Instant) -> OpResult<()> {
+        if let Some(t) = &self.trace {
+            t.client(bytes);
+        }
+        self.wire.write_all(bytes, deadline).await
     }
 
     /// A command with one literal argument: `prefix {n+}` CRLF literal `suffix`.
@@ -207,10 +279,10 @@ impl ImapConn {
             literal.len(),
             if plus { "+" } else { "" }
         );
-        self.wire.write_all(head.as_bytes(), deadline).await?;
+        self.send(head.as_bytes(), deadline).await?;
         if !plus {
             loop {
-                let u = self.wire.read_unit(deadline).await?;
+                let u = self.read_unit(deadline).await?;
                 if u.starts_with(b"+") {
                     break;
                 }
@@ -222,6 +294,9 @@ impl ImapConn {
                 }
                 self.check_untagged(&u)?;
             }
+        }
+        if let Some(t) = &self.trace {
+            t.client(literal);
         }
         self.wire.write_all(literal, deadline).await?;
         self.wire.write_all(b"\r\n", deadline).await?;
@@ -238,7 +313,7 @@ impl ImapConn {
     async fn collect(&mut self, tag: &str, deadline: Instant) -> OpResult<(Status, Response)> {
         let mut resp = Response::default();
         loop {
-            let u = self.wire.read_unit(deadline).await?;
+            let u = self.read_unit(deadline).await?;
             if let Some(rest) = u
                 .strip_prefix(tag.as_bytes())
                 .and_then(|r| r.strip_prefix(b" "))
@@ -289,6 +364,10 @@ impl ImapConn {
         if rest.starts_with(b"BYE") {
             return Ok(());
         }
+        if rest.starts_with(b"OK [UIDNEXT ") {
+            self.check_uidnext(rest);
+            return Ok(());
+        }
         let mut it = rest.splitn(3, |c| *c == b' ');
         let (Some(num), Some(word)) = (it.next(), it.next()) else {
             return Ok(());
@@ -300,19 +379,70 @@ impl ImapConn {
             return Ok(());
         };
         if word.eq_ignore_ascii_case(b"EXISTS") {
-            if n > self.exists {
-                self.exists_events.push((n, Instant::now()));
-            }
             self.exists = n;
+            if self.inbox_in_view() {
+                if n > self.inbox.exists {
+                    self.inbox.arrivals.push((n, Instant::now()));
+                }
+                self.inbox.exists = n;
+            }
         } else if word.eq_ignore_ascii_case(b"EXPUNGE") {
             self.exists = self.exists.saturating_sub(1);
+            if self.inbox_in_view() {
+                self.inbox.exists = self.inbox.exists.saturating_sub(1);
+                // Messages after the expunged one move down by one.
+                for a in self.inbox.arrivals.iter_mut() {
+                    if a.0 >= n {
+                        a.0 -= 1;
+                    }
+                }
+            }
         }
         Ok(())
     }
 
+    /// Whether the untagged answers being read describe the Inbox (it is
+    /// selected, or a SELECT of it is in progress).
+    fn inbox_in_view(&self) -> bool {
+        self.selecting
+            .as_deref()
+            .or(self.selected.as_deref())
+            .is_some_and(is_inbox)
+    }
+
+    /// `* OK [UIDNEXT n]` of the Inbox.
+    fn check_uidnext(&mut self, rest: &[u8]) {
+        let Some(r) = rest.strip_prefix(b"OK [UIDNEXT ") else {
+            return;
+        };
+        let num: Vec<u8> = r
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .copied()
+            .collect();
+        if let Some(n) = std::str::from_utf8(&num).ok().and_then(|s| s.parse().ok())
+            && self.inbox_in_view()
+        {
+            self.inbox.uidnext = Some(n);
+        }
+    }
+
+    /// Whether the Inbox is the selected mailbox.
+    pub fn inbox_selected(&self) -> bool {
+        self.selected.as_deref().is_some_and(is_inbox)
+    }
+
+    /// Arrivals in the Inbox not yet fetched: an EXISTS increase, or a UIDNEXT
+    /// beyond `next_uid` (the first UID the user has not seen).
+    pub fn inbox_news(&self, next_uid: u32) -> bool {
+        !self.inbox.arrivals.is_empty() || self.inbox.uidnext.is_some_and(|u| u > next_uid)
+    }
+
     pub async fn login(&mut self, user: &str, password: &str) -> OpResult<()> {
-        let line = format!("LOGIN {} {}", quote(user), quote(password));
-        let (st, resp) = self.cmd_status(&line).await?;
+        let user_q = quote(user);
+        let line = format!("LOGIN {user_q} {}", quote(password));
+        let shown = crate::trace::redacted_login(&user_q);
+        let (st, resp) = self.cmd_status_shown(&line, Some(&shown)).await?;
         if st != Status::Ok {
             return Err(OpError::new(
                 ErrorKind::Auth,
@@ -331,15 +461,17 @@ impl ImapConn {
         Ok(())
     }
 
-    /// SELECT (or EXAMINE when `read_only`) a mailbox; resets EXISTS tracking.
+    /// SELECT (or EXAMINE when `read_only`) a mailbox. Selecting the Inbox
+    /// compares its EXISTS with the count known from the last time it was
+    /// selected: anything beyond is an arrival (seen now, an upper bound).
     pub async fn select(&mut self, name: &str, read_only: bool) -> OpResult<()> {
         self.exists = 0;
-        self.exists_events.clear();
         self.selected = None;
+        self.selecting = Some(name.to_string());
         let verb = if read_only { "EXAMINE" } else { "SELECT" };
-        self.cmd(verb, &format!("{verb} {}", mailbox(name))).await?;
-        // The EXISTS of a SELECT is the starting point, not an arrival.
-        self.exists_events.clear();
+        let r = self.cmd(verb, &format!("{verb} {}", mailbox(name))).await;
+        self.selecting = None;
+        r?;
         self.selected = Some(name.to_string());
         Ok(())
     }
@@ -374,11 +506,10 @@ impl ImapConn {
         let tag = self.next_tag();
         let deadline = Instant::now() + self.op_timeout;
         self.commands += 1;
-        self.wire
-            .write_all(format!("{tag} IDLE\r\n").as_bytes(), deadline)
+        self.send(format!("{tag} IDLE\r\n").as_bytes(), deadline)
             .await?;
         loop {
-            let u = self.wire.read_unit(deadline).await?;
+            let u = self.read_unit(deadline).await?;
             if u.starts_with(b"+") {
                 self.idle_tag = Some(tag);
                 return Ok(());
@@ -396,12 +527,12 @@ impl ImapConn {
     /// While idling: waits until `until` or until new messages are announced.
     /// Returns true when EXISTS grew. Cancel-safe.
     pub async fn idle_wait(&mut self, until: Instant) -> OpResult<bool> {
-        let before = self.exists_events.len();
+        let before = self.inbox.arrivals.len();
         loop {
             if Instant::now() >= until {
                 return Ok(false);
             }
-            match self.wire.read_unit(until).await {
+            match self.read_unit(until).await {
                 Ok(u) => {
                     self.check_untagged(&u)?;
                     if u.starts_with(b"* BYE") {
@@ -410,7 +541,7 @@ impl ImapConn {
                             format!("{} ended the session: {}", self.wire.peer, show(&u)),
                         ));
                     }
-                    if self.exists_events.len() > before {
+                    if self.inbox.arrivals.len() > before {
                         return Ok(true);
                     }
                 }
@@ -426,7 +557,7 @@ impl ImapConn {
             return Ok(());
         };
         let deadline = Instant::now() + self.op_timeout;
-        self.wire.write_all(b"DONE\r\n", deadline).await?;
+        self.send(b"DONE\r\n", deadline).await?;
         let (st, resp) = self.collect(&tag, deadline).await?;
         if st != Status::Ok {
             return Err(OpError::new(
@@ -505,39 +636,155 @@ pub fn header_value(u: &[u8], name: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&rest[..end]).trim().to_string())
 }
 
+/// One `* LIST` answer: the mailbox's attributes, hierarchy delimiter and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListEntry {
+    pub flags: Vec<String>,
+    pub delim: Option<char>,
+    pub name: String,
+}
+
+impl ListEntry {
+    /// Whether the mailbox has attribute `flag` (e.g. `\\Sent`), any case.
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
+    }
+}
+
+/// A token of an IMAP response: parentheses, NIL, or a string (atom, quoted
+/// string or literal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Open,
+    Close,
+    Nil,
+    Text(String),
+}
+
+/// Tokens of the rest of a response line (with its literals); None when a
+/// quoted string or literal is cut short.
+fn tokenize(b: &[u8]) -> Option<Vec<Tok>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\r' | b'\n' => i += 1,
+            b'(' => {
+                out.push(Tok::Open);
+                i += 1;
+            }
+            b')' => {
+                out.push(Tok::Close);
+                i += 1;
+            }
+            b'"' => {
+                i += 1;
+                let mut v = Vec::new();
+                loop {
+                    let c = *b.get(i)?;
+                    i += 1;
+                    match c {
+                        b'\\' => {
+                            v.push(*b.get(i)?);
+                            i += 1;
+                        }
+                        b'"' => break,
+                        _ => v.push(c),
+                    }
+                }
+                out.push(Tok::Text(String::from_utf8_lossy(&v).into_owned()));
+            }
+            b'{' => {
+                let close = i + b[i..].iter().position(|c| *c == b'}')?;
+                let n: usize = std::str::from_utf8(&b[i + 1..close])
+                    .ok()?
+                    .trim_end_matches('+')
+                    .parse()
+                    .ok()?;
+                let mut start = close + 1;
+                if b[start..].starts_with(b"\r\n") {
+                    start += 2;
+                }
+                let v = b.get(start..start + n)?;
+                out.push(Tok::Text(String::from_utf8_lossy(v).into_owned()));
+                i = start + n;
+            }
+            _ => {
+                let start = i;
+                while i < b.len() && !b" ()\"\r\n".contains(&b[i]) {
+                    i += 1;
+                }
+                let atom = &b[start..i];
+                out.push(if atom.eq_ignore_ascii_case(b"NIL") {
+                    Tok::Nil
+                } else {
+                    Tok::Text(String::from_utf8_lossy(atom).into_owned())
+                });
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The `* LIST` (or `* LSUB`) answers among `untagged`, parsed.
+pub fn parse_list(untagged: &[Vec<u8>]) -> Vec<ListEntry> {
+    untagged.iter().filter_map(|u| list_entry(u)).collect()
+}
+
+fn list_entry(u: &[u8]) -> Option<ListEntry> {
+    let rest = u.strip_prefix(b"* ")?;
+    let sp = rest.iter().position(|c| *c == b' ')?;
+    let word = &rest[..sp];
+    if !word.eq_ignore_ascii_case(b"LIST") && !word.eq_ignore_ascii_case(b"LSUB") {
+        return None;
+    }
+    let toks = tokenize(&rest[sp + 1..])?;
+    let mut it = toks.into_iter();
+    if it.next()? != Tok::Open {
+        return None;
+    }
+    let mut flags = Vec::new();
+    loop {
+        match it.next()? {
+            Tok::Close => break,
+            Tok::Text(f) => flags.push(f),
+            _ => return None,
+        }
+    }
+    let delim = match it.next()? {
+        Tok::Nil => None,
+        Tok::Text(d) => d.chars().next(),
+        _ => return None,
+    };
+    let Tok::Text(name) = it.next()? else {
+        return None;
+    };
+    Some(ListEntry { flags, delim, name })
+}
+
 /// Mailbox names of `* LIST` answers.
 pub fn list_names(untagged: &[Vec<u8>]) -> Vec<String> {
-    let mut out = Vec::new();
-    for u in untagged {
-        let Some(rest) = u.strip_prefix(b"* LIST ") else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(rest);
-        // (flags) "delim" name
-        let Some(close) = text.find(')') else {
-            continue;
-        };
-        let after = text[close + 1..].trim_start();
-        let after = if let Some(a) = after.strip_prefix("NIL") {
-            a
-        } else if let Some(a) = after.strip_prefix('"') {
-            let end = a.find('"').map(|e| e + 1).unwrap_or(a.len());
-            &a[end.min(a.len())..]
-        } else {
-            after
-        };
-        let name = after.trim();
-        let name = if let Some(q) = name.strip_prefix('"') {
-            q.strip_suffix('"')
-                .unwrap_or(q)
-                .replace("\\\"", "\"")
-                .replace("\\\\", "\\")
-        } else {
-            name.to_string()
-        };
-        out.push(name);
+    parse_list(untagged).into_iter().map(|e| e.name).collect()
+}
+
+/// The first personal namespace of a `* NAMESPACE` answer (RFC 2342):
+/// `(prefix, delimiter)`; None when the server has no personal namespace.
+pub fn personal_namespace(untagged: &[Vec<u8>]) -> Option<(String, Option<char>)> {
+    let u = untagged.iter().find(|u| {
+        u.get(..12)
+            .is_some_and(|h| h.eq_ignore_ascii_case(b"* NAMESPACE "))
+    })?;
+    let toks = tokenize(&u[12..])?;
+    match toks.as_slice() {
+        [Tok::Open, Tok::Open, Tok::Text(prefix), delim, ..] => {
+            let d = match delim {
+                Tok::Text(d) => d.chars().next(),
+                _ => None,
+            };
+            Some((prefix.clone(), d))
+        }
+        _ => None,
     }
-    out
 }
 
 /// `MESSAGES n` of a `* STATUS` answer.
@@ -609,6 +856,40 @@ mod tests {
         assert_eq!(
             status_messages(&[b"* STATUS \"Sent\" (MESSAGES 17)".to_vec()]),
             Some(17)
+        );
+    }
+
+    #[test]
+    fn list_and_namespace_answers() {
+        let l = parse_list(&[
+            b"* LIST (\\HasNoChildren \\Sent) \".\" \"INBOX.Sent Messages\"".to_vec(),
+            b"* LIST (\\Noselect) NIL \"\"".to_vec(),
+            b"* LIST () \"/\" {8}\r\nA \"b\" \\c".to_vec(),
+            b"* LIST (\\Trash) \"/\" Trash (\"CHILDINFO\" (\"SUBSCRIBED\"))".to_vec(),
+            b"* LIST (\\X) \"/\" \"with \\\"quote\\\" \\\\ back\"".to_vec(),
+            b"* OK not a list".to_vec(),
+        ]);
+        assert_eq!(l.len(), 5, "{l:?}");
+        assert_eq!(l[0].name, "INBOX.Sent Messages");
+        assert_eq!(l[0].delim, Some('.'));
+        assert!(l[0].has_flag("\\sent") && !l[0].has_flag("\\Trash"));
+        assert_eq!((l[1].delim, l[1].name.as_str()), (None, ""));
+        assert_eq!(l[2].name, "A \"b\" \\c");
+        assert_eq!(l[3].name, "Trash");
+        assert_eq!(l[4].name, "with \"quote\" \\ back");
+        assert_eq!(
+            personal_namespace(&[b"* NAMESPACE ((\"INBOX.\" \".\")) NIL NIL".to_vec()]),
+            Some(("INBOX.".into(), Some('.')))
+        );
+        assert_eq!(
+            personal_namespace(&[
+                b"* NAMESPACE ((\"\" \"/\")(\"#mh/\" \"/\")) ((\"~\" \"/\")) NIL".to_vec()
+            ]),
+            Some(("".into(), Some('/')))
+        );
+        assert_eq!(
+            personal_namespace(&[b"* NAMESPACE NIL NIL ((\"shared.\" \".\"))".to_vec()]),
+            None
         );
     }
 }

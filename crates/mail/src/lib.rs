@@ -6,6 +6,7 @@ pub mod hooks;
 pub mod imap;
 pub mod judge;
 pub mod local;
+pub mod mailboxes;
 pub mod message;
 pub mod options;
 pub mod profile;
@@ -17,6 +18,7 @@ pub mod stats;
 pub mod target;
 pub mod tls;
 pub mod topology;
+pub mod trace;
 pub mod wire;
 
 pub use command::{Output, run as run_command, setup as setup_command};

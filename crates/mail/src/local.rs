@@ -96,6 +96,17 @@ pub struct LocalTls {
     pub key: PathBuf,
 }
 
+/// How to start the local servers besides the defaults (the TLS and
+/// compatibility tests): TLS on Dovecot's listeners, and Dovecot settings
+/// appended to its generated configuration (later settings win: e.g. another
+/// `mail_location`, a `namespace inbox { prefix = INBOX. ... }`, or an
+/// `imap_capability` list).
+#[derive(Debug, Clone, Default)]
+pub struct LocalOptions {
+    pub tls: Option<LocalTls>,
+    pub dovecot_extra: String,
+}
+
 /// A running Dovecot + Postfix pair.
 #[derive(Debug)]
 pub struct LocalServer {
@@ -238,9 +249,20 @@ impl LocalServer {
 
     /// As `start`, with TLS on Dovecot's listeners when `tls` is given.
     pub fn start_with(dir: &Path, log: &TestLog, tls: Option<&LocalTls>) -> Result<LocalServer> {
+        let o = LocalOptions {
+            tls: tls.cloned(),
+            ..Default::default()
+        };
+        Self::start_opts(dir, log, &o)
+    }
+
+    /// As `start`, with `o`'s TLS and Dovecot settings.
+    pub fn start_opts(dir: &Path, log: &TestLog, o: &LocalOptions) -> Result<LocalServer> {
         check_prerequisites()?;
+        let tls = o.tls.as_ref();
         let dir = dir.to_path_buf();
-        mkdir(&dir)?;
+        check_dir_reachable(&dir)?;
+        make_reachable_dir(&dir)?;
         {
             // The mail processes run as nobody and must reach their homes below.
             use std::os::unix::fs::PermissionsExt;
@@ -263,10 +285,13 @@ impl LocalServer {
         }
         chown(&dv.join("mail"), "65534:65534")?;
         let dconf = dv.join("dovecot.conf");
-        write_private(
-            &dconf,
-            dovecot_conf(&dir, &ports, &password, tls).as_bytes(),
-        )?;
+        let mut conf = dovecot_conf(&dir, &ports, &password, tls);
+        if !o.dovecot_extra.is_empty() {
+            conf.push_str("# added for this run\n");
+            conf.push_str(&o.dovecot_extra);
+            conf.push('\n');
+        }
+        write_private(&dconf, conf.as_bytes())?;
         let pf = dir.join("postfix");
         for sub in ["etc", "queue", "data"] {
             mkdir(&pf.join(sub))?;
@@ -345,6 +370,8 @@ impl LocalServer {
             }
         }
         log.line("local target: all listeners answer");
+        server.check_session()?;
+        log.line("local target: a user logged in and opened its Inbox");
         if let Ok(n) = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances") {
             log.line(format!(
                 "local target: fs.inotify.max_user_instances = {}; IMAP sessions beyond it look for new mail every second instead of being woken",
@@ -383,6 +410,53 @@ impl LocalServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Logs a user in over IMAP and opens its Inbox: the login service can
+    /// answer while the processes behind it cannot start (a missing or
+    /// broken `imap` binary), which would otherwise only show as timeouts
+    /// during the run. On failure the error quotes Dovecot's own log.
+    fn check_session(&mut self) -> Result<()> {
+        let user = format!("mailbench-check@{LOCAL_DOMAIN}");
+        match imap_session_check(self.ports.imap, &user, &self.password) {
+            Ok(()) => Ok(()),
+            Err(what) => {
+                let errors = self.log_errors(5);
+                Err(Error::runtime(format!(
+                    "local target: Dovecot accepts IMAP connections on 127.0.0.1:{} but {what}{}",
+                    self.ports.imap,
+                    if errors.is_empty() {
+                        format!("; see {}", self.dir.join("dovecot/dovecot.log").display())
+                    } else {
+                        format!("; its log says: {}", errors.join(" | "))
+                    }
+                )))
+            }
+        }
+    }
+
+    /// The servers' own error lines (Dovecot's `Error:`/`Fatal:`/`Panic:`,
+    /// Postfix's `fatal:`/`panic:`/`error:`), at most `max`, the first ones.
+    pub fn log_errors(&self, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, marks) in [
+            (
+                "dovecot/dovecot.log",
+                &[" Error: ", " Fatal: ", " Panic: "][..],
+            ),
+            ("postfix/maillog", &[" fatal: ", " panic: ", " error: "][..]),
+        ] {
+            let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            for l in text.lines() {
+                if out.len() >= max {
+                    return out;
+                }
+                if marks.iter().any(|m| l.contains(m)) {
+                    out.push(l.trim().to_string());
+                }
+            }
+        }
+        out
     }
 
     /// A description of a server process that has exited, if one has.
@@ -464,6 +538,107 @@ impl Drop for LocalServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A plain IMAP session on 127.0.0.1:`port`: greeting, LOGIN, SELECT INBOX,
+/// LOGOUT, each answered within 10 s. Err says what failed.
+fn imap_session_check(port: u16, user: &str, password: &str) -> std::result::Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .map_err(|e| format!("a new connection failed: {e}"))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut w = s
+        .try_clone()
+        .map_err(|e| format!("a connection could not be used: {e}"))?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let mut answer = |r: &mut BufReader<std::net::TcpStream>, tag: &str| {
+        loop {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) => return Err("closed the connection".to_string()),
+                Err(e) => return Err(format!("did not answer ({e})")),
+                Ok(_) => {}
+            }
+            if let Some(rest) = line.strip_prefix(tag) {
+                let rest = rest.trim();
+                return if rest.starts_with("OK") {
+                    Ok(())
+                } else {
+                    Err(format!("answered `{rest}`"))
+                };
+            }
+        }
+    };
+    answer(&mut r, "* ").map_err(|e| format!("its greeting failed: {e}"))?;
+    let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    for (tag, cmd, what) in [
+        (
+            "c1",
+            format!("LOGIN {} {}", quoted(user), quoted(password)),
+            "a test login",
+        ),
+        (
+            "c2",
+            "SELECT INBOX".to_string(),
+            "opening a test user's Inbox",
+        ),
+        ("c3", "LOGOUT".to_string(), "logging out"),
+    ] {
+        w.write_all(format!("{tag} {cmd}\r\n").as_bytes())
+            .map_err(|e| format!("{what} failed: {e}"))?;
+        answer(&mut r, &format!("{tag} ")).map_err(|e| format!("{what} failed: it {e}"))?;
+    }
+    Ok(())
+}
+
+/// Checks that the mail servers' own users (Dovecot's `nobody` and
+/// `dovenull`, Postfix's `postfix`) can reach `dir`: every existing folder
+/// above it must let others search it (x). Folders mailbench creates are
+/// made 0755. A 0700 home or a `mktemp -d` folder above `dir` fails here,
+/// before anything is started (exit 2).
+pub fn check_dir_reachable(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::usage(format!("cannot resolve {}: {e}", dir.display())))?
+            .join(dir)
+    };
+    for a in abs.ancestors().skip(1) {
+        let Ok(m) = std::fs::metadata(a) else {
+            continue;
+        };
+        let mode = m.permissions().mode();
+        if mode & 0o001 == 0 {
+            return Err(Error::usage(format!(
+                "local target folder {}: the mail servers run as their own users (Dovecot as nobody \
+                 and dovenull, Postfix as postfix) and cannot enter {} (mode {:04o}, no search \
+                 permission for others); choose a folder they can reach, e.g. under /var/tmp, or \
+                 allow it with `chmod o+x {}`",
+                abs.display(),
+                a.display(),
+                mode & 0o7777,
+                a.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` and the missing folders above it with mode 0755 (whatever
+/// the umask), so the servers' own users can reach it.
+pub fn make_reachable_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut missing: Vec<&Path> = dir.ancestors().take_while(|a| !a.exists()).collect();
+    missing.reverse();
+    for a in missing {
+        std::fs::create_dir(a).map_err(|e| Error::io("cannot create", a, e))?;
+        std::fs::set_permissions(a, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Error::io("cannot set the permissions of", a, e))?;
+    }
+    Ok(())
 }
 
 fn is_process(pid: &str, name: &str) -> bool {

@@ -1,7 +1,10 @@
 //! Message generation with mail-builder: text bodies from a word list, binary
 //! attachments sliced from one pre-generated random pool (so generation costs
-//! little CPU), replies, forwards (the original attached as message/rfc822),
-//! appointments and iMIP meeting requests (text/calendar).
+//! little CPU), replies (In-Reply-To and References to the original),
+//! forwards (the original attached as message/rfc822 in 7bit or 8bit, never
+//! base64: RFC 2046 5.2.1), appointments and iMIP meeting requests
+//! (text/calendar, lines folded at 75 octets: RFC 5545 3.1). The tests parse
+//! every kind with mail-parser.
 
 use crate::profile::SizeClass;
 use mail_builder::MessageBuilder;
@@ -82,7 +85,11 @@ pub struct Envelope<'a> {
     pub subject: Cow<'a, str>,
     /// `X-Mailbench-Track` value (recipients report delivery latency with it).
     pub track: Option<String>,
+    /// The Message-ID answered (without angle brackets); References lists
+    /// `references` then it.
     pub in_reply_to: Option<String>,
+    pub references: Vec<String>,
+    /// Message-ID without angle brackets (`message_id` makes one).
     pub message_id: String,
     /// Date header, seconds since the epoch.
     pub date: i64,
@@ -112,20 +119,26 @@ impl Generator {
         &self.sizes[self.sizes.len() - 1]
     }
 
-    /// Text of about `bytes` bytes, in lines of about 72 characters.
+    /// Text of about `bytes` bytes, in lines of about 72 characters, each
+    /// ending with CRLF.
     pub fn text<R: Rng>(&self, rng: &mut R, bytes: usize) -> String {
         let mut s = String::with_capacity(bytes + 80);
         let mut line = 0;
         while s.len() < bytes {
             let w = WORDS[rng.random_range(0..WORDS.len())];
-            s.push_str(w);
-            line += w.len() + 1;
-            if line > 72 {
+            if line > 0 && line + 1 + w.len() > 72 {
                 s.push_str("\r\n");
                 line = 0;
-            } else {
-                s.push(' ');
             }
+            if line > 0 {
+                s.push(' ');
+                line += 1;
+            }
+            s.push_str(w);
+            line += w.len();
+        }
+        if line > 0 {
+            s.push_str("\r\n");
         }
         s
     }
@@ -141,7 +154,7 @@ impl Generator {
             .from(env.from)
             .to(env.to.iter().map(|s| s.as_str()).collect::<Vec<&str>>())
             .subject(env.subject.as_ref())
-            .message_id(env.message_id.as_str())
+            .message_id(bare_id(&env.message_id))
             .date(env.date);
         if let Some(t) = &env.track {
             b = b.header(
@@ -150,7 +163,11 @@ impl Generator {
             );
         }
         if let Some(r) = &env.in_reply_to {
-            b = b.in_reply_to(r.as_str());
+            let r = bare_id(r);
+            let mut refs: Vec<&str> = env.references.iter().map(|x| bare_id(x)).collect();
+            refs.retain(|x| *x != r && !x.is_empty());
+            refs.push(r);
+            b = b.in_reply_to(r).references(refs);
         }
         b
     }
@@ -168,14 +185,25 @@ impl Generator {
         b.write_to_vec().unwrap_or_default()
     }
 
-    /// A forward: a short note and the original attached as message/rfc822.
+    /// A forward: a short note and the original attached as message/rfc822,
+    /// as it is (7bit or 8bit; RFC 2046 5.2.1 allows no other encoding). An
+    /// original that SMTP cannot carry as it is (bare CR/LF, NUL, lines over
+    /// 998 octets) is attached as a base64 application/octet-stream file.
     pub fn forward<R: Rng>(&self, rng: &mut R, env: &Envelope<'_>, original: &[u8]) -> Vec<u8> {
         let note = self.text(rng, 300);
-        let part = MimePart::new(
-            ContentType::new("message/rfc822"),
-            BodyPart::Binary(Cow::Borrowed(original)),
-        )
-        .attachment("forwarded.eml");
+        let part = match rfc822_encoding(original) {
+            Some(cte) => MimePart::new(
+                ContentType::new("message/rfc822"),
+                BodyPart::Binary(Cow::Borrowed(original)),
+            )
+            .transfer_encoding(cte)
+            .attachment("forwarded.eml"),
+            None => MimePart::new(
+                ContentType::new("application/octet-stream"),
+                BodyPart::Binary(Cow::Borrowed(original)),
+            )
+            .attachment("forwarded.eml"),
+        };
         let body = MimePart::new(
             ContentType::new("multipart/mixed"),
             BodyPart::Multipart(vec![
@@ -189,13 +217,14 @@ impl Generator {
             .unwrap_or_default()
     }
 
-    /// A reply: a short answer and the quoted original text.
+    /// A reply: a short answer and the quoted original text (at most 40
+    /// lines of at most 200 characters).
     pub fn reply<R: Rng>(&self, rng: &mut R, env: &Envelope<'_>, quoted: &str) -> Vec<u8> {
         let mut body = self.text(rng, 600);
         body.push_str("\r\n\r\n");
         for l in quoted.lines().take(40) {
             body.push_str("> ");
-            body.push_str(l);
+            body.extend(l.chars().filter(|c| !c.is_control()).take(200));
             body.push_str("\r\n");
         }
         self.headers(env)
@@ -215,26 +244,33 @@ impl Generator {
         request: bool,
     ) -> Vec<u8> {
         let method = if request { "REQUEST" } else { "PUBLISH" };
-        let uid = format!("{}-cal", env.message_id.trim_matches(['<', '>']));
-        let mut ics = String::with_capacity(600);
-        ics.push_str("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//mailbench//EN\r\n");
-        ics.push_str(&format!("METHOD:{method}\r\nBEGIN:VEVENT\r\nUID:{uid}\r\n"));
-        ics.push_str(&format!(
-            "DTSTAMP:{}\r\nDTSTART:{}\r\nDTEND:{}\r\n",
-            ical_time(env.date),
-            ical_time(start_unix),
-            ical_time(start_unix + minutes * 60)
-        ));
-        ics.push_str(&format!("SUMMARY:{}\r\n", env.subject));
-        ics.push_str(&format!("ORGANIZER:mailto:{}\r\n", env.from));
+        let uid = format!("{}-cal", bare_id(&env.message_id));
+        let mut lines = vec![
+            "BEGIN:VCALENDAR".to_string(),
+            "VERSION:2.0".into(),
+            "PRODID:-//mailbench//EN".into(),
+            format!("METHOD:{method}"),
+            "BEGIN:VEVENT".into(),
+            format!("UID:{uid}"),
+            format!("DTSTAMP:{}", ical_time(env.date)),
+            format!("DTSTART:{}", ical_time(start_unix)),
+            format!("DTEND:{}", ical_time(start_unix + minutes * 60)),
+            format!("SUMMARY:{}", ical_text(&env.subject)),
+            format!("ORGANIZER:mailto:{}", env.from),
+        ];
         if request {
             for a in env.to {
-                ics.push_str(&format!(
-                    "ATTENDEE;ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:{a}\r\n"
+                lines.push(format!(
+                    "ATTENDEE;ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:{a}"
                 ));
             }
         }
-        ics.push_str("END:VEVENT\r\nEND:VCALENDAR\r\n");
+        lines.push("END:VEVENT".into());
+        lines.push("END:VCALENDAR".into());
+        let mut ics = String::with_capacity(800);
+        for l in &lines {
+            ics.push_str(&fold_ical(l));
+        }
         let text = self.text(rng, 200);
         let body = MimePart::new(
             ContentType::new("multipart/alternative"),
@@ -251,6 +287,102 @@ impl Generator {
             .write_to_vec()
             .unwrap_or_default()
     }
+}
+
+/// A Message-ID (without angle brackets) made of `parts`: each reduced to
+/// letters, digits, `-` and `_` (RFC 5322 dot-atom text), joined by dots.
+pub fn message_id(parts: &[&str]) -> String {
+    let mut id = String::new();
+    for p in parts {
+        let p: String = p
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if !id.is_empty() {
+            id.push('.');
+        }
+        id.push_str(&p);
+    }
+    id.push_str("@mailbench");
+    id
+}
+
+/// A Message-ID without the angle brackets it may have been written with.
+pub fn bare_id(id: &str) -> &str {
+    id.trim().trim_start_matches('<').trim_end_matches('>')
+}
+
+/// How a message can be attached as message/rfc822 (RFC 2046 5.2.1): `7bit`
+/// or `8bit`; None when it cannot travel as it is (bare CR or LF, NUL, a
+/// line over 998 octets).
+pub fn rfc822_encoding(m: &[u8]) -> Option<&'static str> {
+    let mut eight = false;
+    let mut line = 0usize;
+    for (i, &b) in m.iter().enumerate() {
+        match b {
+            0 => return None,
+            b'\r' if m.get(i + 1) != Some(&b'\n') => return None,
+            b'\n' => {
+                if i == 0 || m[i - 1] != b'\r' {
+                    return None;
+                }
+                line = 0;
+                continue;
+            }
+            _ => {}
+        }
+        if b >= 0x80 {
+            eight = true;
+        }
+        if b != b'\r' {
+            line += 1;
+            if line > 998 {
+                return None;
+            }
+        }
+    }
+    Some(if eight { "8bit" } else { "7bit" })
+}
+
+/// iCalendar TEXT escaping (RFC 5545 3.3.11).
+fn ical_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' | ';' | ',' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One iCalendar content line with CRLF, folded so that no line is longer
+/// than 75 octets (RFC 5545 3.1): continuation lines start with a space.
+pub fn fold_ical(line: &str) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut len = 0;
+    for c in line.chars() {
+        let n = c.len_utf8();
+        if len + n > 75 {
+            out.push_str("\r\n ");
+            len = 1;
+        }
+        out.push(c);
+        len += n;
+    }
+    out.push_str("\r\n");
+    out
 }
 
 /// `YYYYMMDDTHHMMSSZ` of a Unix time.
@@ -316,7 +448,8 @@ mod tests {
             subject: "hello".into(),
             track: Some("run 1 2".into()),
             in_reply_to: None,
-            message_id: "<1@x>".into(),
+            references: Vec::new(),
+            message_id: "1@x".into(),
             date: 1_700_000_000,
         };
         let m = g.mail(&mut rng, &env);

@@ -66,6 +66,10 @@ pub struct MailOptions {
     pub user_format: Option<String>,
     pub users_file: Option<PathBuf>,
     pub password_file: Option<PathBuf>,
+    /// Distribution lists of a remote server: `list member member ...` lines.
+    pub lists_file: Option<PathBuf>,
+    /// Write every user's IMAP traffic (passwords redacted) into this folder.
+    pub trace_imap: Option<PathBuf>,
     pub profile: Option<String>,
     pub local_dir: Option<PathBuf>,
     pub seed: Option<u64>,
@@ -112,6 +116,8 @@ impl MailOptions {
             user_format,
             users_file,
             password_file,
+            lists_file,
+            trace_imap,
             profile,
             local_dir,
             seed,
@@ -150,6 +156,8 @@ pub struct Resolved {
     pub user_format: String,
     pub users_file: Option<PathBuf>,
     pub password_file: Option<PathBuf>,
+    pub lists_file: Option<PathBuf>,
+    pub trace_imap: Option<PathBuf>,
     pub profile: String,
     pub local_dir: Option<PathBuf>,
     pub seed: u64,
@@ -212,6 +220,11 @@ impl Resolved {
                 "--users-file is for remote servers; the local target creates its own users",
             ));
         }
+        if target == "local" && o.lists_file.is_some() {
+            return Err(Error::usage(
+                "--lists-file is for remote servers; the local target defines its own distribution lists",
+            ));
+        }
         let tls_insecure = o.tls_insecure.unwrap_or(false);
         if target == "local" {
             let mut given = Vec::new();
@@ -239,7 +252,14 @@ impl Resolved {
                 "--ca-file has no effect with --tls-insecure (nothing is verified): drop one of them",
             ));
         }
-        let users = o.users.unwrap_or(100);
+        let first_user = o.first_user.unwrap_or(1);
+        if first_user == 0 {
+            return Err(Error::usage("--first-user counts from 1"));
+        }
+        let users = match &o.users_file {
+            Some(f) => users_in_file(f, first_user, o.users)?,
+            None => o.users.unwrap_or(100),
+        };
         if users == 0 || users > 100_000 {
             return Err(Error::usage(format!(
                 "--users {users}: give 1 to 100000 users"
@@ -282,10 +302,12 @@ impl Resolved {
             submission: o.submission.clone(),
             sieve: o.sieve.clone(),
             users,
-            first_user: o.first_user.unwrap_or(1),
+            first_user,
             user_format,
             users_file: o.users_file.clone(),
             password_file: o.password_file.clone(),
+            lists_file: o.lists_file.clone(),
+            trace_imap: o.trace_imap.clone(),
             profile: o.profile.clone().unwrap_or_else(|| "mmb3".into()),
             local_dir: o.local_dir.clone(),
             seed: o.seed.unwrap_or(1),
@@ -313,6 +335,33 @@ impl Resolved {
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(5)),
         })
+    }
+}
+
+/// How many users a run takes from a users file: `--users` (which must not
+/// exceed what the file lists from `--first-user` on), else all of them.
+fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>) -> Result<usize> {
+    let listed = crate::target::read_users_file(file)?.len();
+    let left = listed.saturating_sub(first_user - 1);
+    if left == 0 {
+        return Err(Error::usage(format!(
+            "users file {} lists {listed} users: --first-user {first_user} is past its end",
+            file.display()
+        )));
+    }
+    match users {
+        Some(n) if n > left => Err(Error::usage(format!(
+            "--users {n}: users file {} lists {listed} users{}; give --users {left} or fewer, \
+             or add users to the file",
+            file.display(),
+            if first_user > 1 {
+                format!(", {left} of them from --first-user {first_user} on")
+            } else {
+                String::new()
+            }
+        ))),
+        Some(n) => Ok(n),
+        None => Ok(left),
     }
 }
 
@@ -398,5 +447,37 @@ mod tests {
         let e = Resolved::from(&local, Duration::from_secs(60)).unwrap_err();
         assert!(e.to_string().contains("--tls-insecure"), "{e}");
         assert!(toml::from_str::<MailOptions>("starttls = \"maybe\"").is_err());
+    }
+
+    #[test]
+    fn users_files_bound_the_user_count() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("users");
+        let lines: String = (1..=20).map(|i| format!("u{i}@x pw{i}\n")).collect();
+        std::fs::write(&f, format!("# comment\n{lines}")).unwrap();
+        let o = |users: Option<usize>, first: Option<usize>| MailOptions {
+            imap: Some("imap://h".into()),
+            submission: Some("smtp://h".into()),
+            users_file: Some(f.clone()),
+            users,
+            first_user: first,
+            ..Default::default()
+        };
+        let day = Duration::from_secs(60);
+        assert_eq!(Resolved::from(&o(None, None), day).unwrap().users, 20);
+        assert_eq!(Resolved::from(&o(Some(7), None), day).unwrap().users, 7);
+        assert_eq!(Resolved::from(&o(None, Some(16)), day).unwrap().users, 5);
+        let e = Resolved::from(&o(Some(30), None), day).unwrap_err();
+        assert_eq!(e.exit_status(), mailbench_base::ExitStatus::Usage);
+        assert!(e.to_string().contains("lists 20 users"), "{e}");
+        let e = Resolved::from(&o(Some(6), Some(16)), day).unwrap_err();
+        assert!(
+            e.to_string().contains("5 of them from --first-user 16"),
+            "{e}"
+        );
+        assert!(Resolved::from(&o(None, Some(21)), day).is_err());
+        std::fs::write(&f, "a@x 1\na@x 2\n").unwrap();
+        let e = Resolved::from(&o(None, None), day).unwrap_err();
+        assert!(e.to_string().contains("listed twice"), "{e}");
     }
 }

@@ -342,6 +342,17 @@ impl Profile {
 
     /// What the profile should produce per user per day.
     pub fn expected_flow(&self, users: usize) -> ExpectedFlow {
+        self.flow(users, true)
+    }
+
+    /// What the profile produces when there are no distribution lists (a
+    /// remote server without `--lists-file`): list sends go to individuals,
+    /// so fewer deliveries per message.
+    pub fn expected_flow_without_lists(&self, users: usize) -> ExpectedFlow {
+        self.flow(users, false)
+    }
+
+    fn flow(&self, users: usize, lists: bool) -> ExpectedFlow {
         let mut sub = 0.0;
         let mut del = 0.0;
         let mut tasks = 0.0;
@@ -349,7 +360,15 @@ impl Profile {
             tasks += t.per_day;
             if k.submits() {
                 sub += t.per_day;
-                del += t.per_day * self.deliveries_per_message(*k, users);
+                let per = if lists || t.list_share.unwrap_or(0.0) == 0.0 {
+                    self.deliveries_per_message(*k, users)
+                } else {
+                    t.recipients
+                        .as_ref()
+                        .map_or(1.0, |r| r.mean())
+                        .min(users.saturating_sub(1).max(1) as f64)
+                };
+                del += t.per_day * per;
             }
         }
         ExpectedFlow {
@@ -379,6 +398,12 @@ mod tests {
         assert!((f.recipients_per_message - 2.47).abs() < 0.01, "{f:?}");
         // Send is the published 8 a day; the rest closes 85 submitted.
         assert_eq!(p.tasks[&TaskKind::Send].per_day, 8.0);
+        // Without lists Send's 30 % list share goes to 2.375 individuals:
+        // 8 x 2.375 = 19 instead of 37.3 deliveries, 191.7 a day in all.
+        let n = p.expected_flow_without_lists(1000);
+        assert!((n.delivered_per_day - 191.7).abs() < 0.05, "{n:?}");
+        assert!((n.recipients_per_message - 2.255).abs() < 0.001, "{n:?}");
+        assert_eq!(n.submitted_per_day, f.submitted_per_day);
         for (name, sent, recv) in [
             ("loadsim-light", 6.7, 20.4),
             ("loadsim-medium", 14.18, 66.3),

@@ -6,8 +6,9 @@
 //! runs from the start of submission to the moment the recipient's server announced
 //! the new message (the `X-Mailbench-Track` header identifies it).
 
-use crate::imap::{self, ImapConn, fetch_seq_uid, header_value, list_names, parse_numbers};
-use crate::message::{Envelope, Generator, imap_date, unix_now};
+use crate::imap::{self, ImapConn, fetch_seq_uid, header_value, list_names};
+use crate::mailboxes::{Mailboxes, discover};
+use crate::message::{Envelope, Generator, imap_date, message_id, unix_now};
 use crate::profile::{Profile, TaskKind};
 use crate::stats::{IntervalOps, OpName, Stats};
 use crate::target::Target;
@@ -23,16 +24,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub const INBOX: &str = "INBOX";
-pub const SENT: &str = "Sent";
-pub const DELETED: &str = "Deleted Items";
-pub const CALENDAR: &str = "Calendar";
-pub const SMART_PREFIX: &str = "Search Folder ";
+/// The Sieve script holding the users' rules.
 pub const SCRIPT: &str = "mailbench";
-
-/// Name of the n-th (1-based) non-default folder.
-pub fn folder_name(n: u32) -> String {
-    format!("Folder {n:02}")
-}
 
 #[derive(Debug, Clone)]
 pub struct RunParams {
@@ -120,13 +113,21 @@ struct User {
     addr: String,
     rng: SmallRng,
     imap: Option<ImapConn>,
+    /// Where the user's mailboxes are (learned at the first logon).
+    boxes: Option<Mailboxes>,
     inbox: Vec<Msg>,
     last_uid: u32,
+    /// The lowest UID a message new to the user can have (UIDNEXT as known
+    /// after the last look at the Inbox).
+    next_uid: u32,
     synced: bool,
     smart: Vec<String>,
     smart_listed: bool,
     rules: Vec<String>,
     next_name: u32,
+    /// When the next poll is due (polling mode: a schedule of its own,
+    /// whatever the tasks do).
+    next_poll: Option<Instant>,
 }
 
 /// The day's tasks of one user: `(offset from day start, kind)`, sorted.
@@ -178,13 +179,16 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         addr: sh.topo.users[idx].clone(),
         rng,
         imap: None,
+        boxes: None,
         inbox: Vec::new(),
         last_uid: 0,
+        next_uid: 1,
         synced: false,
         smart: Vec::new(),
         smart_listed: false,
         rules: Vec::new(),
         next_name: 1,
+        next_poll: None,
     };
     // Logon during the ramp-up.
     tokio::select! {
@@ -210,6 +214,9 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
                 u.drop_conn();
             }
         }
+        // Mail announced while the task ran (its own SELECT of the Inbox, the
+        // answer to any command) is fetched now, due next task or not.
+        u.take_news(&sh).await;
     }
     // Day over: keep watching for deliveries until the controller says stop.
     let far = Instant::now() + Duration::from_secs(365 * 86400);
@@ -238,6 +245,34 @@ fn random_other(rng: &mut SmallRng, n: usize, me: usize) -> usize {
     i
 }
 
+/// The envelope of a message `from` sends as its `seq`-th of run `run_id`.
+fn envelope<'a>(
+    from: &'a str,
+    to: &'a [String],
+    subject: String,
+    run_id: &str,
+    seq: u64,
+    track: Option<String>,
+) -> Envelope<'a> {
+    Envelope {
+        from,
+        to,
+        subject: subject.into(),
+        track,
+        in_reply_to: None,
+        references: Vec::new(),
+        message_id: message_id(&[run_id, &seq.to_string()]),
+        date: unix_now(),
+    }
+}
+
+/// The next poll after one due at `due` that ran at `now`: every `interval`
+/// from the first, skipping polls that fell behind (never a burst).
+fn next_poll(due: Instant, interval: Duration, now: Instant) -> Instant {
+    let next = due + interval;
+    if next <= now { now + interval } else { next }
+}
+
 impl User {
     fn drop_conn(&mut self) {
         self.imap = None;
@@ -249,16 +284,27 @@ impl User {
             .ok_or_else(|| OpError::new(ErrorKind::Reset, "not connected"))
     }
 
-    /// Connect, log in, select the Inbox and learn what is in it.
+    fn boxes(&self) -> OpResult<&Mailboxes> {
+        self.boxes
+            .as_ref()
+            .ok_or_else(|| OpError::new(ErrorKind::Reset, "not connected"))
+    }
+
+    /// Connect, log in, learn the mailboxes (first time), select the Inbox and
+    /// learn what is in it.
     async fn connect(&mut self, sh: &Shared, op: OpName) -> OpResult<()> {
         let t = Instant::now();
         let r = async {
             let mut c = sh.target.imap_login(&self.addr).await?;
+            if self.boxes.is_none() {
+                self.boxes = Some(discover(&mut c).await?);
+            }
             c.select(INBOX, false).await?;
             self.imap = Some(c);
             self.sync_inbox(sh).await
         }
         .await;
+        self.count_cmds(sh);
         match &r {
             Ok(()) => sh.stats().ok(op, t.elapsed()),
             Err(e) => {
@@ -266,7 +312,9 @@ impl User {
                 sh.stats().error(op, &self.addr, e);
             }
         }
-        self.count_cmds(sh);
+        if self.next_poll.is_none() {
+            self.next_poll = Some(Instant::now() + sh.params.poll_interval);
+        }
         r
     }
 
@@ -284,7 +332,8 @@ impl User {
         }
         let c = self.conn()?;
         let uids = c.uid_search("SEARCH", "UID SEARCH ALL").await?;
-        c.exists_events.clear();
+        c.inbox.arrivals.clear();
+        let uidnext = c.inbox.uidnext.unwrap_or(0);
         for uid in uids {
             self.last_uid = self.last_uid.max(uid);
             self.inbox.push(Msg {
@@ -294,12 +343,38 @@ impl User {
                 seen: true,
             });
         }
+        self.next_uid = uidnext.max(self.last_uid + 1);
         self.synced = true;
         Ok(())
     }
 
+    /// Whether the Inbox announced mail the user has not fetched yet.
+    fn has_news(&self) -> bool {
+        self.imap
+            .as_ref()
+            .is_some_and(|c| c.inbox_news(self.next_uid))
+    }
+
+    /// Fetches announced arrivals now (recorded as `new_mail`).
+    async fn take_news(&mut self, sh: &Shared) {
+        if !self.has_news() {
+            return;
+        }
+        let t = Instant::now();
+        let r = self.fetch_new(sh).await;
+        self.count_cmds(sh);
+        match r {
+            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
+            Err(e) => {
+                sh.stats().error("new_mail", &self.addr, &e);
+                self.drop_conn();
+            }
+        }
+    }
+
     /// Fetches the tracking header of messages that arrived in the Inbox since the
-    /// last look and counts the deliveries of this run.
+    /// last look and counts the deliveries of this run. Each one's arrival is
+    /// the moment its EXISTS was announced (else now, an upper bound).
     async fn fetch_new(&mut self, sh: &Shared) -> OpResult<()> {
         let last = self.last_uid;
         let c = self.conn()?;
@@ -314,22 +389,28 @@ impl User {
             )
             .await?;
         let now = Instant::now();
-        let events = std::mem::take(&mut c.exists_events);
         let mut got = Vec::new();
+        let mut max_seq = 0;
         for u in &r.untagged {
             let Some((seq, uid)) = fetch_seq_uid(u) else {
                 continue;
             };
+            max_seq = max_seq.max(seq);
             if uid <= last {
                 continue;
             }
-            let arrival = events
+            let arrival = c
+                .inbox
+                .arrivals
                 .iter()
                 .find(|(n, _)| *n >= seq)
                 .map(|(_, t)| *t)
                 .unwrap_or(now);
             got.push((uid, header_value(u, "X-Mailbench-Track"), arrival));
         }
+        // Announcements of messages this fetch did not cover stay pending.
+        c.inbox.arrivals.retain(|(n, _)| *n > max_seq);
+        let uidnext = c.inbox.uidnext.unwrap_or(0);
         let mut delivered = Vec::new();
         for (uid, track, arrival) in got {
             self.last_uid = self.last_uid.max(uid);
@@ -349,6 +430,7 @@ impl User {
             }
             self.inbox.push(msg);
         }
+        self.next_uid = self.next_uid.max(uidnext).max(self.last_uid + 1);
         if !delivered.is_empty() {
             let mut s = sh.stats();
             for d in delivered {
@@ -369,106 +451,103 @@ impl User {
         r
     }
 
-    /// Waits for `when` while watching the Inbox (IDLE, else polling). Returns true
-    /// when the run is stopping.
+    /// Whether this user waits in IDLE (else it polls).
+    fn idles(&self, sh: &Shared) -> bool {
+        sh.params.use_idle && self.imap.as_ref().is_some_and(|c| c.has_cap("IDLE"))
+    }
+
+    /// Waits for `when` while watching the Inbox (IDLE, else polling on its own
+    /// schedule). Returns true when the run is stopping.
     async fn wait_until(
         &mut self,
         sh: &Shared,
         when: Instant,
         stop: &mut watch::Receiver<bool>,
     ) -> bool {
-        let use_idle = sh.params.use_idle;
-        let mut next_poll = Instant::now() + sh.params.poll_interval;
         loop {
             if *stop.borrow() {
                 return true;
             }
             let now = Instant::now();
+            let poll_due = self
+                .next_poll
+                .filter(|_| self.imap.is_some() && !self.idles(sh));
+            if let Some(due) = poll_due
+                && now >= due
+            {
+                self.poll(sh).await;
+                self.next_poll = Some(next_poll(due, sh.params.poll_interval, Instant::now()));
+                continue;
+            }
             if now >= when {
                 return false;
             }
-            let idle_ok = self.imap.as_ref().is_some_and(|c| c.has_cap("IDLE"));
-            if use_idle && idle_ok {
-                // Enter IDLE on the Inbox (first looking for anything new).
-                if self.imap.as_ref().is_some_and(|c| !c.idling()) {
-                    let t = Instant::now();
-                    let r = async {
-                        let c = self.conn()?;
-                        if c.selected.as_deref() != Some(INBOX) || !c.exists_events.is_empty() {
-                            self.fetch_new(sh).await?;
-                        }
-                        self.conn()?.idle_start().await
-                    }
-                    .await;
-                    self.count_cmds(sh);
-                    if let Err(e) = r {
-                        sh.stats().error("new_mail", &self.addr, &e);
-                        self.drop_conn();
-                        continue;
-                    }
-                    let _ = t;
+            if self.idles(sh) {
+                match self.idle_until(sh, when, stop).await {
+                    Some(true) => return true,
+                    Some(false) => return false,
+                    None => continue,
                 }
-                let Some(c) = self.imap.as_mut() else {
-                    continue;
-                };
-                let r = tokio::select! {
-                    r = c.idle_wait(when) => Some(r),
-                    _ = stop.changed() => None,
-                };
-                match r {
-                    None => return true,
-                    Some(Ok(false)) => {
-                        let late = Instant::now().saturating_duration_since(when);
-                        let mut s = sh.stats();
-                        s.sched_delay.record(late);
-                        s.sched_delay_interval.record(late);
-                        return false;
-                    }
-                    Some(Ok(true)) => {
-                        let t = Instant::now();
-                        let r = async {
-                            self.conn()?.idle_done().await?;
-                            self.fetch_new(sh).await
-                        }
-                        .await;
-                        self.count_cmds(sh);
-                        match r {
-                            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
-                            Err(e) => {
-                                sh.stats().error("new_mail", &self.addr, &e);
-                                self.drop_conn();
-                            }
-                        }
-                    }
-                    Some(Err(e)) => {
-                        sh.stats().error("new_mail", &self.addr, &e);
-                        self.drop_conn();
-                    }
-                }
-            } else {
-                let until = if self.imap.is_some() {
-                    when.min(next_poll)
-                } else {
-                    when
-                };
-                let timer_wake = tokio::select! {
-                    _ = tokio::time::sleep_until(until) => true,
-                    _ = stop.changed() => false,
-                };
-                if !timer_wake {
-                    return true;
-                }
-                if until == when {
-                    let late = Instant::now().saturating_duration_since(when);
-                    let mut s = sh.stats();
-                    s.sched_delay.record(late);
-                    s.sched_delay_interval.record(late);
-                    return false;
-                }
-                next_poll = Instant::now() + sh.params.poll_interval;
+            }
+            let until = poll_due.map_or(when, |p| p.min(when));
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                _ = stop.changed() => return true,
+            }
+            if until == when {
+                self.sched_delay(sh, when);
+                return false;
+            }
+        }
+    }
+
+    /// Timer lateness of a user waking for its next task.
+    fn sched_delay(&self, sh: &Shared, when: Instant) {
+        let late = Instant::now().saturating_duration_since(when);
+        let mut s = sh.stats();
+        s.sched_delay.record(late);
+        s.sched_delay_interval.record(late);
+    }
+
+    /// One stretch of IDLE on the Inbox until `when` or new mail: Some(true)
+    /// when stopping, Some(false) when `when` came, None after new mail was
+    /// fetched (or the connection failed) and the wait goes on.
+    async fn idle_until(
+        &mut self,
+        sh: &Shared,
+        when: Instant,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<bool> {
+        if self.imap.as_ref().is_some_and(|c| !c.idling()) {
+            // Back to the Inbox first, fetching anything it announces.
+            let r = async {
+                let c = self.conn()?;
+                c.ensure_selected(INBOX).await?;
+                self.take_news(sh).await;
+                self.conn()?.idle_start().await
+            }
+            .await;
+            self.count_cmds(sh);
+            if let Err(e) = r {
+                sh.stats().error("new_mail", &self.addr, &e);
+                self.drop_conn();
+                return None;
+            }
+        }
+        let c = self.imap.as_mut()?;
+        let r = tokio::select! {
+            r = c.idle_wait(when) => r,
+            _ = stop.changed() => return Some(true),
+        };
+        match r {
+            Ok(false) => {
+                self.sched_delay(sh, when);
+                Some(false)
+            }
+            Ok(true) => {
                 let t = Instant::now();
                 let r = async {
-                    self.conn()?.cmd("NOOP", "NOOP").await?;
+                    self.conn()?.idle_done().await?;
                     self.fetch_new(sh).await
                 }
                 .await;
@@ -480,6 +559,39 @@ impl User {
                         self.drop_conn();
                     }
                 }
+                None
+            }
+            Err(e) => {
+                sh.stats().error("new_mail", &self.addr, &e);
+                self.drop_conn();
+                None
+            }
+        }
+    }
+
+    /// One poll (`new_mail`): NOOP on the selected Inbox, else SELECT it (both
+    /// report new EXISTS/UIDNEXT), then fetch what arrived.
+    async fn poll(&mut self, sh: &Shared) {
+        let t = Instant::now();
+        let r = async {
+            let c = self.conn()?;
+            if c.inbox_selected() {
+                c.cmd("NOOP", "NOOP").await?;
+            } else {
+                c.select(INBOX, false).await?;
+            }
+            if self.has_news() {
+                self.fetch_new(sh).await?;
+            }
+            Ok::<(), OpError>(())
+        }
+        .await;
+        self.count_cmds(sh);
+        match r {
+            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
+            Err(e) => {
+                sh.stats().error("new_mail", &self.addr, &e);
+                self.drop_conn();
             }
         }
     }
@@ -544,12 +656,20 @@ impl User {
         out
     }
 
+    /// `k` recipients drawn from the profile's count for `kind`.
+    fn recipients(&mut self, sh: &Shared, kind: TaskKind) -> usize {
+        sh.profile
+            .task(kind)
+            .and_then(|s| s.recipients.as_ref())
+            .map(|r| r.draw(&mut self.rng))
+            .unwrap_or(1)
+    }
+
     fn new_id(&mut self, sh: &Shared) -> u64 {
         sh.msg_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Submits `msg` to `rcpts` and files a copy in `copy_to`; counts the flow.
-    #[allow(clippy::too_many_arguments)]
     async fn submit(
         &mut self,
         sh: &Shared,
@@ -589,26 +709,6 @@ impl User {
         )
     }
 
-    fn envelope<'a>(
-        &self,
-        sh: &Shared,
-        to: &'a [String],
-        subject: String,
-        seq: u64,
-        track: Option<String>,
-    ) -> Envelope<'a> {
-        let _ = sh;
-        Envelope {
-            from: "",
-            to,
-            subject: subject.into(),
-            track,
-            in_reply_to: None,
-            message_id: format!("<{}.{seq}@mailbench>", "m"),
-            date: unix_now(),
-        }
-    }
-
     // ---- tasks ---------------------------------------------------------------
 
     /// Send: compose a new message (size mix) to individuals or one list, submit
@@ -621,10 +721,7 @@ impl User {
                 let l = &sh.topo.lists[self.rng.random_range(0..sh.topo.lists.len())];
                 (vec![l.address.clone()], Vec::new(), l.members.len() as u64)
             } else {
-                let k = spec
-                    .and_then(|s| s.recipients.as_ref())
-                    .map(|r| r.draw(&mut self.rng))
-                    .unwrap_or(1);
+                let k = self.recipients(sh, TaskKind::Send);
                 let idxs = self.colleagues(sh, k, &[]);
                 let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
                 let n = idxs.len() as u64;
@@ -632,11 +729,17 @@ impl User {
             };
         let seq = self.new_id(sh);
         let track = self.track(sh, seq, &idxs);
-        let mut env = self.envelope(sh, &addrs, format!("Status {seq}"), seq, Some(track));
-        env.from = &self.addr;
-        env.message_id = format!("<{}.{seq}@mailbench>", sh.run_id);
+        let env = envelope(
+            &self.addr,
+            &addrs,
+            format!("Status {seq}"),
+            &sh.run_id,
+            seq,
+            Some(track),
+        );
         let msg = sh.msggen.mail(&mut self.rng, &env);
-        self.submit(sh, addrs, deliveries, msg, SENT).await?;
+        let sent = self.boxes()?.sent.clone();
+        self.submit(sh, addrs, deliveries, msg, &sent).await?;
         Ok(Outcome::Done)
     }
 
@@ -660,8 +763,9 @@ impl User {
     }
 
     /// Reply / Reply All: fetch the original's headers and text, answer its sender
-    /// (and, for Reply All, its other recipients, up to the profile's count), save
-    /// a copy in Sent, flag the original \Answered.
+    /// (and, for Reply All, its other recipients, up to the profile's count) with
+    /// In-Reply-To/References to it, save a copy in Sent, flag the original
+    /// \Answered.
     async fn t_reply(&mut self, sh: &Shared, all: bool) -> OpResult<Outcome> {
         let Some(i) = self.pick_msg(false) else {
             return Ok(Outcome::Skipped("empty inbox"));
@@ -673,27 +777,23 @@ impl User {
             .cmd(
                 "FETCH",
                 &format!(
-                    "UID FETCH {} (BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT MESSAGE-ID)] BODY.PEEK[TEXT]<0.2048>)",
+                    "UID FETCH {} (BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT MESSAGE-ID REFERENCES)] BODY.PEEK[TEXT]<0.2048>)",
                     orig.uid
                 ),
             )
             .await?;
-        let quoted = r
-            .untagged
-            .first()
-            .map(|u| String::from_utf8_lossy(u).to_string())
+        let lits = r.untagged.first().map(|u| literals(u)).unwrap_or_default();
+        let header = lits.first().cloned().unwrap_or_default();
+        let quoted = lits
+            .get(1)
+            .map(|t| String::from_utf8_lossy(t).into_owned())
             .unwrap_or_default();
         let kind = if all {
             TaskKind::ReplyAll
         } else {
             TaskKind::Reply
         };
-        let k = sh
-            .profile
-            .task(kind)
-            .and_then(|s| s.recipients.as_ref())
-            .map(|r| r.draw(&mut self.rng))
-            .unwrap_or(1);
+        let k = self.recipients(sh, kind);
         let mut first: Vec<usize> = orig.from.into_iter().collect();
         if all {
             first.extend(orig.rcpts.iter().copied());
@@ -702,12 +802,22 @@ impl User {
         let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
         let seq = self.new_id(sh);
         let track = self.track(sh, seq, &idxs);
-        let mut env = self.envelope(sh, &addrs, format!("RE: Status {seq}"), seq, Some(track));
-        env.from = &self.addr;
-        env.message_id = format!("<{}.{seq}@mailbench>", sh.run_id);
+        let mut env = envelope(
+            &self.addr,
+            &addrs,
+            format!("RE: Status {seq}"),
+            &sh.run_id,
+            seq,
+            Some(track),
+        );
+        env.in_reply_to = unfolded_header(&header, "Message-ID");
+        env.references = unfolded_header(&header, "References")
+            .map(|r| r.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
         let msg = sh.msggen.reply(&mut self.rng, &env, &quoted);
         let n = idxs.len() as u64;
-        self.submit(sh, addrs, n, msg, SENT).await?;
+        let sent = self.boxes()?.sent.clone();
+        self.submit(sh, addrs, n, msg, &sent).await?;
         let c = self.conn()?;
         c.ensure_selected(INBOX).await?;
         c.cmd(
@@ -733,24 +843,25 @@ impl User {
         let original = r
             .untagged
             .first()
-            .and_then(|u| first_literal(u))
+            .and_then(|u| literals(u).into_iter().next())
             .unwrap_or_default();
-        let k = sh
-            .profile
-            .task(TaskKind::Forward)
-            .and_then(|s| s.recipients.as_ref())
-            .map(|r| r.draw(&mut self.rng))
-            .unwrap_or(1);
+        let k = self.recipients(sh, TaskKind::Forward);
         let idxs = self.colleagues(sh, k, &[]);
         let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
         let seq = self.new_id(sh);
         let track = self.track(sh, seq, &idxs);
-        let mut env = self.envelope(sh, &addrs, format!("FW: Status {seq}"), seq, Some(track));
-        env.from = &self.addr;
-        env.message_id = format!("<{}.{seq}@mailbench>", sh.run_id);
+        let env = envelope(
+            &self.addr,
+            &addrs,
+            format!("FW: Status {seq}"),
+            &sh.run_id,
+            seq,
+            Some(track),
+        );
         let msg = sh.msggen.forward(&mut self.rng, &env, &original);
         let n = idxs.len() as u64;
-        self.submit(sh, addrs, n, msg, SENT).await?;
+        let sent = self.boxes()?.sent.clone();
+        self.submit(sh, addrs, n, msg, &sent).await?;
         let c = self.conn()?;
         c.ensure_selected(INBOX).await?;
         c.cmd(
@@ -770,25 +881,14 @@ impl User {
         let uid = self.inbox[i].uid;
         let folders = sh.profile.initial.folders;
         let dest = if delete || folders == 0 {
-            DELETED.to_string()
+            self.boxes()?.deleted_items.clone()
         } else {
-            folder_name(self.rng.random_range(1..=folders))
+            let n = self.rng.random_range(1..=folders);
+            self.boxes()?.folder(n)
         };
         let c = self.conn()?;
         c.ensure_selected(INBOX).await?;
-        if c.has_cap("MOVE") {
-            c.cmd("MOVE", &format!("UID MOVE {uid} {}", imap::mailbox(&dest)))
-                .await?;
-        } else {
-            c.cmd("COPY", &format!("UID COPY {uid} {}", imap::mailbox(&dest)))
-                .await?;
-            c.cmd(
-                "STORE",
-                &format!("UID STORE {uid} +FLAGS.SILENT (\\Deleted)"),
-            )
-            .await?;
-            c.cmd("EXPUNGE", &format!("UID EXPUNGE {uid}")).await?;
-        }
+        move_or_copy(c, uid, &dest).await?;
         self.inbox.swap_remove(i);
         Ok(Outcome::Done)
     }
@@ -806,16 +906,12 @@ impl User {
     /// Permanently Delete: in Deleted Items, flag the oldest message \Deleted and
     /// UID EXPUNGE it (from the Inbox when Deleted Items is empty).
     async fn t_perm_delete(&mut self) -> OpResult<Outcome> {
+        let deleted = self.boxes()?.deleted_items.clone();
         let c = self.conn()?;
-        c.select(DELETED, false).await?;
+        c.select(&deleted, false).await?;
         let uids = c.uid_search("SEARCH", "UID SEARCH ALL").await?;
         if let Some(uid) = uids.first() {
-            c.cmd(
-                "STORE",
-                &format!("UID STORE {uid} +FLAGS.SILENT (\\Deleted)"),
-            )
-            .await?;
-            c.cmd("EXPUNGE", &format!("UID EXPUNGE {uid}")).await?;
+            expunge_uid(c, *uid).await?;
             return Ok(Outcome::Done);
         }
         let Some(i) = self.pick_seen() else {
@@ -824,12 +920,7 @@ impl User {
         let uid = self.inbox[i].uid;
         let c = self.conn()?;
         c.select(INBOX, false).await?;
-        c.cmd(
-            "STORE",
-            &format!("UID STORE {uid} +FLAGS.SILENT (\\Deleted)"),
-        )
-        .await?;
-        c.cmd("EXPUNGE", &format!("UID EXPUNGE {uid}")).await?;
+        expunge_uid(c, uid).await?;
         self.inbox.swap_remove(i);
         Ok(Outcome::Done)
     }
@@ -840,8 +931,9 @@ impl User {
         let now = unix_now();
         let d0 = crate::message::ical_time(now);
         let d1 = crate::message::ical_time(now + 86400);
+        let calendar = self.boxes()?.calendar();
         let c = self.conn()?;
-        c.select(CALENDAR, true).await?;
+        c.select(&calendar, true).await?;
         let hits = c
             .uid_search(
                 "SEARCH",
@@ -865,8 +957,9 @@ impl User {
 
     /// Browse Calendar: SELECT Calendar, fetch every item's summary, open one.
     async fn t_browse_calendar(&mut self) -> OpResult<Outcome> {
+        let calendar = self.boxes()?.calendar();
         let c = self.conn()?;
-        c.select(CALENDAR, false).await?;
+        c.select(&calendar, false).await?;
         if c.exists == 0 {
             return Ok(Outcome::Done);
         }
@@ -891,42 +984,51 @@ impl User {
     async fn t_appointment(&mut self, sh: &Shared) -> OpResult<Outcome> {
         let seq = self.new_id(sh);
         let to = vec![self.addr.clone()];
-        let mut env = self.envelope(sh, &to, format!("Appointment {seq}"), seq, None);
-        env.from = &self.addr;
-        env.message_id = format!("<{}.{seq}@mailbench>", sh.run_id);
+        let env = envelope(
+            &self.addr,
+            &to,
+            format!("Appointment {seq}"),
+            &sh.run_id,
+            seq,
+            None,
+        );
         let start = unix_now() + self.rng.random_range(0..7 * 86400);
         let msg = sh.msggen.calendar(&mut self.rng, &env, start, 30, false);
-        self.conn()?.append(CALENDAR, "\\Seen", &msg).await?;
+        let calendar = self.boxes()?.calendar();
+        self.conn()?.append(&calendar, "\\Seen", &msg).await?;
         Ok(Outcome::Done)
     }
 
     /// Request Meeting: an iMIP invitation (METHOD:REQUEST) submitted to the
     /// attendees; the organizer's copy goes to the Calendar.
     async fn t_meeting(&mut self, sh: &Shared) -> OpResult<Outcome> {
-        let k = sh
-            .profile
-            .task(TaskKind::RequestMeeting)
-            .and_then(|s| s.recipients.as_ref())
-            .map(|r| r.draw(&mut self.rng))
-            .unwrap_or(1);
+        let k = self.recipients(sh, TaskKind::RequestMeeting);
         let idxs = self.colleagues(sh, k, &[]);
         let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
         let seq = self.new_id(sh);
         let track = self.track(sh, seq, &idxs);
-        let mut env = self.envelope(sh, &addrs, format!("Meeting {seq}"), seq, Some(track));
-        env.from = &self.addr;
-        env.message_id = format!("<{}.{seq}@mailbench>", sh.run_id);
+        let env = envelope(
+            &self.addr,
+            &addrs,
+            format!("Meeting {seq}"),
+            &sh.run_id,
+            seq,
+            Some(track),
+        );
         let start = unix_now() + self.rng.random_range(3600..7 * 86400);
         let msg = sh.msggen.calendar(&mut self.rng, &env, start, 60, true);
         let n = idxs.len() as u64;
-        self.submit(sh, addrs, n, msg, CALENDAR).await?;
+        let calendar = self.boxes()?.calendar();
+        self.submit(sh, addrs, n, msg, &calendar).await?;
         Ok(Outcome::Done)
     }
 
     /// Create Smart Folder: CREATE a folder, SEARCH the Inbox with the folder's
     /// criteria and COPY the matches (up to 50) into it.
     async fn t_create_smart(&mut self, sh: &Shared) -> OpResult<Outcome> {
-        let name = format!("{SMART_PREFIX}{}-{}", sh.run_id, self.next_name);
+        let name = self
+            .boxes()?
+            .smart(&format!("{}-{}", sh.run_id, self.next_name));
         self.next_name += 1;
         let other =
             sh.topo.users[random_other(&mut self.rng, sh.topo.users.len(), self.idx)].clone();
@@ -962,12 +1064,10 @@ impl User {
     async fn t_delete_smart(&mut self) -> OpResult<Outcome> {
         if self.smart.is_empty() && !self.smart_listed {
             self.smart_listed = true;
+            let pattern = self.boxes()?.smart_pattern();
             let c = self.conn()?;
             let r = c
-                .cmd(
-                    "LIST",
-                    &format!("LIST \"\" {}", imap::mailbox(&format!("{SMART_PREFIX}*"))),
-                )
+                .cmd("LIST", &format!("LIST \"\" {}", imap::mailbox(&pattern)))
                 .await?;
             self.smart = list_names(&r.untagged);
         }
@@ -1055,22 +1155,89 @@ impl User {
                 )
                 .await?;
         }
-        let _ = parse_numbers;
         Ok(Outcome::Done)
     }
 }
 
-/// The content of the first `{n}` literal of a unit.
-fn first_literal(u: &[u8]) -> Option<Vec<u8>> {
-    let open = u.iter().position(|c| *c == b'{')?;
-    let close = open + u[open..].iter().position(|c| *c == b'}')?;
-    let n: usize = std::str::from_utf8(&u[open + 1..close])
-        .ok()?
-        .trim_end_matches('+')
-        .parse()
-        .ok()?;
-    let start = close + 3;
-    u.get(start..start + n).map(|s| s.to_vec())
+/// UID MOVE `uid` of the selected mailbox to `dest`; without MOVE: UID COPY,
+/// then flag it \Deleted and UID EXPUNGE it.
+async fn move_or_copy(c: &mut ImapConn, uid: u32, dest: &str) -> OpResult<()> {
+    if c.has_cap("MOVE") {
+        c.cmd("MOVE", &format!("UID MOVE {uid} {}", imap::mailbox(dest)))
+            .await?;
+        return Ok(());
+    }
+    c.cmd("COPY", &format!("UID COPY {uid} {}", imap::mailbox(dest)))
+        .await?;
+    expunge_uid(c, uid).await
+}
+
+/// Flags `uid` of the selected mailbox \Deleted and removes it (UID EXPUNGE
+/// with UIDPLUS, else EXPUNGE).
+async fn expunge_uid(c: &mut ImapConn, uid: u32) -> OpResult<()> {
+    c.cmd(
+        "STORE",
+        &format!("UID STORE {uid} +FLAGS.SILENT (\\Deleted)"),
+    )
+    .await?;
+    if c.has_cap("UIDPLUS") {
+        c.cmd("EXPUNGE", &format!("UID EXPUNGE {uid}")).await?;
+    } else {
+        c.cmd("EXPUNGE", "EXPUNGE").await?;
+    }
+    Ok(())
+}
+
+/// The value of header `name` in a header block, continuation lines joined.
+fn unfolded_header(block: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(block);
+    let mut value: Option<String> = None;
+    for line in text.split("\r\n") {
+        match &mut value {
+            Some(v) if line.starts_with([' ', '\t']) => {
+                v.push(' ');
+                v.push_str(line.trim());
+            }
+            Some(_) => break,
+            None => {
+                if let Some((h, v)) = line.split_once(':')
+                    && h.trim().eq_ignore_ascii_case(name)
+                {
+                    value = Some(v.trim().to_string());
+                }
+            }
+        }
+    }
+    value.filter(|v| !v.is_empty())
+}
+
+/// The contents of the `{n}` literals of a response unit, in order.
+fn literals(u: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(rel) = u[i..].windows(3).position(|w| w == b"}\r\n") {
+        let close = i + rel;
+        let open = u[..close].iter().rposition(|c| *c == b'{');
+        let n = open.and_then(|o| {
+            std::str::from_utf8(&u[o + 1..close])
+                .ok()?
+                .trim_end_matches('+')
+                .parse::<usize>()
+                .ok()
+        });
+        let start = close + 3;
+        match n {
+            Some(n) if start + n <= u.len() => {
+                out.push(u[start..start + n].to_vec());
+                i = start + n;
+            }
+            _ => i = start,
+        }
+        if i >= u.len() {
+            break;
+        }
+    }
+    out
 }
 
 pub struct Track {
@@ -1155,8 +1322,20 @@ mod tests {
         assert!(parse_track("other 1 2 3 -", "rab").is_none());
         assert!(parse_track("rab x", "rab").is_none());
         assert_eq!(
-            first_literal(b"* 1 FETCH (BODY[] {3}\r\nabc)"),
-            Some(b"abc".to_vec())
+            literals(b"* 1 FETCH (BODY[] {3}\r\nabc)"),
+            vec![b"abc".to_vec()]
         );
+        assert_eq!(
+            literals(b"* 1 FETCH (UID 4 BODY[HEADER.FIELDS (FROM)] {6}\r\nF: a\r\n BODY[TEXT]<0> {2}\r\nhi)"),
+            vec![b"F: a\r\n".to_vec(), b"hi".to_vec()]
+        );
+        let h =
+            b"From: a@x\r\nMessage-ID: <1@x>\r\nReferences: <0@x>\r\n <00@x>\r\nSubject: s\r\n\r\n";
+        assert_eq!(unfolded_header(h, "message-id").as_deref(), Some("<1@x>"));
+        assert_eq!(
+            unfolded_header(h, "References").as_deref(),
+            Some("<0@x> <00@x>")
+        );
+        assert_eq!(unfolded_header(h, "Cc"), None);
     }
 }

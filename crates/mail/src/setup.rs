@@ -4,10 +4,10 @@
 //! exist are kept and folders already holding enough messages get none, so a
 //! second run appends nothing.
 
-use crate::imap::{self, list_names, status_messages};
+use crate::imap::{self, is_inbox, status_messages};
+use crate::mailboxes::{Mailboxes, SMART_PREFIX, discover};
 use crate::message::{Envelope, Generator, unix_now};
 use crate::profile::Profile;
-use crate::run::{CALENDAR, DELETED, INBOX, SENT, SMART_PREFIX, folder_name};
 use crate::target::Target;
 use crate::topology::Topology;
 use crate::wire::{ErrorKind, OpResult};
@@ -32,21 +32,24 @@ pub struct SetupReport {
     pub error_samples: Vec<String>,
     pub seconds: f64,
     pub appends_per_s: f64,
+    /// Where the first provisioned user's mailboxes are on the server.
+    pub mailboxes: Option<Mailboxes>,
 }
 
-/// The folders of a user and how many messages each should hold at least.
-pub fn folder_plan(p: &Profile) -> Vec<(String, u32)> {
+/// The folders of a user (server names) and how many messages each should
+/// hold at least.
+pub fn folder_plan(p: &Profile, m: &Mailboxes) -> Vec<(String, u32)> {
     let i = &p.initial;
     let mut v = vec![
-        (INBOX.to_string(), i.inbox),
-        (SENT.to_string(), i.sent),
-        ("Drafts".to_string(), 0),
-        (DELETED.to_string(), i.deleted_items),
-        (CALENDAR.to_string(), i.calendar),
-        (format!("{SMART_PREFIX}Unread Mail"), 0),
+        ("INBOX".to_string(), i.inbox),
+        (m.sent.clone(), i.sent),
+        (m.drafts.clone(), 0),
+        (m.deleted_items.clone(), i.deleted_items),
+        (m.calendar(), i.calendar),
+        (m.named(&format!("{SMART_PREFIX}Unread Mail")), 0),
     ];
     for n in 1..=i.folders {
-        v.push((folder_name(n), i.messages_per_folder));
+        v.push((m.folder(n), i.messages_per_folder));
     }
     v
 }
@@ -90,20 +93,25 @@ pub async fn provision(
                     break;
                 }
                 let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
-                let r =
-                    provision_user(&target, &topo, &profile, &msggen, i, content, &mut rng).await;
+                let mut f = UserFigures::default();
+                let r = provision_user(
+                    &target, &topo, &profile, &msggen, i, content, &mut rng, &mut f,
+                )
+                .await;
                 let mut rep = match report.lock() {
                     Ok(g) => g,
                     Err(p) => p.into_inner(),
                 };
+                // What was stored counts even when the user failed later on.
+                rep.folders_created += f.folders_created;
+                rep.messages_appended += f.appended;
+                rep.bytes_appended += f.bytes;
+                rep.messages_present += f.present;
+                if rep.mailboxes.is_none() {
+                    rep.mailboxes = f.mailboxes.take();
+                }
                 match r {
-                    Ok(f) => {
-                        rep.users_ok += 1;
-                        rep.folders_created += f.folders_created;
-                        rep.messages_appended += f.appended;
-                        rep.bytes_appended += f.bytes;
-                        rep.messages_present += f.present;
-                    }
+                    Ok(()) => rep.users_ok += 1,
                     Err(e) => {
                         *rep.errors_by_kind.entry(e.kind).or_default() += 1;
                         if rep.error_samples.len() < 20 {
@@ -134,14 +142,18 @@ pub async fn provision(
     rep
 }
 
+/// What one user's provisioning stored, kept up to date as it goes (so a
+/// user that fails half-way still reports what it stored).
 #[derive(Default)]
 struct UserFigures {
     folders_created: u64,
     appended: u64,
     bytes: u64,
     present: u64,
+    mailboxes: Option<Mailboxes>,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn provision_user(
     target: &Target,
     topo: &Topology,
@@ -150,22 +162,20 @@ async fn provision_user(
     i: usize,
     content: bool,
     rng: &mut SmallRng,
-) -> OpResult<UserFigures> {
+    f: &mut UserFigures,
+) -> OpResult<()> {
     let me = &topo.users[i];
     let mut c = target.imap_login(me).await?;
-    let mut f = UserFigures::default();
     if !content {
         c.logout().await;
-        return Ok(f);
+        return Ok(());
     }
-    let r = c.cmd("LIST", "LIST \"\" \"*\"").await?;
-    let existing = list_names(&r.untagged);
+    let boxes = discover(&mut c).await?;
+    f.mailboxes = Some(boxes.clone());
     let now = unix_now();
-    for (folder, want) in folder_plan(profile) {
-        if !existing.iter().any(|e| e.eq_ignore_ascii_case(&folder)) && folder != INBOX {
-            let (st, resp) = c
-                .cmd_status(&format!("CREATE {}", imap::mailbox(&folder)))
-                .await?;
+    for (folder, want) in folder_plan(profile, &boxes) {
+        if !boxes.listed(&folder) && !is_inbox(&folder) {
+            let (st, resp) = c.cmd_status(&boxes.create_command(&c, &folder)).await?;
             if st == imap::Status::Ok {
                 f.folders_created += 1;
             } else if !resp.text.to_ascii_lowercase().contains("exists") {
@@ -203,10 +213,11 @@ async fn provision_user(
                 subject: format!("Initial {folder} {n}").into(),
                 track: None,
                 in_reply_to: None,
-                message_id: format!("<setup.{i}.{}.{n}@mailbench>", folder.replace(' ', "_")),
+                references: Vec::new(),
+                message_id: crate::message::message_id(&["setup", me, &folder, &n.to_string()]),
                 date: now - rng.random_range(0..30 * 86400),
             };
-            let msg = if folder == CALENDAR {
+            let msg = if folder == boxes.calendar() {
                 let start = now + rng.random_range(-3 * 86400..14 * 86400i64);
                 // Whole-hour starts in working hours.
                 let start = start - start.rem_euclid(3600);
@@ -214,7 +225,7 @@ async fn provision_user(
             } else {
                 msggen.mail(rng, &env)
             };
-            let flags = if folder == INBOX && n + 5 >= want {
+            let flags = if is_inbox(&folder) && n + 5 >= want {
                 ""
             } else {
                 "\\Seen"
@@ -225,7 +236,7 @@ async fn provision_user(
         }
     }
     c.logout().await;
-    Ok(f)
+    Ok(())
 }
 
 /// How long setup may take at most before it is called stuck (bounded loops).

@@ -120,6 +120,8 @@ pub const SIEVE_SCHEMES: &[(&str, u16)] = &[("sieve", 4190)];
 pub struct Credentials {
     shared: Option<String>,
     per_user: HashMap<String, String>,
+    /// The users file's addresses in file order.
+    order: Vec<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -140,7 +142,7 @@ impl Credentials {
     pub fn shared(pw: String) -> Credentials {
         Credentials {
             shared: Some(pw),
-            per_user: HashMap::new(),
+            ..Default::default()
         }
     }
 
@@ -149,22 +151,9 @@ impl Credentials {
     pub fn load(users_file: Option<&Path>, password_file: Option<&Path>) -> Result<Credentials> {
         let mut c = Credentials::default();
         if let Some(p) = users_file {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::usage(format!("cannot read users file {}: {e}", p.display()))
-            })?;
-            for (i, line) in text.lines().enumerate() {
-                let l = line.trim();
-                if l.is_empty() || l.starts_with('#') {
-                    continue;
-                }
-                let Some((u, pw)) = l.split_once(char::is_whitespace) else {
-                    return Err(Error::usage(format!(
-                        "users file {} line {}: write `address password`",
-                        p.display(),
-                        i + 1
-                    )));
-                };
-                c.per_user.insert(u.to_string(), pw.trim().to_string());
+            for (u, pw) in read_users_file(p)? {
+                c.order.push(u.clone());
+                c.per_user.insert(u, pw);
             }
         }
         if let Some(p) = password_file {
@@ -189,12 +178,41 @@ impl Credentials {
         self.shared.is_none() && self.per_user.is_empty()
     }
 
-    /// Users listed in the users file, in file order is not kept: sorted.
-    pub fn listed_users(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.per_user.keys().cloned().collect();
-        v.sort();
-        v
+    /// Users listed in the users file, in file order.
+    pub fn listed_users(&self) -> &[String] {
+        &self.order
     }
+}
+
+/// The `address password` lines of a users file, in order (`#` comments and
+/// blank lines skipped; an address listed twice is an error).
+pub fn read_users_file(p: &Path) -> Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| Error::usage(format!("cannot read users file {}: {e}", p.display())))?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let Some((u, pw)) = l.split_once(char::is_whitespace) else {
+            return Err(Error::usage(format!(
+                "users file {} line {}: write `address password`",
+                p.display(),
+                i + 1
+            )));
+        };
+        if !seen.insert(u.to_string()) {
+            return Err(Error::usage(format!(
+                "users file {} line {}: {u} is listed twice",
+                p.display(),
+                i + 1
+            )));
+        }
+        out.push((u.to_string(), pw.trim().to_string()));
+    }
+    Ok(out)
 }
 
 /// Endpoints and credentials of the server under test.
@@ -212,6 +230,8 @@ pub struct Target {
     /// must upgrade too (a stripped STARTTLS offer fails instead of
     /// silently falling back to plain text).
     pub pinned: Pinned,
+    /// `--trace-imap DIR`: every user's IMAP traffic.
+    pub trace: Option<crate::trace::TraceDir>,
 }
 
 /// Which endpoints must use STARTTLS from now on.
@@ -254,11 +274,20 @@ impl Target {
 
     /// Connects to the IMAP server with the TLS policy, greeting read.
     pub async fn imap_connect(&self, timeout: Duration) -> OpResult<ImapConn> {
+        self.imap_connect_traced(timeout, None).await
+    }
+
+    async fn imap_connect_traced(
+        &self,
+        timeout: Duration,
+        trace: Option<crate::trace::Trace>,
+    ) -> OpResult<ImapConn> {
         ImapConn::open(
             &self.imap,
             &self.tls,
             self.policy(self.pinned.imap),
             timeout,
+            trace,
         )
         .await
     }
@@ -277,8 +306,10 @@ impl Target {
         SieveConn::open(ep, &self.tls, self.policy(self.pinned.sieve), timeout).await
     }
 
+    /// Connects and logs `user` in (traced with `--trace-imap`).
     pub async fn imap_login(&self, user: &str) -> OpResult<ImapConn> {
-        let mut c = self.imap_connect(self.op_timeout).await?;
+        let trace = self.trace.as_ref().and_then(|t| t.open(user));
+        let mut c = self.imap_connect_traced(self.op_timeout, trace).await?;
         c.login(user, self.creds.password(user).unwrap_or(""))
             .await?;
         Ok(c)

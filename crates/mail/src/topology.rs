@@ -2,6 +2,7 @@
 //! seed, so `mail setup` and `mail run` agree and re-running setup changes nothing.
 
 use crate::profile::Profile;
+use mailbench_base::{Error, Result};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
@@ -11,6 +12,14 @@ pub struct List {
     pub address: String,
     /// Indexes into `Topology::users`.
     pub members: Vec<usize>,
+    /// Members that are not simulated users (a remote server's list may hold
+    /// anyone): delivered by the server, not seen by this run.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub others: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -57,6 +66,7 @@ impl Topology {
                 lists.push(List {
                     address: format!("dl{}@{domain}", i + 1),
                     members,
+                    others: 0,
                 });
             }
         }
@@ -74,6 +84,66 @@ impl Topology {
             s.push('\n');
         }
         s
+    }
+
+    /// Reads the distribution lists of a remote server from `file`: one list
+    /// a line, `list-address member member ...` (members separated by spaces
+    /// or commas, a `:` after the list address allowed, `#` comments), as the
+    /// server defines them. Members that are simulated users are tracked;
+    /// the others are counted. A file in which no list has a simulated
+    /// member is an error (sends to it would measure nothing).
+    pub fn read_lists(&mut self, file: &std::path::Path) -> Result<()> {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::usage(format!("cannot read lists file {}: {e}", file.display())))?;
+        let index: std::collections::HashMap<String, usize> = self
+            .users
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (u.to_ascii_lowercase(), i))
+            .collect();
+        let mut lists = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let mut words = l
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|w| !w.is_empty());
+            let address = words.next().unwrap_or("").trim_end_matches(':').to_string();
+            let mut list = List {
+                address,
+                members: Vec::new(),
+                others: 0,
+            };
+            for w in words {
+                match index.get(&w.to_ascii_lowercase()) {
+                    Some(i) if !list.members.contains(i) => list.members.push(*i),
+                    Some(_) => {}
+                    None => list.others += 1,
+                }
+            }
+            if list.address.is_empty() || !list.address.contains('@') {
+                return Err(Error::usage(format!(
+                    "lists file {} line {}: write `list@domain member@domain member@domain ...`",
+                    file.display(),
+                    n + 1
+                )));
+            }
+            list.members.sort_unstable();
+            lists.push(list);
+        }
+        if !lists.iter().any(|l| !l.members.is_empty()) {
+            return Err(Error::usage(format!(
+                "lists file {}: no list has a member among the {} simulated users ({} ...); \
+                 list the members' addresses as the users are named",
+                file.display(),
+                self.users.len(),
+                self.users.first().map(String::as_str).unwrap_or("")
+            )));
+        }
+        self.lists = lists;
+        Ok(())
     }
 
     /// Index of a user address.
@@ -104,5 +174,35 @@ mod tests {
                 .lists
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn lists_files_name_members_among_the_users() {
+        let p = Profile::load("mmb3").unwrap();
+        let mut t = Topology::generate("u{n}@x.test", 1, 5, &p, None, 1);
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("lists");
+        std::fs::write(
+            &f,
+            "# lists\nteam@x.test: u2@x.test, U3@x.test u9@x.test\nall@x.test u1@x.test u2@x.test u1@x.test\n",
+        )
+        .unwrap();
+        t.read_lists(&f).unwrap();
+        assert_eq!(t.lists.len(), 2);
+        assert_eq!(t.lists[0].address, "team@x.test");
+        assert_eq!(
+            (t.lists[0].members.clone(), t.lists[0].others),
+            (vec![1, 2], 1)
+        );
+        assert_eq!(t.lists[1].members, vec![0, 1]);
+        std::fs::write(&f, "team@x.test other@y.test\n").unwrap();
+        assert!(
+            t.read_lists(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("no list has a member")
+        );
+        std::fs::write(&f, "nolist u1@x.test\n").unwrap();
+        assert!(t.read_lists(&f).is_err());
     }
 }

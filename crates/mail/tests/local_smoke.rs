@@ -64,3 +64,32 @@ fn local_target_delivers_a_message() {
     assert!(srv.queue_len().is_some());
     srv.stop();
 }
+
+/// Dovecot answers on its IMAP port while the process behind the login cannot
+/// start: the local target fails at start-up quoting Dovecot's own log,
+/// instead of a run of timeouts.
+#[test]
+fn a_server_that_cannot_start_imap_processes_says_why() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Executable for Dovecot's start-up check, but execv() fails at login.
+    let broken = dir.path().join("broken-imap");
+    std::fs::write(&broken, "#!/nonexistent/mailbench-interpreter\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = local::LocalOptions {
+        dovecot_extra: format!("service imap {{\n  executable = {}\n}}", broken.display()),
+        ..Default::default()
+    };
+    let e = local::LocalServer::start_opts(&dir.path().join("local"), &TestLog::discard(), &o)
+        .unwrap_err();
+    assert_eq!(e.exit_status(), mailbench_base::ExitStatus::Runtime, "{e}");
+    let m = e.to_string();
+    eprintln!("{m}");
+    assert!(m.contains("its log says"), "{m}");
+    assert!(m.contains("execv(") && m.contains("broken-imap"), "{m}");
+}

@@ -113,3 +113,69 @@ fn unreachable_target_exits_3_naming_the_address() {
         "passwords never appear"
     );
 }
+
+#[test]
+fn more_users_than_the_users_file_lists_is_a_usage_error() {
+    let out = tempfile::tempdir().unwrap();
+    let f = out.path().join("users.txt");
+    let lines: String = (1..=20).map(|i| format!("u{i}@x.test pw{i}\n")).collect();
+    std::fs::write(&f, lines).unwrap();
+    let o = out.path().join("results");
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--imap",
+            "imap://127.0.0.1:1",
+            "--submission",
+            "smtp://127.0.0.1:1",
+            "--users-file",
+            f.to_str().unwrap(),
+            "--users",
+            "30",
+            "--output",
+            o.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("lists 20 users"), "{}", text(&r));
+    assert!(!o.exists(), "usage errors write nothing");
+}
+
+#[test]
+fn a_local_folder_the_servers_cannot_reach_is_a_usage_error() {
+    if !servers_available() {
+        return;
+    }
+    // A folder only its owner may enter, as `mktemp -d` makes.
+    let private = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let local = private.path().join("mb");
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().join("results");
+    let r = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--users",
+            "2",
+            "--local-dir",
+            local.to_str().unwrap(),
+            "--output",
+            o.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    let t = text(&r);
+    assert!(
+        t.contains(&format!("cannot enter {}", private.path().display())),
+        "{t}"
+    );
+    assert!(t.contains("chmod o+x"), "{t}");
+    assert!(!local.exists() && !o.exists(), "nothing may be written");
+}

@@ -46,6 +46,12 @@ pub struct CommonArgs {
     /// File whose first line is the password of every remote user (else $MAILBENCH_PASSWORD).
     #[arg(long, value_name = "FILE")]
     pub password_file: Option<PathBuf>,
+    /// Distribution lists of a remote server, one `list@domain member member ...` a line, as the server defines them.
+    #[arg(long, value_name = "FILE")]
+    pub lists_file: Option<PathBuf>,
+    /// Write every user's IMAP traffic into DIR, one file per user (passwords redacted).
+    #[arg(long, value_name = "DIR")]
+    pub trace_imap: Option<PathBuf>,
     /// mmb3 (default), loadsim-light, loadsim-medium (= mmb), loadsim-heavy, mmb, loadsim4-medium, or a profile .toml.
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
@@ -136,6 +142,8 @@ fn common_options(c: &CommonArgs) -> MailOptions {
         user_format: c.user_format.clone(),
         users_file: c.users_file.clone(),
         password_file: c.password_file.clone(),
+        lists_file: c.lists_file.clone(),
+        trace_imap: c.trace_imap.clone(),
         profile: c.profile.clone(),
         local_dir: c.local_dir.clone(),
         seed: c.seed,

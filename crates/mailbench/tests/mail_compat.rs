@@ -1,0 +1,603 @@
+//! Compatibility suite: `mail setup` and a short `mail run` of the mmb3 tasks
+//! against servers mailbench was not built on, each with every task kind, no
+//! error (but Dovecot 2.3's one known race), every delivery seen, and the
+//! profile's mail flow within 5 % (distribution lists on every server: the
+//! local target's own, or `--lists-file` naming the Postfix aliases the test
+//! defines). Servers:
+//!
+//! * Dovecot, the local target as `mail run` starts it (Maildir, no prefix);
+//! * Dovecot with personal mailboxes under `INBOX.` (`.` delimiter) and its
+//!   own special-use Sent Messages, Trash, Junk and Drafts;
+//! * Dovecot with mbox storage;
+//! * Dovecot advertising neither IDLE, SORT, MOVE, CONDSTORE nor SPECIAL-USE;
+//! * Courier IMAP from Debian, unpacked with `dpkg -x` (it conflicts with
+//!   Dovecot's packages) and run in a private mount namespace so that its
+//!   compiled-in /etc/courier, /run/courier and /usr/lib/courier-authlib
+//!   paths are the test's own; it serves the Maildirs Dovecot's LMTP
+//!   delivers to (Postfix and Dovecot's submission take the mail in).
+//!
+//! Each prints its row of the compatibility table (`--nocapture`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "mail_support.rs"]
+mod support;
+use mailbench_base::rundir::TestLog;
+use mailbench_mail::local::{LOCAL_DOMAIN, LocalOptions, LocalServer};
+use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_mail::topology::Topology;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+const USERS: usize = 30;
+const DAY: &str = "60s";
+const SEED: u64 = 1;
+
+/// mmb3's tasks and flow with a smaller initial mailbox (setup time).
+fn profile_file(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../profiles/mail/mmb3.toml");
+    let text = std::fs::read_to_string(root).unwrap();
+    let start = text.find("[initial]").unwrap();
+    let end = start + text[start..].find("\n\n").unwrap();
+    let text = format!(
+        "{}[initial]\nfolders = 3\nmessages_per_folder = 3\ninbox = 20\ndeleted_items = 1\ncalendar = 5{}",
+        &text[..start],
+        &text[end..]
+    )
+    .replace("name = \"mmb3\"", "name = \"mmb3-small-mailbox\"");
+    let p = dir.join("mmb3-small.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The lists the local target would make for the users, as Postfix
+/// aliases (written before the server starts) and as a `--lists-file`.
+fn lists(local: &Path, work: &Path) -> PathBuf {
+    let p = Profile::load("mmb3").unwrap();
+    let topo = Topology::generate(
+        &format!("user{{n}}@{LOCAL_DOMAIN}"),
+        1,
+        USERS,
+        &p,
+        Some(LOCAL_DOMAIN),
+        SEED,
+    );
+    let etc = local.join("postfix/etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(LocalServer::aliases_path(local), topo.alias_table()).unwrap();
+    let mut f = String::from("# the test's distribution lists (Postfix virtual aliases)\n");
+    for l in &topo.lists {
+        let m: Vec<&str> = l.members.iter().map(|i| topo.users[*i].as_str()).collect();
+        f.push_str(&format!("{}: {}\n", l.address, m.join(", ")));
+    }
+    let path = work.join("lists.txt");
+    std::fs::write(&path, f).unwrap();
+    path
+}
+
+struct Endpoints {
+    imap: String,
+    submission: String,
+    sieve: String,
+    password: String,
+    lists_file: PathBuf,
+}
+
+/// `mail setup` then `mail run` against `ep`; checks and prints the row.
+fn setup_and_run(server: &str, ep: &Endpoints, profile: &Path, work: &Path) {
+    let common = |cmd: &str, out: &Path| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "mail",
+            cmd,
+            "--imap",
+            &ep.imap,
+            "--submission",
+            &ep.submission,
+            "--users",
+            &USERS.to_string(),
+            "--profile",
+            profile.to_str().unwrap(),
+            "--seed",
+            &SEED.to_string(),
+            "--lists-file",
+            ep.lists_file.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if cmd == "run" {
+            a.extend(
+                [
+                    "--sieve",
+                    &ep.sieve,
+                    "--skip-setup",
+                    "--day-length",
+                    DAY,
+                    "--ramp-up",
+                    "5s",
+                    "--drain",
+                    "4m",
+                ]
+                .iter()
+                .map(|s| s.to_string()),
+            );
+        }
+        a
+    };
+    let env = [("MAILBENCH_PASSWORD", ep.password.as_str())];
+    let out = work.join(format!("setup-{}", server.replace(' ', "-")));
+    let args = common("setup", &out);
+    let r = mailbench(&args.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    assert_eq!(r.status.code(), Some(0), "{server} setup: {}", text(&r));
+    let s = result(&out, "mail-setup");
+    assert_eq!(s["setup"]["users_ok"], USERS, "{server}: {}", s["setup"]);
+    let out = work.join(format!("run-{}", server.replace(' ', "-")));
+    let args = common("run", &out);
+    let r = mailbench(&args.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    let v = result(&out, "mail-run");
+    check_row(server, &r, &v, &s["setup"]["mailboxes"]);
+}
+
+/// The row's checks: every task kind ran, no error but the known race,
+/// every delivery seen, flow within 5 % of the profile.
+fn check_row(
+    server: &str,
+    r: &std::process::Output,
+    v: &serde_json::Value,
+    boxes: &serde_json::Value,
+) {
+    assert!(
+        matches!(r.status.code(), Some(0) | Some(1)),
+        "{server}: {}",
+        text(r)
+    );
+    let races = known_server_races(v);
+    let ran = TaskKind::ALL
+        .iter()
+        .filter(|k| v["tasks"][k.name()]["count"].as_u64().unwrap_or(0) > 0)
+        .count();
+    let f = &v["mail_flow"];
+    let e = &f["profile_expects"];
+    let ratio =
+        |m: &str, p: &str| f["per_user_per_day"][m].as_f64().unwrap() / e[p].as_f64().unwrap();
+    let (sub, del) = (
+        ratio("submitted", "submitted_per_day"),
+        ratio("delivered", "delivered_per_day"),
+    );
+    let d = &v["delivery_latency"];
+    eprintln!(
+        "COMPAT | {server:<34} | {ran:>2}/{} task kinds | errors {} (known Dovecot races {races}) | \
+         submitted {:.1}/user/day ({:+.1} %) delivered {:.1}/user/day ({:+.1} %) {:.2} rcpt/msg | \
+         delivered {}/{} | within 60 s {}/{} ({:.1} %) p95 {:.0} ms | mailboxes: prefix {:?} sent {} trash {}",
+        TaskKind::ALL.len(),
+        v["errors"]["total"],
+        f["per_user_per_day"]["submitted"].as_f64().unwrap(),
+        (sub - 1.0) * 100.0,
+        f["per_user_per_day"]["delivered"].as_f64().unwrap(),
+        (del - 1.0) * 100.0,
+        f["recipients_per_message"].as_f64().unwrap(),
+        f["delivered"],
+        f["expected_deliveries"],
+        d["delivered_within"],
+        f["expected_deliveries"],
+        d["within_pct"].as_f64().unwrap(),
+        d["summary"]["p95_ms"].as_f64().unwrap_or(0.0),
+        boxes["prefix"].as_str().unwrap_or(""),
+        boxes["sent"],
+        boxes["deleted_items"],
+    );
+    assert_eq!(ran, TaskKind::ALL.len(), "{server}: {}", v["tasks"]);
+    assert_eq!(f["delivered"], f["expected_deliveries"], "{server}: {f}");
+    assert!(
+        (sub - 1.0).abs() < 0.05,
+        "{server}: submitted {sub:.3} of the profile: {f}"
+    );
+    assert!(
+        (del - 1.0).abs() < 0.05,
+        "{server}: delivered {del:.3} of the profile: {f}"
+    );
+}
+
+/// A remote-target case on the local Dovecot+Postfix started with `o`.
+fn dovecot_variant(server: &str, o: LocalOptions) {
+    if !servers_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("local");
+    let lists_file = lists(&local, work.path());
+    let srv = LocalServer::start_opts(&local, &TestLog::discard(), &o).unwrap();
+    let ep = Endpoints {
+        imap: format!("imap://127.0.0.1:{}", srv.ports.imap),
+        submission: format!("smtp://127.0.0.1:{}", srv.ports.submission),
+        sieve: format!("sieve://127.0.0.1:{}", srv.ports.sieve),
+        password: srv.password.clone(),
+        lists_file,
+    };
+    let profile = profile_file(work.path());
+    setup_and_run(server, &ep, &profile, work.path());
+    drop(srv);
+}
+
+#[test]
+fn dovecot_local_target_default_layout() {
+    if !servers_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("local");
+    let profile = profile_file(work.path());
+    let l = local.to_str().unwrap();
+    let base = [
+        "--users",
+        &USERS.to_string(),
+        "--profile",
+        profile.to_str().unwrap(),
+        "--seed",
+        &SEED.to_string(),
+        "--local-dir",
+        l,
+    ]
+    .map(|s| s.to_string());
+    let out = work.path().join("setup");
+    let mut args: Vec<&str> = vec!["mail", "setup"];
+    args.extend(base.iter().map(String::as_str));
+    args.extend(["--output", out.to_str().unwrap()]);
+    let r = mailbench(&args, &[]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let s = result(&out, "mail-setup");
+    let out = work.path().join("run");
+    let mut args: Vec<&str> = vec!["mail", "run"];
+    args.extend(base.iter().map(String::as_str));
+    args.extend([
+        "--skip-setup",
+        "--day-length",
+        DAY,
+        "--ramp-up",
+        "5s",
+        "--drain",
+        "4m",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    let r = mailbench(&args, &[]);
+    let v = result(&out, "mail-run");
+    check_row(
+        "Dovecot 2.3 local target (Maildir)",
+        &r,
+        &v,
+        &s["setup"]["mailboxes"],
+    );
+}
+
+#[test]
+fn dovecot_inbox_prefix_and_special_use() {
+    dovecot_variant(
+        "Dovecot INBOX. prefix, special-use",
+        LocalOptions {
+            dovecot_extra: r#"namespace inbox {
+  inbox = yes
+  prefix = INBOX.
+  separator = .
+  mailbox "Sent Messages" {
+    special_use = \Sent
+    auto = create
+  }
+  mailbox Trash {
+    special_use = \Trash
+    auto = create
+  }
+  mailbox Junk {
+    special_use = \Junk
+    auto = create
+  }
+  mailbox Drafts {
+    special_use = \Drafts
+    auto = create
+  }
+}"#
+            .into(),
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn dovecot_mbox_storage() {
+    dovecot_variant(
+        "Dovecot mbox",
+        LocalOptions {
+            dovecot_extra: "mail_location = mbox:~/mail:INBOX=~/mbox".into(),
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn dovecot_without_idle_sort_move_special_use() {
+    dovecot_variant(
+        "Dovecot no IDLE/SORT/MOVE/SPECIAL-USE",
+        LocalOptions {
+            dovecot_extra: "imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE \
+                            LITERAL+ NAMESPACE UIDPLUS CHILDREN UNSELECT"
+                .into(),
+            ..Default::default()
+        },
+    );
+}
+
+// ---- Courier IMAP ----------------------------------------------------------
+
+/// Debian packages Courier IMAP needs, unpacked, never installed.
+const COURIER_DEBS: &[&str] = &[
+    "courier-imap",
+    "courier-base",
+    "courier-authlib",
+    "courier-authdaemon",
+    "courier-authlib-userdb",
+    "libcourier-unicode4",
+    "libgamin0",
+    "libidn12",
+];
+
+/// The unpacked packages (`target/tmp/courier/root`): from the .debs that
+/// scripts/test downloads into target/debs, else downloaded here with
+/// `apt-get download`. None (skip; a failure in CI) when neither works.
+fn courier_root() -> Option<PathBuf> {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let root = tmp.join("courier/root");
+    if root.join("usr/bin/imapd").is_file() {
+        return Some(root);
+    }
+    let debs = tmp.join("../debs");
+    let own = tmp.join("courier/debs");
+    std::fs::create_dir_all(&own).unwrap();
+    let find = |pkg: &str| -> Option<PathBuf> {
+        [&debs, &own].iter().find_map(|d| {
+            std::fs::read_dir(d)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{pkg}_")))
+                })
+        })
+    };
+    let missing: Vec<&str> = COURIER_DEBS
+        .iter()
+        .copied()
+        .filter(|p| find(p).is_none())
+        .collect();
+    if !missing.is_empty() {
+        let ok = Command::new("apt-get")
+            .arg("download")
+            .args(&missing)
+            .current_dir(&own)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            if std::env::var_os("CI").is_some() {
+                panic!("CI must provide {missing:?} in target/debs (scripts/test downloads them)");
+            }
+            eprintln!("SKIPPED: cannot download the Courier packages {missing:?}");
+            return None;
+        }
+    }
+    let part = tmp.join("courier/root.part");
+    let _ = std::fs::remove_dir_all(&part);
+    for p in COURIER_DEBS {
+        let deb = find(p).unwrap();
+        let st = Command::new("dpkg")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&part)
+            .status()
+            .unwrap();
+        assert!(st.success(), "dpkg -x {}", deb.display());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::rename(&part, &root).unwrap();
+    Some(root)
+}
+
+/// Courier's imapd on 127.0.0.1:`port` for `users` (userdb with one
+/// password), their homes Dovecot's; stopped by PID when dropped.
+struct Courier {
+    tcpd: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Courier {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("authdaemond.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = Command::new("kill")
+            .arg(self.tcpd.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.tcpd.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.tcpd.kill();
+        let _ = self.tcpd.wait();
+    }
+}
+
+const COURIER_START: &str = r#"#!/bin/sh
+# Private mount namespace: Courier's compiled-in paths become the test's own.
+set -e
+X=$1; D=$2; PORT=$3
+mount -t tmpfs tmpfs /run
+mkdir -p /run/courier/authdaemon
+mount -t overlay overlay -o lowerdir=$D/etc:/etc /etc
+mount -t overlay overlay -o lowerdir=$X/usr/lib:/usr/lib /usr/lib
+export LD_LIBRARY_PATH=$X/usr/lib:$X/usr/lib/x86_64-linux-gnu
+$X/usr/lib/courier/courier-authlib/authdaemond > $D/authdaemond.log 2>&1 &
+echo $! > $D/authdaemond.pid
+# Debian's /etc/courier/imapd defaults, but IDLE looks every second (like the
+# local Dovecot's mailbox_idle_check_interval) and no connection limits.
+export IMAP_CAPABILITY="IMAP4rev1 UIDPLUS CHILDREN NAMESPACE THREAD=ORDEREDSUBJECT THREAD=REFERENCES SORT QUOTA IDLE"
+export IMAP_IDLE_TIMEOUT=1 IMAP_USELOCKS=1 IMAP_ENHANCEDIDLE=0 IMAP_KEYWORDS=1 IMAP_ACL=1
+export IMAP_UMASK=022 IMAP_ULIMITD=131072 IMAP_TRASHFOLDERNAME=Trash IMAP_MOVE_EXPUNGE_TO_TRASH=0
+export IMAP_MAILBOX_SANITY_CHECK=1 MAILDIRPATH=Maildir
+exec $X/usr/sbin/couriertcpd -address=127.0.0.1 -maxprocs=500 -maxperip=500 \
+  -nodnslookup -noidentlookup $PORT $X/usr/lib/courier/courier/imaplogin $X/usr/bin/imapd Maildir
+"#;
+
+impl Courier {
+    fn start(root: &Path, dir: &Path, mail: &Path, users: &[String], password: &str) -> Courier {
+        let etc = dir.join("etc/courier");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(
+            etc.join("authdaemonrc"),
+            "authmodulelist=\"authuserdb\"\ndaemons=5\nauthdaemonvar=/run/courier/authdaemon\nDEBUG_LOGIN=0\nDEFAULTOPTIONS=\"\"\nLOGGEROPTS=\"\"\n",
+        )
+        .unwrap();
+        let hash = Command::new("openssl")
+            .args(["passwd", "-6", "-salt", "mailbenchcourier", password])
+            .output()
+            .unwrap();
+        assert!(hash.status.success());
+        let hash = String::from_utf8(hash.stdout).unwrap().trim().to_string();
+        let (mut db, mut shadow) = (String::new(), String::new());
+        for u in users {
+            let home = mail.join(u);
+            for sub in ["cur", "new", "tmp"] {
+                std::fs::create_dir_all(home.join("Maildir").join(sub)).unwrap();
+            }
+            let st = Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(&home)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            db.push_str(&format!(
+                "{u}\tuid=65534|gid=65534|home={}|mail={}\n",
+                home.display(),
+                home.join("Maildir").display()
+            ));
+            shadow.push_str(&format!("{u}\tsystempw={hash}\n"));
+        }
+        let lib = format!(
+            "{}:{}",
+            root.join("usr/lib").display(),
+            root.join("usr/lib/x86_64-linux-gnu").display()
+        );
+        for (name, text) in [("userdb", db), ("userdbshadow", shadow)] {
+            let mut c = Command::new(root.join("usr/lib/courier/courier-authlib/makedatprog"))
+                .arg("-")
+                .arg(etc.join(format!("{name}.tmp")))
+                .arg(etc.join(format!("{name}.dat")))
+                .env("LD_LIBRARY_PATH", &lib)
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("{text}.\n").as_bytes())
+                .unwrap();
+            assert!(c.wait().unwrap().success(), "makedatprog {name}");
+        }
+        let script = dir.join("start.sh");
+        std::fs::write(&script, COURIER_START).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("courier.log")).unwrap();
+        let tcpd = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh"])
+            .arg(&script)
+            .arg(root)
+            .arg(dir)
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut c = Courier {
+            tcpd,
+            dir: dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                drop(s);
+                break;
+            }
+            if let Ok(Some(st)) = c.tcpd.try_wait() {
+                panic!(
+                    "courier exited ({st}): {}",
+                    std::fs::read_to_string(dir.join("courier.log")).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "Courier IMAP did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.dir = dir.to_path_buf();
+        std::fs::write(dir.join("port"), port.to_string()).unwrap();
+        c
+    }
+
+    fn port(&self) -> u16 {
+        std::fs::read_to_string(self.dir.join("port"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn courier_imap() {
+    if !servers_available() {
+        return;
+    }
+    let Some(root) = courier_root() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("local");
+    let lists_file = lists(&local, work.path());
+    let srv = LocalServer::start(&local, &TestLog::discard()).unwrap();
+    let users: Vec<String> = (1..=USERS)
+        .map(|n| format!("user{n}@{LOCAL_DOMAIN}"))
+        .collect();
+    let cdir = work.path().join("courier");
+    let courier = Courier::start(
+        &root,
+        &cdir,
+        &LocalServer::mail_dir(&local),
+        &users,
+        &srv.password,
+    );
+    let ep = Endpoints {
+        imap: format!("imap://127.0.0.1:{}", courier.port()),
+        submission: format!("smtp://127.0.0.1:{}", srv.ports.submission),
+        sieve: format!("sieve://127.0.0.1:{}", srv.ports.sieve),
+        password: srv.password.clone(),
+        lists_file,
+    };
+    let profile = profile_file(work.path());
+    setup_and_run(
+        "Courier IMAP 5.0 (Debian, unpacked)",
+        &ep,
+        &profile,
+        work.path(),
+    );
+    drop(courier);
+    drop(srv);
+}

@@ -44,6 +44,8 @@ pub struct ImapConn {
     pub op_timeout: Duration,
     pub caps: Vec<String>,
     pub selected: Option<String>,
+    /// The selected mailbox was opened with EXAMINE.
+    read_only: bool,
     /// The mailbox a SELECT/EXAMINE in progress opens (its untagged answers
     /// describe it).
     selecting: Option<String>,
@@ -144,6 +146,7 @@ impl ImapConn {
             op_timeout,
             caps: Vec::new(),
             selected: None,
+            read_only: false,
             selecting: None,
             exists: 0,
             inbox: InboxWatch::default(),
@@ -473,6 +476,7 @@ impl ImapConn {
         self.selecting = None;
         r?;
         self.selected = Some(name.to_string());
+        self.read_only = read_only;
         Ok(())
     }
 
@@ -491,7 +495,14 @@ impl ImapConn {
     }
 
     /// APPEND a message; returns the new UID when the server says (APPENDUID).
+    /// A mailbox open read-only (EXAMINE) is closed first: some servers
+    /// (Courier) refuse to append to it.
     pub async fn append(&mut self, folder: &str, flags: &str, msg: &[u8]) -> OpResult<Option<u32>> {
+        if self.read_only && self.selected.as_deref() == Some(folder) {
+            self.cmd("CLOSE", "CLOSE").await?;
+            self.selected = None;
+            self.read_only = false;
+        }
         let prefix = if flags.is_empty() {
             format!("APPEND {}", mailbox(folder))
         } else {

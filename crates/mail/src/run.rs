@@ -325,16 +325,29 @@ impl User {
         }
     }
 
-    /// First logon: learn the UIDs already in the Inbox. Later: fetch new arrivals.
+    /// First logon: learn the UIDs already in the Inbox, except this run's
+    /// messages delivered before the logon (a slow server, a long ramp-up),
+    /// which are fetched as new mail. Later: fetch new arrivals.
     async fn sync_inbox(&mut self, sh: &Shared) -> OpResult<()> {
         if self.synced {
             return self.fetch_new(sh).await;
         }
         let c = self.conn()?;
         let uids = c.uid_search("SEARCH", "UID SEARCH ALL").await?;
+        let since = imap_date(unix_now() - 86400);
+        let ours = c
+            .uid_search(
+                "SEARCH",
+                &format!(
+                    "UID SEARCH SINCE {since} HEADER X-Mailbench-Track {}",
+                    imap::mailbox(&sh.run_id)
+                ),
+            )
+            .await?;
         c.inbox.arrivals.clear();
         let uidnext = c.inbox.uidnext.unwrap_or(0);
-        for uid in uids {
+        let first_ours = ours.iter().min().copied().unwrap_or(u32::MAX);
+        for uid in uids.into_iter().filter(|u| *u < first_ours) {
             self.last_uid = self.last_uid.max(uid);
             self.inbox.push(Msg {
                 uid,
@@ -343,9 +356,12 @@ impl User {
                 seen: true,
             });
         }
-        self.next_uid = uidnext.max(self.last_uid + 1);
         self.synced = true;
-        Ok(())
+        if ours.is_empty() {
+            self.next_uid = uidnext.max(self.last_uid + 1);
+            return Ok(());
+        }
+        self.fetch_new(sh).await
     }
 
     /// Whether the Inbox announced mail the user has not fetched yet.
@@ -520,17 +536,20 @@ impl User {
     ) -> Option<bool> {
         if self.imap.as_ref().is_some_and(|c| !c.idling()) {
             // Back to the Inbox first, fetching anything it announces.
-            let r = async {
-                let c = self.conn()?;
-                c.ensure_selected(INBOX).await?;
-                self.take_news(sh).await;
-                self.conn()?.idle_start().await
-            }
-            .await;
-            self.count_cmds(sh);
+            let r = async { self.conn()?.ensure_selected(INBOX).await }.await;
             if let Err(e) = r {
                 sh.stats().error("new_mail", &self.addr, &e);
                 self.drop_conn();
+                return None;
+            }
+            self.take_news(sh).await;
+            let r = async { self.conn()?.idle_start().await }.await;
+            self.count_cmds(sh);
+            if let Err(e) = r {
+                if self.imap.is_some() {
+                    sh.stats().error("new_mail", &self.addr, &e);
+                    self.drop_conn();
+                }
                 return None;
             }
         }

@@ -14,7 +14,9 @@
 //!   Dovecot's packages) and run in a private mount namespace so that its
 //!   compiled-in /etc/courier, /run/courier and /usr/lib/courier-authlib
 //!   paths are the test's own; it serves the Maildirs Dovecot's LMTP
-//!   delivers to (Postfix and Dovecot's submission take the mail in).
+//!   delivers to (Postfix and Dovecot's submission take the mail in), with
+//!   gamin's gam_server for change notification (without it every command
+//!   waits ~1.2 s for it).
 //!
 //! Each prints its row of the compatibility table (`--nocapture`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -339,6 +341,7 @@ const COURIER_DEBS: &[&str] = &[
     "courier-authlib-userdb",
     "libcourier-unicode4",
     "libgamin0",
+    "gamin",
     "libidn12",
 ];
 
@@ -405,44 +408,49 @@ fn courier_root() -> Option<PathBuf> {
     Some(root)
 }
 
-/// Courier's imapd on 127.0.0.1:`port` for `users` (userdb with one
-/// password), their homes Dovecot's; stopped by PID when dropped.
+/// Courier's imapd on 127.0.0.1 for `users` (userdb with one password),
+/// their homes Dovecot's, in its own mount and PID namespaces (`unshare`):
+/// stopping the namespace's first process (couriertcpd, by PID) stops
+/// everything in it (authdaemond, imapd, gam_server).
 struct Courier {
-    tcpd: Child,
-    dir: PathBuf,
+    unshare: Child,
+    port: u16,
 }
 
 impl Drop for Courier {
     fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.dir.join("authdaemond.pid")) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
+        let pid = self.unshare.id();
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for k in kids.split_whitespace() {
+            let _ = Command::new("kill").arg(k).status();
         }
-        let _ = Command::new("kill")
-            .arg(self.tcpd.id().to_string())
-            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.tcpd.try_wait() {
+            if let Ok(Some(_)) = self.unshare.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.tcpd.kill();
-        let _ = self.tcpd.wait();
+        // --kill-child: the namespace goes with unshare.
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
     }
 }
 
 const COURIER_START: &str = r#"#!/bin/sh
-# Private mount namespace: Courier's compiled-in paths become the test's own.
+# Private mount namespace: Courier's compiled-in paths (/etc/courier,
+# /run/courier, /usr/lib/courier-authlib, /usr/libexec/gam_server) become the
+# test's own, layered read-only over the system's.
 set -e
 X=$1; D=$2; PORT=$3
 mount -t tmpfs tmpfs /run
 mkdir -p /run/courier/authdaemon
 mount -t overlay overlay -o lowerdir=$D/etc:/etc /etc
 mount -t overlay overlay -o lowerdir=$X/usr/lib:/usr/lib /usr/lib
+mount -t overlay overlay -o lowerdir=$X/usr/libexec:/usr/libexec /usr/libexec
 export LD_LIBRARY_PATH=$X/usr/lib:$X/usr/lib/x86_64-linux-gnu
 $X/usr/lib/courier/courier-authlib/authdaemond > $D/authdaemond.log 2>&1 &
-echo $! > $D/authdaemond.pid
 # Debian's /etc/courier/imapd defaults, but IDLE looks every second (like the
 # local Dovecot's mailbox_idle_check_interval) and no connection limits.
 export IMAP_CAPABILITY="IMAP4rev1 UIDPLUS CHILDREN NAMESPACE THREAD=ORDEREDSUBJECT THREAD=REFERENCES SORT QUOTA IDLE"
@@ -513,8 +521,16 @@ impl Courier {
         std::fs::write(&script, COURIER_START).unwrap();
         let port = free_port();
         let log = std::fs::File::create(dir.join("courier.log")).unwrap();
-        let tcpd = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "sh"])
+        let unshare = Command::new("unshare")
+            .args([
+                "-m",
+                "-p",
+                "-f",
+                "--kill-child",
+                "--propagation",
+                "private",
+                "sh",
+            ])
             .arg(&script)
             .arg(root)
             .arg(dir)
@@ -524,17 +540,14 @@ impl Courier {
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut c = Courier {
-            tcpd,
-            dir: dir.to_path_buf(),
-        };
+        let mut c = Courier { unshare, port };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
                 drop(s);
                 break;
             }
-            if let Ok(Some(st)) = c.tcpd.try_wait() {
+            if let Ok(Some(st)) = c.unshare.try_wait() {
                 panic!(
                     "courier exited ({st}): {}",
                     std::fs::read_to_string(dir.join("courier.log")).unwrap_or_default()
@@ -543,16 +556,7 @@ impl Courier {
             assert!(Instant::now() < deadline, "Courier IMAP did not listen");
             std::thread::sleep(Duration::from_millis(50));
         }
-        c.dir = dir.to_path_buf();
-        std::fs::write(dir.join("port"), port.to_string()).unwrap();
         c
-    }
-
-    fn port(&self) -> u16 {
-        std::fs::read_to_string(self.dir.join("port"))
-            .unwrap()
-            .parse()
-            .unwrap()
     }
 }
 
@@ -585,7 +589,7 @@ fn courier_imap() {
         &srv.password,
     );
     let ep = Endpoints {
-        imap: format!("imap://127.0.0.1:{}", courier.port()),
+        imap: format!("imap://127.0.0.1:{}", courier.port),
         submission: format!("smtp://127.0.0.1:{}", srv.ports.submission),
         sieve: format!("sieve://127.0.0.1:{}", srv.ports.sieve),
         password: srv.password.clone(),

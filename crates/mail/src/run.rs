@@ -378,6 +378,12 @@ impl User {
         }
         let t = Instant::now();
         let r = self.fetch_new(sh).await;
+        self.new_mail_done(sh, t, r);
+    }
+
+    /// Records a new-mail operation begun at `t` (its commands too); a
+    /// failure drops the connection (the next task reconnects).
+    fn new_mail_done(&mut self, sh: &Shared, t: Instant, r: OpResult<()>) {
         self.count_cmds(sh);
         match r {
             Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
@@ -570,14 +576,7 @@ impl User {
                     self.fetch_new(sh).await
                 }
                 .await;
-                self.count_cmds(sh);
-                match r {
-                    Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
-                    Err(e) => {
-                        sh.stats().error("new_mail", &self.addr, &e);
-                        self.drop_conn();
-                    }
-                }
+                self.new_mail_done(sh, t, r);
                 None
             }
             Err(e) => {
@@ -605,14 +604,7 @@ impl User {
             Ok::<(), OpError>(())
         }
         .await;
-        self.count_cmds(sh);
-        match r {
-            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
-            Err(e) => {
-                sh.stats().error("new_mail", &self.addr, &e);
-                self.drop_conn();
-            }
-        }
+        self.new_mail_done(sh, t, r);
     }
 
     async fn task(&mut self, sh: &Shared, kind: TaskKind) -> OpResult<Outcome> {

@@ -100,6 +100,16 @@ fn short_day(mut o: MailOptions, day_s: u64) -> MailOptions {
     o
 }
 
+/// A profile of three Inbox messages, `calendar` appointments, 1 KB
+/// messages and `tasks` (TOML).
+fn profile_toml(description: &str, calendar: u32, tasks: &str) -> String {
+    format!(
+        "name = \"test\"\ndescription = \"{description}\"\nday = \"8h\"\n\
+         [initial]\nfolders = 0\nmessages_per_folder = 0\ninbox = 3\ndeleted_items = 0\ncalendar = {calendar}\n\
+         [lists]\nper_users = 10\nsizes = [2]\n[[sizes]]\nbody = \"1KB\"\nweight = 1\n{tasks}"
+    )
+}
+
 fn errors(v: &Value) -> u64 {
     v["errors"]["total"].as_u64().unwrap()
 }
@@ -176,31 +186,11 @@ fn arrivals_announced_inside_tasks_are_fetched_at_once() {
         ..Default::default()
     });
     let env = Env::new();
-    let profile = env.profile(
-        r#"name = "busy"
-description = "always busy: sends, calendar browsing and reads back to back"
-day = "8h"
-[initial]
-folders = 0
-messages_per_folder = 0
-inbox = 3
-deleted_items = 0
-calendar = 3
-[lists]
-per_users = 10
-sizes = [2]
-[[sizes]]
-body = "1KB"
-weight = 1
-[tasks.send]
-per_day = 600
-recipients = 1.0
-[tasks.browse_calendar]
-per_day = 600
-[tasks.read]
-per_day = 600
-"#,
-    );
+    let profile = env.profile(&profile_toml(
+        "always busy: sends, calendar browsing and reads back to back",
+        3,
+        "[tasks.send]\nper_day = 600\nrecipients = 1.0\n[tasks.browse_calendar]\nper_day = 600\n[tasks.read]\nper_day = 600\n",
+    ));
     let o = env.options(&fake, 4, &profile);
     let (st, _) = do_setup(&o);
     assert_eq!(st, ExitStatus::Pass);
@@ -239,29 +229,11 @@ fn polling_runs_on_its_own_schedule() {
     });
     let env = Env::new();
     // Tasks that stay in the Inbox, so every poll is a NOOP.
-    let profile = env.profile(
-        r#"name = "inbox-only"
-description = "reads and sends every few milliseconds"
-day = "8h"
-[initial]
-folders = 0
-messages_per_folder = 0
-inbox = 3
-deleted_items = 0
-calendar = 0
-[lists]
-per_users = 10
-sizes = [2]
-[[sizes]]
-body = "1KB"
-weight = 1
-[tasks.send]
-per_day = 400
-recipients = 1.0
-[tasks.read]
-per_day = 1200
-"#,
-    );
+    let profile = env.profile(&profile_toml(
+        "reads and sends every few milliseconds",
+        0,
+        "[tasks.send]\nper_day = 400\nrecipients = 1.0\n[tasks.read]\nper_day = 1200\n",
+    ));
     let mut o = env.options(&fake, 4, &profile);
     o.poll_interval = Some(Dur(Duration::from_millis(500)));
     let (st, _) = do_setup(&o);

@@ -1,171 +1,15 @@
-//! The pass/fail rules of a mail run as pure functions of plain figures: the
-//! weighted 95th-percentile score, the error rate, the share of deliveries in
-//! time and the verdict. `mail run` judges its own figures with them, and
-//! `report merge` judges the sums of several load generators' results with the
-//! same code, so an aggregate is judged exactly as one generator driving all
-//! the users would have been.
+//! The pass/fail rules of a mail run live with the results they judge
+//! (`mailbench_results::mail::judge`): `mail run` judges its own figures with
+//! them and `report merge` the sums of several load generators' results.
 
-use crate::profile::{Profile, TaskKind};
-use crate::wire::ErrorKind;
-use mailbench_results::verdict::{Status, Verdict};
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-/// The error kinds in the order the verdict lists them.
-const KINDS: [ErrorKind; 8] = [
-    ErrorKind::Connect,
-    ErrorKind::Auth,
-    ErrorKind::Timeout,
-    ErrorKind::Reset,
-    ErrorKind::Malformed,
-    ErrorKind::Rejected,
-    ErrorKind::Tls,
-    ErrorKind::NotDelivered,
-];
-
-/// The verdict's thresholds (`--max-score-ms`, `--max-error-rate`,
-/// `--delivery-pct`, `--delivery-within`; recorded in the result's `config`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Criteria {
-    pub max_score_ms: f64,
-    /// Percent of operations; 0 means any error fails.
-    pub max_error_rate_pct: f64,
-    /// Percent of expected deliveries that must arrive within `delivery_within`.
-    pub delivery_pct: f64,
-    pub delivery_within: Duration,
-}
-
-/// The figures a verdict is made from.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Figures {
-    /// Weighted 95th-percentile score (`weighted_p95_ms`).
-    pub score_ms: f64,
-    pub total_errors: u64,
-    /// `error_rate_pct(total_errors, attempts)`.
-    pub error_rate_pct: f64,
-    /// Errors by kind name (`connect`, `auth`, ... `not_delivered`).
-    pub errors_by_kind: BTreeMap<String, u64>,
-    pub expected_deliveries: u64,
-    /// `within_pct(delivered_within, expected_deliveries)`.
-    pub within_pct: f64,
-    /// The last server queue length sampled (None: no queue to sample).
-    pub queue_final: Option<u64>,
-    pub interrupted: bool,
-    pub planned_tasks: u64,
-    /// Tasks completed, failed or skipped.
-    pub executed_tasks: u64,
-}
-
-/// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over the task
-/// kinds that ran. `p95_us(kind)` is the kind's 95th percentile in µs from
-/// every sample of the day, or None when it never completed. Returns the
-/// score in ms and the weights (`score.weights`).
-pub fn weighted_p95_ms(
-    profile: &Profile,
-    p95_us: impl Fn(TaskKind) -> Option<u64>,
-) -> (f64, BTreeMap<&'static str, f64>) {
-    let mut num = 0.0;
-    let mut den = 0.0;
-    let mut weights = BTreeMap::new();
-    for k in TaskKind::ALL {
-        let w = profile.weight(k);
-        if w <= 0.0 {
-            continue;
-        }
-        weights.insert(k.name(), w);
-        if let Some(p) = p95_us(k) {
-            num += w * p as f64 / 1000.0;
-            den += w;
-        }
-    }
-    (if den > 0.0 { num / den } else { 0.0 }, weights)
-}
-
-/// Errors in percent of operations attempted (0 when nothing was attempted).
-pub fn error_rate_pct(total_errors: u64, attempts: u64) -> f64 {
-    if attempts > 0 {
-        100.0 * total_errors as f64 / attempts as f64
-    } else {
-        0.0
-    }
-}
-
-/// Deliveries seen within the limit in percent of those expected (100 when
-/// none was expected).
-pub fn within_pct(delivered_within: u64, expected_deliveries: u64) -> f64 {
-    if expected_deliveries > 0 {
-        100.0 * delivered_within as f64 / expected_deliveries as f64
-    } else {
-        100.0
-    }
-}
-
-/// Where a kind name sorts in the verdict's list (unknown names last).
-fn kind_rank(name: &str) -> usize {
-    KINDS
-        .iter()
-        .position(|k| k.name() == name)
-        .unwrap_or(KINDS.len())
-}
-
-/// The verdict (PRODUCT.md §4): pass only if the score, the error rate, the
-/// deliveries in time, the queue and the planned tasks all hold; otherwise
-/// one plain sentence per failed criterion. An interrupted run is
-/// `interrupted` whatever the figures, and its planned tasks are not judged.
-pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
-    let mut reasons = Vec::new();
-    if f.score_ms > c.max_score_ms {
-        reasons.push(format!(
-            "the weighted 95th-percentile task time is {:.0} ms, over the {:.0} ms limit",
-            f.score_ms, c.max_score_ms
-        ));
-    }
-    if f.error_rate_pct > c.max_error_rate_pct
-        || (c.max_error_rate_pct == 0.0 && f.total_errors > 0)
-    {
-        let mut kinds: Vec<(&String, &u64)> = f.errors_by_kind.iter().collect();
-        kinds.sort_by_key(|(k, _)| kind_rank(k));
-        let kinds: Vec<String> = kinds.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        reasons.push(format!(
-            "{} errors ({:.2} % of operations; allowed {} %): {}",
-            f.total_errors,
-            f.error_rate_pct,
-            c.max_error_rate_pct,
-            kinds.join(", ")
-        ));
-    }
-    if f.expected_deliveries > 0 && f.within_pct < c.delivery_pct {
-        reasons.push(format!(
-            "only {:.1} % of deliveries arrived within {:?} (needed {} %)",
-            f.within_pct, c.delivery_within, c.delivery_pct
-        ));
-    }
-    if let Some(q) = f.queue_final
-        && q > 0
-    {
-        reasons.push(format!(
-            "the server queue did not drain: {q} messages still queued at the end"
-        ));
-    }
-    if !f.interrupted && f.executed_tasks < f.planned_tasks {
-        reasons.push(format!(
-            "{} of {} planned tasks did not run",
-            f.planned_tasks - f.executed_tasks,
-            f.planned_tasks
-        ));
-    }
-    let mut v = Verdict::from_reasons(reasons);
-    if f.interrupted {
-        v.status = Status::Interrupted;
-        v.reasons
-            .insert(0, "interrupted before the end of the run".into());
-    }
-    v
-}
+pub use mailbench_results::mail::judge::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::{Profile, ProfileExt, TaskKind};
+    use mailbench_results::Status;
+    use std::time::Duration;
 
     fn criteria() -> Criteria {
         Criteria {
@@ -247,5 +91,22 @@ mod tests {
         assert!(!v.reasons.iter().any(|r| r.contains("planned")));
         assert_eq!(within_pct(0, 0), 100.0);
         assert_eq!(error_rate_pct(1, 0), 0.0);
+    }
+
+    #[test]
+    fn the_verdict_lists_every_error_kind_in_order() {
+        use crate::wire::ErrorKind;
+        let kinds = [
+            ErrorKind::Connect,
+            ErrorKind::Auth,
+            ErrorKind::Timeout,
+            ErrorKind::Reset,
+            ErrorKind::Malformed,
+            ErrorKind::Rejected,
+            ErrorKind::Tls,
+            ErrorKind::NotDelivered,
+        ];
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        assert_eq!(names, KIND_ORDER);
     }
 }

@@ -431,6 +431,7 @@ pub fn unix_now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ProfileExt;
     use rand::SeedableRng;
 
     #[test]

@@ -144,56 +144,18 @@ impl MailOptions {
     }
 }
 
-/// Options with defaults applied and checked.
-#[derive(Debug, Clone, Serialize)]
-pub struct Resolved {
-    pub target: String,
-    pub imap: Option<String>,
-    pub submission: Option<String>,
-    pub sieve: Option<String>,
-    pub users: usize,
-    pub first_user: usize,
-    pub user_format: String,
-    pub users_file: Option<PathBuf>,
-    pub password_file: Option<PathBuf>,
-    pub lists_file: Option<PathBuf>,
-    pub trace_imap: Option<PathBuf>,
-    pub profile: String,
-    pub local_dir: Option<PathBuf>,
-    pub seed: u64,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub op_timeout: Duration,
-    pub concurrency: usize,
-    /// STARTTLS policy on plain-text URLs (tls.rs).
-    pub starttls: StartTls,
-    /// Extra trusted CA certificates (PEM), besides the system's.
-    pub ca_file: Option<PathBuf>,
-    /// Certificates are NOT verified.
-    pub tls_insecure: bool,
-    /// Passwords may cross a non-loopback connection in plain text.
-    pub allow_cleartext_auth: bool,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub day_length: Duration,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub ramp_up: Duration,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub drain: Duration,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub interval: Duration,
-    pub max_error_rate_pct: f64,
-    pub max_score_ms: f64,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub delivery_within: Duration,
-    pub delivery_pct: f64,
-    pub skip_setup: bool,
-    pub idle: bool,
-    #[serde(with = "mailbench_base::units::serde_duration")]
-    pub poll_interval: Duration,
+/// Options with defaults applied and checked: the `config` a mail result
+/// echoes (its type lives with the results).
+pub use mailbench_results::mail::config::MailConfig as Resolved;
+
+/// Applying defaults to the options and checking them.
+pub trait ResolveExt: Sized {
+    /// Applies defaults (`profile_day` is the profile's simulated day) and checks.
+    fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Self>;
 }
 
-impl Resolved {
-    /// Applies defaults (`profile_day` is the profile's simulated day) and checks.
-    pub fn from(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
+impl ResolveExt for Resolved {
+    fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
         let remote = o.imap.is_some() || o.submission.is_some();
         let target = match o.target.as_deref() {
             None => if remote { "remote" } else { "local" }.to_string(),
@@ -385,7 +347,7 @@ mod tests {
         };
         let l = file.overlay(later);
         assert_eq!(l.start_at.as_deref(), Some("2026-12-01T10:00:00Z"));
-        let r = Resolved::from(&o, Duration::from_secs(8 * 3600)).unwrap();
+        let r = Resolved::resolve(&o, Duration::from_secs(8 * 3600)).unwrap();
         assert_eq!(r.users, 7);
         assert_eq!(r.day_length, Duration::from_secs(600));
         assert_eq!(r.ramp_up, Duration::from_secs(60));
@@ -401,13 +363,13 @@ mod tests {
             target: Some("cloud".into()),
             ..Default::default()
         };
-        assert!(Resolved::from(&bad, Duration::from_secs(1)).is_err());
+        assert!(Resolved::resolve(&bad, Duration::from_secs(1)).is_err());
         let r = MailOptions {
             imap: Some("imap://h".into()),
             ..Default::default()
         };
         assert!(
-            Resolved::from(&r, Duration::from_secs(1))
+            Resolved::resolve(&r, Duration::from_secs(1))
                 .unwrap_err()
                 .to_string()
                 .contains("--submission")
@@ -420,7 +382,7 @@ mod tests {
             "imap = \"imaps://h\"\nsubmission = \"smtp://h\"\nstarttls = \"require\"\nca_file = \"/x/ca.pem\"\nallow_cleartext_auth = true\n",
         )
         .unwrap();
-        let r = Resolved::from(&file, Duration::from_secs(60)).unwrap();
+        let r = Resolved::resolve(&file, Duration::from_secs(60)).unwrap();
         assert_eq!(r.starttls, StartTls::Require);
         assert_eq!(
             r.ca_file.as_deref(),
@@ -431,20 +393,20 @@ mod tests {
         assert_eq!(j["starttls"], "require");
         assert_eq!(j["tls_insecure"], false);
         // Defaults: auto, verified.
-        let r = Resolved::from(&MailOptions::default(), Duration::from_secs(60)).unwrap();
+        let r = Resolved::resolve(&MailOptions::default(), Duration::from_secs(60)).unwrap();
         assert_eq!((r.starttls, r.tls_insecure), (StartTls::Auto, false));
         // --ca-file and --tls-insecure contradict each other.
         let both = MailOptions {
             tls_insecure: Some(true),
             ..file.clone()
         };
-        assert!(Resolved::from(&both, Duration::from_secs(60)).is_err());
+        assert!(Resolved::resolve(&both, Duration::from_secs(60)).is_err());
         // TLS options make no sense for the plain-text local target.
         let local = MailOptions {
             tls_insecure: Some(true),
             ..Default::default()
         };
-        let e = Resolved::from(&local, Duration::from_secs(60)).unwrap_err();
+        let e = Resolved::resolve(&local, Duration::from_secs(60)).unwrap_err();
         assert!(e.to_string().contains("--tls-insecure"), "{e}");
         assert!(toml::from_str::<MailOptions>("starttls = \"maybe\"").is_err());
     }
@@ -464,20 +426,20 @@ mod tests {
             ..Default::default()
         };
         let day = Duration::from_secs(60);
-        assert_eq!(Resolved::from(&o(None, None), day).unwrap().users, 20);
-        assert_eq!(Resolved::from(&o(Some(7), None), day).unwrap().users, 7);
-        assert_eq!(Resolved::from(&o(None, Some(16)), day).unwrap().users, 5);
-        let e = Resolved::from(&o(Some(30), None), day).unwrap_err();
+        assert_eq!(Resolved::resolve(&o(None, None), day).unwrap().users, 20);
+        assert_eq!(Resolved::resolve(&o(Some(7), None), day).unwrap().users, 7);
+        assert_eq!(Resolved::resolve(&o(None, Some(16)), day).unwrap().users, 5);
+        let e = Resolved::resolve(&o(Some(30), None), day).unwrap_err();
         assert_eq!(e.exit_status(), mailbench_base::ExitStatus::Usage);
         assert!(e.to_string().contains("lists 20 users"), "{e}");
-        let e = Resolved::from(&o(Some(6), Some(16)), day).unwrap_err();
+        let e = Resolved::resolve(&o(Some(6), Some(16)), day).unwrap_err();
         assert!(
             e.to_string().contains("5 of them from --first-user 16"),
             "{e}"
         );
-        assert!(Resolved::from(&o(None, Some(21)), day).is_err());
+        assert!(Resolved::resolve(&o(None, Some(21)), day).is_err());
         std::fs::write(&f, "a@x 1\na@x 2\n").unwrap();
-        let e = Resolved::from(&o(None, None), day).unwrap_err();
+        let e = Resolved::resolve(&o(None, None), day).unwrap_err();
         assert!(e.to_string().contains("listed twice"), "{e}");
     }
 }

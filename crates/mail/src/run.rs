@@ -9,7 +9,7 @@
 use crate::imap::{self, ImapConn, fetch_seq_uid, header_value, list_names};
 use crate::mailboxes::{Mailboxes, discover};
 use crate::message::{Envelope, Generator, imap_date, message_id, unix_now};
-use crate::profile::{Profile, TaskKind};
+use crate::profile::{Profile, RecipientsExt, TaskKind};
 use crate::stats::{IntervalOps, OpName, Stats};
 use crate::target::Target;
 use crate::topology::Topology;
@@ -1294,6 +1294,7 @@ pub fn new_run_id(seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ProfileExt;
 
     #[test]
     fn schedules_follow_the_profile() {

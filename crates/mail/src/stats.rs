@@ -130,15 +130,7 @@ impl Stats {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct IntervalOp {
-    pub count: u64,
-    pub errors: u64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    /// HDR histogram (µs), base64 V2+DEFLATE.
-    pub hist: String,
-}
+pub use mailbench_results::mail::run::IntervalOp;
 
 /// Whether `op` is one of the 17 tasks, not a logon or a new-mail fetch
 /// (the operations measured besides them).
@@ -155,20 +147,6 @@ pub struct TaskGlance {
     pub errors: u64,
     /// The slowest task's 95th percentile, ms.
     pub worst_p95_ms: f64,
-}
-
-impl IntervalOp {
-    /// One interval's line for an operation: its histogram and errors.
-    pub fn of(h: &LatencyHist, errors: u64) -> IntervalOp {
-        let sum = h.summary();
-        IntervalOp {
-            count: sum.count,
-            errors,
-            p50_ms: sum.p50_us as f64 / 1000.0,
-            p95_ms: sum.p95_us as f64 / 1000.0,
-            hist: h.to_base64(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]

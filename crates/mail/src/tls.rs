@@ -19,47 +19,12 @@ use rustls::crypto::{WebPkiSupportedAlgorithms, verify_tls12_signature, verify_t
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use tokio::time::Instant;
 
-/// What to do on a plain-text URL (`imap://`, `smtp://`, `sieve://`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StartTls {
-    /// Upgrade when the server offers STARTTLS.
-    #[default]
-    Auto,
-    /// Upgrade, and fail when the server does not offer STARTTLS.
-    Require,
-    /// Never upgrade.
-    Never,
-}
-
-impl StartTls {
-    pub fn name(self) -> &'static str {
-        match self {
-            StartTls::Auto => "auto",
-            StartTls::Require => "require",
-            StartTls::Never => "never",
-        }
-    }
-}
-
-impl std::str::FromStr for StartTls {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<StartTls, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(StartTls::Auto),
-            "require" | "required" => Ok(StartTls::Require),
-            "never" | "no" => Ok(StartTls::Never),
-            _ => Err(format!(
-                "`{s}`: write auto (upgrade when offered), require or never"
-            )),
-        }
-    }
-}
+/// What to do on a plain-text URL (defined with the results, which echo it).
+pub use mailbench_results::mail::config::StartTls;
 
 /// The schemes whose connections start with a TLS handshake.
 pub fn is_implicit_tls(scheme: &str) -> bool {

@@ -155,6 +155,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ProfileExt;
 
     #[test]
     fn lists_have_the_profile_mean_and_are_deterministic() {

@@ -10,7 +10,8 @@ use fake::{Fake, FakeConfig};
 use mailbench_base::ExitStatus;
 use mailbench_mail::command::{Output, run_with, setup};
 use mailbench_mail::hooks::RunHooks;
-use mailbench_mail::options::{Dur, MailOptions, Resolved};
+use mailbench_mail::options::{Dur, MailOptions, ResolveExt, Resolved};
+use mailbench_mail::profile::ProfileExt;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -64,7 +65,7 @@ fn out(base: &Path) -> Output {
 
 fn resolve(o: &MailOptions) -> Resolved {
     let p = mailbench_mail::profile::Profile::load(o.profile.as_deref().unwrap()).unwrap();
-    Resolved::from(o, p.day).unwrap()
+    Resolved::resolve(o, p.day).unwrap()
 }
 
 fn result_of(base: &Path) -> Value {

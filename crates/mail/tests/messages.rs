@@ -8,7 +8,7 @@ mod conform;
 
 use mail_parser::{MimeHeaders, PartType};
 use mailbench_mail::message::{Envelope, Generator, message_id};
-use mailbench_mail::profile::Profile;
+use mailbench_mail::profile::{Profile, ProfileExt};
 use rand::SeedableRng;
 
 fn env<'a>(to: &'a [String], subject: &str, id: &str, track: bool) -> Envelope<'a> {

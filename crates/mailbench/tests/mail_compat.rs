@@ -24,7 +24,7 @@
 mod support;
 use mailbench_base::rundir::TestLog;
 use mailbench_mail::local::{LOCAL_DOMAIN, LocalOptions, LocalServer};
-use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
 use mailbench_mail::topology::Topology;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

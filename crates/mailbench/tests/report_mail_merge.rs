@@ -8,7 +8,7 @@
 #[path = "mail_support.rs"]
 mod support;
 use mailbench_mail::judge::{self, Criteria, Figures};
-use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
 use mailbench_metrics::LatencyHist;
 use serde_json::Value;
 use std::collections::BTreeMap;

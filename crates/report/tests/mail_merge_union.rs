@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mailbench_mail::judge::{self, Criteria, Figures};
-use mailbench_mail::options::{MailOptions, Resolved};
-use mailbench_mail::profile::{Profile, TaskKind};
+use mailbench_mail::options::{MailOptions, ResolveExt, Resolved};
+use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
 use mailbench_metrics::LatencyHist;
 use mailbench_report::load::MailDoc;
 use mailbench_report::mailmerge::{self, summary_ms};
@@ -86,7 +86,7 @@ fn config(users: usize, first_user: usize) -> Resolved {
         submission: Some("smtp://mail.example.org:587".into()),
         ..Default::default()
     };
-    Resolved::from(&o, Duration::from_secs(8 * 3600)).unwrap()
+    Resolved::resolve(&o, Duration::from_secs(8 * 3600)).unwrap()
 }
 
 /// A mail-run result as `mail run` builds it from its counters, with its

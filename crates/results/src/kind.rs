@@ -5,6 +5,7 @@
 //! loader, the schema generation (`schema/<kind>.schema.json`) and the
 //! schema test then cover it.
 
+use crate::mail::run::{MailRunResult, MailSetupResult};
 use crate::storage::backup::BackupResult;
 use crate::storage::init::StorageInitResult;
 use crate::storage::recover::RecoverResult;
@@ -81,6 +82,8 @@ kinds! {
     StorageVerify "storage-verify" StorageVerifyResult;
     StorageBackup "storage-backup" BackupResult;
     StorageRecover "storage-recover" RecoverResult;
+    MailRun "mail-run" MailRunResult;
+    MailSetup "mail-setup" MailSetupResult;
 }
 
 impl std::fmt::Display for Kind {
@@ -153,6 +156,8 @@ impl AnyResult {
             AnyResult::StorageVerify(r) => &r.run,
             AnyResult::StorageBackup(r) => &r.run,
             AnyResult::StorageRecover(r) => &r.run,
+            AnyResult::MailRun(r) => &r.run,
+            AnyResult::MailSetup(r) => &r.run,
         }
     }
 
@@ -163,6 +168,8 @@ impl AnyResult {
             AnyResult::StorageVerify(r) => &r.verdict,
             AnyResult::StorageBackup(r) => &r.verdict,
             AnyResult::StorageRecover(r) => &r.verdict,
+            AnyResult::MailRun(r) => &r.verdict,
+            AnyResult::MailSetup(r) => &r.verdict,
         }
     }
 }

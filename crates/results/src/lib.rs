@@ -8,6 +8,7 @@
 //! them. This crate depends only on `base` and `metrics`.
 
 pub mod kind;
+pub mod mail;
 pub mod merged;
 pub mod storage;
 pub mod verdict;

@@ -3,8 +3,8 @@
 use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::{ExitStatus, Result};
-use mailbench_mail::options::{Dur, MailOptions, Pct, Resolved};
-use mailbench_mail::profile::Profile;
+use mailbench_mail::options::{Dur, MailOptions, Pct, ResolveExt, Resolved};
+use mailbench_mail::profile::{Profile, ProfileExt};
 use mailbench_mail::tls::StartTls;
 use std::path::PathBuf;
 
@@ -184,7 +184,7 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     };
     let opts = from_file.overlay(flags);
     let profile = Profile::load(opts.profile.as_deref().unwrap_or("mmb3"))?;
-    let resolved = Resolved::from(&opts, profile.day)?;
+    let resolved = Resolved::resolve(&opts, profile.day)?;
     let out = mailbench_mail::Output {
         base: mailbench_mail::command::default_output(
             global.output.as_deref(),

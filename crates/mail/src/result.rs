@@ -1,0 +1,269 @@
+//! The mail-run result from what the run counted: the typed result of
+//! `mailbench_results::mail::run`, judged with the mail verdict rules.
+
+use crate::options::Resolved;
+use crate::profile::{Profile, TaskKind};
+use crate::stats::{OpStats, Stats};
+use crate::wire::ErrorKind;
+use mailbench_metrics::system::DiskRates;
+use mailbench_results::RunHeader;
+use mailbench_results::mail::judge::{self, Figures};
+use mailbench_results::mail::run::*;
+use std::collections::BTreeMap;
+
+/// What the controller measured besides the counters.
+pub(crate) struct Measured {
+    pub queue: Vec<QueueSample>,
+    /// Where the queue was sampled from (None: remote target).
+    pub queue_local: bool,
+    pub host: HostFigures,
+    pub disk: Option<(Option<String>, DiskRates)>,
+    pub drain_s: f64,
+    pub server_deliveries: Option<u64>,
+    pub cpu_s: f64,
+    /// IMAP, SMTP, ManageSieve commands sent.
+    pub commands: [u64; 3],
+    pub planned_tasks: u64,
+    pub interrupted: bool,
+    /// The local servers' own error lines (first few), if any.
+    pub server_errors: Vec<String>,
+}
+
+/// Who ran, against what.
+pub(crate) struct Identity {
+    pub header: RunHeader,
+    pub target: TargetInfo,
+    pub run_id: String,
+    pub users: usize,
+    pub lists: usize,
+    pub setup: Option<SetupFigures>,
+}
+
+fn by_kind(m: &BTreeMap<ErrorKind, u64>) -> BTreeMap<String, u64> {
+    m.iter().map(|(k, v)| (k.name().to_string(), *v)).collect()
+}
+
+fn task_figures(s: &OpStats, profile: &Profile, k: TaskKind, users: f64) -> TaskFigures {
+    TaskFigures {
+        latency: s.hist.summary().into(),
+        errors: s.errors,
+        skipped: s.skipped,
+        skip_reasons: (s.skip_reasons.iter())
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        errors_by_kind: by_kind(&s.errors_by_kind),
+        weight: profile.weight(k),
+        per_user_per_day: if users > 0.0 {
+            (s.count + s.errors) as f64 / users
+        } else {
+            0.0
+        },
+        hist: s.hist.clone(),
+    }
+}
+
+/// The setup figures as a result records them.
+pub(crate) fn setup_figures(r: &crate::setup::SetupReport) -> SetupFigures {
+    SetupFigures {
+        users: r.users as u64,
+        users_ok: r.users_ok as u64,
+        lists: r.lists as u64,
+        folders_created: r.folders_created,
+        messages_appended: r.messages_appended,
+        bytes_appended: r.bytes_appended,
+        messages_present: r.messages_present,
+        errors_by_kind: by_kind(&r.errors_by_kind),
+        error_samples: r.error_samples.clone(),
+        seconds: r.seconds,
+        appends_per_s: r.appends_per_s,
+        mailboxes: r.mailboxes.as_ref().map(|m| MailboxLayout {
+            prefix: m.prefix.clone(),
+            delimiter: m.delimiter,
+            sent: m.sent.clone(),
+            drafts: m.drafts.clone(),
+            deleted_items: m.deleted_items.clone(),
+            junk: m.junk.clone(),
+            special_use: m.special_use.iter().map(|s| s.to_string()).collect(),
+        }),
+    }
+}
+
+fn flow(
+    stats: &Stats,
+    profile: &Profile,
+    o: &Resolved,
+    users: usize,
+    server: Option<u64>,
+) -> MailFlow {
+    let users_f = users as f64;
+    let sim_hours = profile.day.as_secs_f64() / 3600.0;
+    let real_hours = o.day_length.as_secs_f64() / 3600.0;
+    let rates = |d: f64| FlowRates {
+        submitted: stats.submitted as f64 / d,
+        delivered: stats.delivered as f64 / d,
+    };
+    MailFlow {
+        submitted: stats.submitted,
+        recipients_addressed: stats.addressed,
+        expected_deliveries: stats.expected_deliveries,
+        delivered: stats.delivered,
+        server_deliveries: server,
+        // One simulated day per user.
+        per_user_per_day: if users > 0 {
+            rates(users_f)
+        } else {
+            FlowRates::default()
+        },
+        per_hour_real: rates(real_hours.max(1e-9)),
+        per_simulated_hour: rates(sim_hours.max(1e-9)),
+        recipients_per_message: if stats.submitted > 0 {
+            stats.delivered as f64 / stats.submitted as f64
+        } else {
+            0.0
+        },
+        profile_expects: profile.expected_flow(users),
+    }
+}
+
+/// The result of a finished run (the counters are final: deliveries still
+/// missing were counted as not delivered unless interrupted).
+pub(crate) fn build(
+    id: Identity,
+    o: &Resolved,
+    profile: &Profile,
+    stats: &Stats,
+    m: Measured,
+) -> MailRunResult {
+    let users = id.users as f64;
+    let tasks: BTreeMap<TaskKind, TaskFigures> = (TaskKind::ALL.iter())
+        .filter_map(|k| {
+            Some((
+                *k,
+                task_figures(stats.ops.get(k.name())?, profile, *k, users),
+            ))
+        })
+        .collect();
+    let operations = (["logon", "new_mail"].iter())
+        .filter_map(|n| {
+            let s = stats.ops.get(n)?;
+            let f = OpFigures {
+                latency: s.hist.summary().into(),
+                errors: s.errors,
+                hist: s.hist.clone(),
+            };
+            Some((n.to_string(), f))
+        })
+        .collect();
+    let (score, weights) = crate::command::weighted_p95_ms(profile, stats);
+    let missing = stats.expected_deliveries.saturating_sub(stats.delivered);
+    let attempts: u64 = stats.ops.values().map(|s| s.count + s.errors).sum::<u64>() + missing;
+    let total_errors = stats.total_errors();
+    let executed: u64 = (TaskKind::ALL.iter())
+        .filter_map(|k| stats.ops.get(k.name()))
+        .map(|s| s.count + s.errors + s.skipped)
+        .sum();
+    let sim_hours = profile.day.as_secs_f64() / 3600.0;
+    let sched = stats.sched_delay.summary();
+    let mut warnings = Vec::new();
+    if sched.p99_us > 10_000 {
+        warnings.push(format!(
+            "the generator's own scheduling delay p99 was {:.1} ms (over 10 ms): this machine is too busy to drive {} users precisely",
+            sched.p99_us as f64 / 1000.0,
+            id.users
+        ));
+    }
+    // The local servers' own errors explain what the users only saw as
+    // timeouts or refusals.
+    if !m.server_errors.is_empty() {
+        warnings.push(format!(
+            "the local mail servers logged errors (first {}): {}",
+            m.server_errors.len(),
+            m.server_errors.join(" | ")
+        ));
+    }
+    let mut r = MailRunResult {
+        run: id.header,
+        config: o.clone(),
+        target: id.target,
+        profile: profile.clone(),
+        run_id: id.run_id,
+        users: id.users as u64,
+        lists: id.lists as u64,
+        setup: id.setup,
+        window: MailWindow {
+            ramp_up_s: o.ramp_up.as_secs_f64(),
+            day_s: o.day_length.as_secs_f64(),
+            simulated_day_s: profile.day.as_secs_f64(),
+            compression: profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9),
+            drain_s: m.drain_s,
+        },
+        tasks,
+        operations,
+        score: Score {
+            weighted_p95_ms: score,
+            weights: weights
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            limit_ms: o.max_score_ms,
+        },
+        mail_flow: flow(stats, profile, o, id.users, m.server_deliveries),
+        delivery_latency: DeliveryLatency {
+            summary: stats.delivery.summary().into(),
+            within_s: o.delivery_within.as_secs_f64(),
+            within_pct: judge::within_pct(stats.delivered_within, stats.expected_deliveries),
+            delivered_within: Some(stats.delivered_within),
+            hist: stats.delivery.clone(),
+        },
+        queue: Queue {
+            source: if m.queue_local {
+                "postqueue -j"
+            } else {
+                "not available for remote targets"
+            }
+            .into(),
+            max: m.queue.iter().map(|q| q.length).max(),
+            final_length: m.queue.last().map(|q| q.length),
+            samples: m.queue,
+        },
+        errors: Errors {
+            total: total_errors,
+            rate_pct: judge::error_rate_pct(total_errors, attempts),
+            by_kind: by_kind(&stats.errors_by_kind),
+            samples: stats.error_samples.clone(),
+        },
+        host: m.host,
+        disk: m
+            .disk
+            .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),
+        generator: Generator::of(
+            m.cpu_s,
+            m.commands,
+            users * sim_hours,
+            stats.sched_delay.clone(),
+            m.planned_tasks,
+            executed,
+        ),
+        warnings,
+        verdict: mailbench_results::Verdict::from_reasons(Vec::new()),
+        merged: None,
+    };
+    r.verdict = judge::verdict(&figures(&r, m.interrupted), &o.criteria());
+    r
+}
+
+/// The figures the verdict is made from.
+pub(crate) fn figures(r: &MailRunResult, interrupted: bool) -> Figures {
+    Figures {
+        score_ms: r.score.weighted_p95_ms,
+        total_errors: r.errors.total,
+        error_rate_pct: r.errors.rate_pct,
+        errors_by_kind: r.errors.by_kind.clone(),
+        expected_deliveries: r.mail_flow.expected_deliveries,
+        within_pct: r.delivery_latency.within_pct,
+        queue_final: r.queue.final_length,
+        interrupted,
+        planned_tasks: r.generator.planned_tasks,
+        executed_tasks: r.generator.executed_tasks,
+    }
+}

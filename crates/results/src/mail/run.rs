@@ -1,0 +1,471 @@
+//! The mail-run result (`mail run`, kind `mail-run`) and the mail-setup result
+//! (`mail setup`, kind `mail-setup`): every key result.json holds, typed. The
+//! mail crate fills them; `report merge` adds several into one (merge.rs).
+
+use crate::mail::config::{MailConfig, StartTls};
+use crate::mail::profile::{ExpectedFlow, Profile, TaskKind};
+use crate::merged::Merged;
+use crate::verdict::{RunHeader, Verdict};
+use mailbench_metrics::system::DiskRates;
+use mailbench_metrics::{LatencyHist, LatencySummary};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// result.json of `mail run`. The run header is under `run` (storage results
+/// carry it at the top level).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MailRunResult {
+    pub run: RunHeader,
+    /// The options of the run, defaults applied.
+    pub config: MailConfig,
+    pub target: TargetInfo,
+    pub profile: Profile,
+    pub run_id: String,
+    pub users: u64,
+    pub lists: u64,
+    /// The provisioning done before the run (None with `--skip-setup`).
+    pub setup: Option<SetupFigures>,
+    pub window: MailWindow,
+    /// Per task kind that ran.
+    pub tasks: BTreeMap<TaskKind, TaskFigures>,
+    /// The operations measured besides the tasks (`logon`, `new_mail`).
+    pub operations: BTreeMap<String, OpFigures>,
+    pub score: Score,
+    pub mail_flow: MailFlow,
+    pub delivery_latency: DeliveryLatency,
+    pub queue: Queue,
+    pub errors: Errors,
+    /// The load generator's host over the day (the server's when local).
+    pub host: HostFigures,
+    /// The mail store's disk (local targets), per user.
+    pub disk: Option<DiskPerUser>,
+    pub generator: Generator,
+    pub warnings: Vec<String>,
+    pub verdict: Verdict,
+    /// Set when this result is a `report merge` of several load generators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<Merged<MailHost>>,
+}
+
+/// A histogram's figures in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct LatencyFigures {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl From<LatencySummary> for LatencyFigures {
+    fn from(s: LatencySummary) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencyFigures {
+            count: s.count,
+            mean_ms: s.mean_us / 1000.0,
+            p50_ms: ms(s.p50_us),
+            p95_ms: ms(s.p95_us),
+            p99_ms: ms(s.p99_us),
+            max_ms: ms(s.max_us),
+        }
+    }
+}
+
+/// One task kind over the run: latency from every sample, errors and skips.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TaskFigures {
+    #[serde(flatten)]
+    pub latency: LatencyFigures,
+    pub errors: u64,
+    pub skipped: u64,
+    /// Why tasks were skipped (`no rule`, ...), with counts.
+    pub skip_reasons: BTreeMap<String, u64>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Weight in the score.
+    pub weight: f64,
+    /// Completed or failed, per user per simulated day.
+    pub per_user_per_day: f64,
+    pub hist: LatencyHist,
+}
+
+/// An operation measured besides the tasks.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OpFigures {
+    #[serde(flatten)]
+    pub latency: LatencyFigures,
+    pub errors: u64,
+    pub hist: LatencyHist,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MailWindow {
+    pub ramp_up_s: f64,
+    /// The real length of the simulated day (`--day-length`).
+    pub day_s: f64,
+    pub simulated_day_s: f64,
+    /// simulated_day_s / day_s.
+    pub compression: f64,
+    pub drain_s: f64,
+}
+
+/// The weighted 95th-percentile score.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Score {
+    pub weighted_p95_ms: f64,
+    /// The weight of every task kind of the profile.
+    pub weights: BTreeMap<String, f64>,
+    pub limit_ms: f64,
+}
+
+/// Submitted and delivered, per some unit.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct FlowRates {
+    pub submitted: f64,
+    pub delivered: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MailFlow {
+    pub submitted: u64,
+    pub recipients_addressed: u64,
+    pub expected_deliveries: u64,
+    /// Deliveries seen by the recipients.
+    pub delivered: u64,
+    /// Deliveries the (local) server logged.
+    pub server_deliveries: Option<u64>,
+    pub per_user_per_day: FlowRates,
+    pub per_hour_real: FlowRates,
+    pub per_simulated_hour: FlowRates,
+    pub recipients_per_message: f64,
+    /// What the profile should produce per user per day.
+    pub profile_expects: ExpectedFlow,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeliveryLatency {
+    pub summary: LatencyFigures,
+    pub within_s: f64,
+    pub within_pct: f64,
+    /// Deliveries seen within `within_s` (older results lack it: see
+    /// [`DeliveryLatency::delivered_within`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_within: Option<u64>,
+    pub hist: LatencyHist,
+}
+
+impl DeliveryLatency {
+    /// Deliveries seen within the limit: recorded by newer results, else
+    /// exactly recoverable from the percentage and the expected count.
+    pub fn delivered_within(&self, expected: u64) -> u64 {
+        self.delivered_within.unwrap_or_else(|| {
+            if expected == 0 {
+                0
+            } else {
+                (self.within_pct * expected as f64 / 100.0).round() as u64
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct QueueSample {
+    pub t_s: f64,
+    pub length: u64,
+}
+
+/// The server's queue over the run (where it can be sampled).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Queue {
+    /// `postqueue -j`, or why there is none.
+    pub source: String,
+    pub samples: Vec<QueueSample>,
+    pub max: Option<u64>,
+    #[serde(rename = "final")]
+    pub final_length: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Errors {
+    pub total: u64,
+    pub rate_pct: f64,
+    pub by_kind: BTreeMap<String, u64>,
+    /// The first error messages (a few dozen at most).
+    pub samples: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct HostFigures {
+    pub cpu_busy_pct: f64,
+    pub cpu_iowait_pct: f64,
+    pub memory_used_pct_max: f64,
+}
+
+/// The mail store's disk over the day, and per user.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct DiskPerUser {
+    /// The device (several, comma-separated, in a merge).
+    pub device: Option<String>,
+    pub rates: DiskRates,
+    pub reads_per_s_per_user: f64,
+    pub writes_per_s_per_user: f64,
+    pub iops_per_user: f64,
+}
+
+impl DiskPerUser {
+    pub fn of(device: Option<String>, rates: DiskRates, users: f64) -> DiskPerUser {
+        let per = users.max(1.0);
+        DiskPerUser {
+            device,
+            rates,
+            reads_per_s_per_user: rates.reads_per_s / per,
+            writes_per_s_per_user: rates.writes_per_s / per,
+            iops_per_user: (rates.reads_per_s + rates.writes_per_s) / per,
+        }
+    }
+}
+
+/// What driving the users cost the load generator.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Generator {
+    pub cpu_s: f64,
+    pub imap_commands: u64,
+    pub smtp_commands: u64,
+    pub sieve_commands: u64,
+    #[serde(default)]
+    pub cpu_s_per_1000_commands: f64,
+    #[serde(default)]
+    pub simulated_user_hours: f64,
+    #[serde(default)]
+    pub cpu_s_per_1000_user_hours: f64,
+    /// How late the generator started operations it had planned.
+    pub sched_delay: LatencyFigures,
+    pub sched_delay_hist: LatencyHist,
+    pub planned_tasks: u64,
+    /// Tasks completed, failed or skipped.
+    pub executed_tasks: u64,
+}
+
+impl Generator {
+    /// The figures from the counts: CPU per 1000 commands and per 1000
+    /// simulated user-hours.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        cpu_s: f64,
+        commands: [u64; 3],
+        user_hours: f64,
+        sched: LatencyHist,
+        planned_tasks: u64,
+        executed_tasks: u64,
+    ) -> Generator {
+        let all: u64 = commands.iter().sum();
+        Generator {
+            cpu_s,
+            imap_commands: commands[0],
+            smtp_commands: commands[1],
+            sieve_commands: commands[2],
+            cpu_s_per_1000_commands: if all > 0 {
+                1000.0 * cpu_s / all as f64
+            } else {
+                0.0
+            },
+            simulated_user_hours: user_hours,
+            cpu_s_per_1000_user_hours: if user_hours > 0.0 {
+                1000.0 * cpu_s / user_hours
+            } else {
+                0.0
+            },
+            sched_delay: sched.summary().into(),
+            sched_delay_hist: sched,
+            planned_tasks,
+            executed_tasks,
+        }
+    }
+}
+
+/// The target as the run saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct TargetInfo {
+    /// `local` or `remote` (`mixed: ...` in a merge of both).
+    pub kind: String,
+    pub imap: String,
+    pub submission: String,
+    pub sieve: Option<String>,
+    #[serde(default)]
+    pub tls: TlsInfo,
+    /// The local servers' folder.
+    pub local_dir: Option<String>,
+    /// What the local target runs (None for remote targets).
+    pub server: Option<ServerInfo>,
+}
+
+/// How the connections were protected.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct TlsInfo {
+    /// How each endpoint's connection was protected at start.
+    pub connections: Option<Connections>,
+    pub starttls: StartTls,
+    pub certificates_verified: bool,
+    /// How certificates were checked, in words.
+    pub certificates: String,
+    pub ca_file: Option<String>,
+    pub cleartext_auth_allowed: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Connections {
+    pub imap: String,
+    pub submission: String,
+    pub sieve: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ServerInfo {
+    pub software: String,
+    pub fsync: String,
+    pub mail_location: String,
+}
+
+/// Provisioning of users, folders and initial content.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct SetupFigures {
+    pub users: u64,
+    pub users_ok: u64,
+    pub lists: u64,
+    pub folders_created: u64,
+    pub messages_appended: u64,
+    pub bytes_appended: u64,
+    pub messages_present: u64,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub error_samples: Vec<String>,
+    pub seconds: f64,
+    pub appends_per_s: f64,
+    /// Where the first provisioned user's mailboxes are on the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mailboxes: Option<MailboxLayout>,
+}
+
+/// Where one user's mailboxes are on the server (personal namespace,
+/// hierarchy delimiter, special-use folders).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MailboxLayout {
+    /// Personal namespace prefix (`""`, `INBOX.`, ...).
+    pub prefix: String,
+    /// Hierarchy delimiter (None: the server has no hierarchy).
+    pub delimiter: Option<char>,
+    pub sent: String,
+    pub drafts: String,
+    pub deleted_items: String,
+    /// The server's \Junk mailbox, if it has one.
+    pub junk: Option<String>,
+    /// Roles found by special-use attributes (the others are the profile's names).
+    pub special_use: Vec<String>,
+}
+
+/// One load generator's own figures inside a merged mail result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MailHost {
+    /// Unique label (the hostname, `#2`... appended when it repeats); the
+    /// generator's warnings and error samples are prefixed `label:`.
+    pub label: String,
+    pub source: String,
+    pub hostname: String,
+    pub started: String,
+    pub ended: String,
+    pub run_id: String,
+    /// The IMAP server it drove.
+    pub target: String,
+    pub user_format: String,
+    pub first_user: u64,
+    pub users: u64,
+    pub score_ms: f64,
+    pub submitted: u64,
+    pub expected_deliveries: u64,
+    pub delivered: u64,
+    pub within_pct: f64,
+    pub errors: u64,
+    pub error_rate_pct: f64,
+    pub verdict: Verdict,
+}
+
+/// result.json of `mail setup`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MailSetupResult {
+    pub run: RunHeader,
+    pub config: MailConfig,
+    pub target: TargetInfo,
+    pub profile: Profile,
+    pub topology: TopologyInfo,
+    pub setup: SetupFigures,
+    /// A note for the user (empty when none).
+    pub note: String,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct TopologyInfo {
+    pub users: u64,
+    pub lists: Vec<ListInfo>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ListInfo {
+    pub address: String,
+    pub size: u64,
+}
+
+/// One line of a mail run's intervals.jsonl.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MailInterval {
+    pub t_s: f64,
+    /// `ramp_up`, `day` or `drain`.
+    pub phase: String,
+    pub interval_s: f64,
+    pub ops: BTreeMap<String, IntervalOp>,
+    pub submitted: u64,
+    pub delivered: u64,
+    pub delivery_p95_ms: f64,
+    pub delivery_hist: String,
+    pub sched_delay_p99_ms: f64,
+    pub sched_delay_hist: String,
+    #[serde(default)]
+    pub total_submitted: u64,
+    #[serde(default)]
+    pub total_expected_deliveries: u64,
+    #[serde(default)]
+    pub total_delivered: u64,
+    pub queue_length: Option<u64>,
+    pub cpu_busy_pct: f64,
+    pub cpu_iowait_pct: f64,
+    pub memory_used_pct: f64,
+    pub disk: Option<DiskRates>,
+    /// In a merge: how many generators had this interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generators: Option<u64>,
+}
+
+/// One operation over one interval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalOp {
+    pub count: u64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    /// HDR histogram (µs), base64 V2+DEFLATE.
+    pub hist: String,
+}
+
+impl IntervalOp {
+    /// One interval's line for an operation: its histogram and errors.
+    pub fn of(h: &LatencyHist, errors: u64) -> IntervalOp {
+        let sum = h.summary();
+        IntervalOp {
+            count: sum.count,
+            errors,
+            p50_ms: sum.p50_us as f64 / 1000.0,
+            p95_ms: sum.p95_us as f64 / 1000.0,
+            hist: h.to_base64(),
+        }
+    }
+}

@@ -16,11 +16,10 @@ use crate::target::{
 use crate::tls::Tls;
 use crate::topology::Topology;
 use mailbench_base::rundir::{RunDir, TestLog};
-use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_base::{Error, Result};
 use mailbench_metrics::system::{CpuTimes, DiskCounters, Memory, device_of};
 use mailbench_results::mail::run::*;
 use mailbench_results::verdict::{RunHeader, Verdict};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -292,14 +291,9 @@ fn target_info(p: &Prepared) -> TargetInfo {
     }
 }
 
-fn say(out: &Output, text: &str) {
-    if !out.quiet && !out.json {
-        println!("{text}");
-    }
-}
-
-/// `mailbench mail setup`.
-pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
+/// `mailbench mail setup`: the folder and the typed result, which the caller
+/// writes through the runner.
+pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o, &profile)?;
@@ -360,36 +354,10 @@ pub fn setup(o: Resolved, out: &Output) -> Result<ExitStatus> {
         note,
         verdict: verdict.clone(),
     };
-    run.write_json("result.json", &result)?;
-    let summary = crate::summary::mail_setup(&result);
-    run.write("summary.txt", summary.as_bytes())?;
     run.log
         .line(format!("mail setup done: {}", verdict.label()));
-    if out.json {
-        println!(
-            "{}",
-            json!({"result": run.file("result.json"), "verdict": verdict})
-        );
-    } else {
-        say(out, &summary);
-        say(out, &format!("results: {}", run.path.display()));
-    }
     drop(prepared);
-    Ok(verdict.exit_status())
-}
-
-/// CPU seconds this process has used (utime + stime from /proc/self/stat).
-pub fn process_cpu_s() -> f64 {
-    let Ok(t) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    let Some(rest) = t.rsplit(')').next() else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ")": state is field 3; utime is field 14, stime 15 => index 11, 12.
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / 100.0
+    Ok((run, result))
 }
 
 /// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that
@@ -404,17 +372,20 @@ pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'sta
     })
 }
 
+/// A finished `mail run`: its folder (test.log and intervals.jsonl written)
+/// and its typed result, which the caller writes through the runner.
+pub struct MailRun {
+    pub dir: RunDir,
+    pub result: MailRunResult,
+}
+
 /// `mailbench mail run`.
-pub fn run(o: Resolved, out: &Output) -> Result<ExitStatus> {
+pub fn run(o: Resolved, out: &Output) -> Result<MailRun> {
     run_with(o, out, crate::hooks::RunHooks::default())
 }
 
 /// `mail run` with hooks: one host's share of a test over several hosts.
-pub fn run_with(
-    o: Resolved,
-    out: &Output,
-    mut hooks: crate::hooks::RunHooks,
-) -> Result<ExitStatus> {
+pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) -> Result<MailRun> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o, &profile)?;
@@ -465,7 +436,7 @@ pub fn run_with(
     if let Some(wait) = hooks.before_load.take() {
         wait(&run.log)?;
     }
-    let cpu_before = process_cpu_s();
+    let cpu_before = mailbench_metrics::system::process_cpu_s();
     let params = RunParams {
         day_length: o.day_length,
         ramp_up: o.ramp_up,
@@ -518,7 +489,7 @@ pub fn run_with(
         intr.clone(),
         &mut hooks.on_interval,
     ));
-    let cpu_used = process_cpu_s() - cpu_before;
+    let cpu_used = mailbench_metrics::system::process_cpu_s() - cpu_before;
     let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
     header.finish(started.elapsed());
 
@@ -565,27 +536,13 @@ pub fn run_with(
             .unwrap_or_default(),
     };
     let result = crate::result::build(id, &o, &profile, &stats, measured);
-    let verdict = result.verdict.clone();
-    let score = result.score.weighted_p95_ms;
-    run.write_json("result.json", &result)?;
-    let summary = crate::summary::mail_run(&result);
-    run.write("summary.txt", summary.as_bytes())?;
     run.log.line(format!(
-        "mail run done: {} (score {score:.0} ms)",
-        verdict.label()
+        "mail run done: {} (score {:.0} ms)",
+        result.verdict.label(),
+        result.score.weighted_p95_ms
     ));
-    if out.json {
-        println!(
-            "{}",
-            json!({"result": run.file("result.json"), "verdict": verdict, "score_ms": score,
-                   "mail_flow": result.mail_flow})
-        );
-    } else {
-        say(out, &summary);
-        say(out, &format!("results: {}", run.path.display()));
-    }
     drop(prepared);
-    Ok(verdict.exit_status())
+    Ok(MailRun { dir: run, result })
 }
 
 struct CtlResult {
@@ -804,9 +761,6 @@ async fn controller<'h>(
     }
     res
 }
-
-/// Whether an error sample is Dovecot 2.3's known CREATE race (summary.rs).
-pub use crate::summary::is_dovecot_create_race;
 
 /// Default results folder.
 pub fn default_output(global: Option<&Path>, file: Option<&Path>) -> PathBuf {

@@ -16,12 +16,11 @@ pub mod setup;
 pub mod sieve;
 pub mod smtp;
 pub mod stats;
-pub mod summary;
 pub mod target;
 pub mod tls;
 pub mod topology;
 pub mod trace;
 pub mod wire;
 
-pub use command::{Output, run as run_command, setup as setup_command};
+pub use command::{MailRun, Output, run as run_command, setup as setup_command};
 pub use options::{MailOptions, Resolved};

@@ -226,7 +226,7 @@ pub fn known_server_races(v: &serde_json::Value) -> u64 {
         let s = s.as_str().unwrap();
         assert!(
             s.starts_with("create_smart_folder ")
-                && mailbench_mail::command::is_dovecot_create_race(s),
+                && mailbench_report::summary::mail::is_dovecot_create_race(s),
             "not the known Dovecot CREATE race: {s}"
         );
     }

@@ -4,6 +4,34 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// CPU seconds (user + system) from a /proc/<pid>/stat or
+/// /proc/thread-self/stat text: fields 14 and 15, in clock ticks of 1/100 s
+/// (the comm field may hold spaces and parentheses, so fields count from
+/// the last `)`).
+pub fn parse_cpu_s(stat: &str) -> Option<f64> {
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let u: f64 = f.get(11)?.parse().ok()?;
+    let k: f64 = f.get(12)?.parse().ok()?;
+    Some((u + k) / 100.0)
+}
+
+/// CPU seconds this process has used (0 when /proc is unreadable).
+pub fn process_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| parse_cpu_s(&s))
+        .unwrap_or(0.0)
+}
+
+/// CPU seconds the calling thread has used (0 when /proc is unreadable).
+pub fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|s| parse_cpu_s(&s))
+        .unwrap_or(0.0)
+}
+
 /// Cumulative CPU jiffies from the `cpu` line of /proc/stat.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CpuTimes {
@@ -89,25 +117,6 @@ impl Memory {
 
 /// The block device holding `path`, as named in /proc/diskstats (`vda`, `loop0`),
 /// or None for file systems without one (tmpfs, overlay).
-/// CPU seconds used by this whole process so far, every thread, live or ended
-/// (utime + stime of /proc/self/stat, in clock ticks of 1/100 s); 0 if unreadable.
-pub fn process_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| parse_process_cpu_s(&s))
-        .unwrap_or(0.0)
-}
-
-/// utime + stime of a /proc/PID/stat line, in seconds.
-pub fn parse_process_cpu_s(stat: &str) -> Option<f64> {
-    // After the command name in parentheses, the state is field 3; utime and
-    // stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let u: f64 = f.get(11)?.parse().ok()?;
-    let k: f64 = f.get(12)?.parse().ok()?;
-    Some((u + k) / 100.0)
-}
 
 pub fn device_of(path: &Path) -> Option<(u32, u32, String)> {
     use std::os::unix::fs::MetadataExt;
@@ -226,12 +235,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn process_cpu_from_proc_pid_stat() {
+    fn cpu_time_of_a_stat_line_with_a_strange_name() {
         // A command name with spaces and parentheses must not shift the fields.
+        let line = "42 (a) b (c) S 1 2 3 4 5 6 7 8 9 10 250 150 0 0 20 0 1 0";
+        assert_eq!(parse_cpu_s(line), Some(4.0));
         let line = "4242 (mb (x) y) S 1 4242 4242 0 -1 4194560 9 0 0 0 250 130 0 0 20 0 9 0";
-        assert_eq!(parse_process_cpu_s(line), Some(3.8));
-        assert_eq!(parse_process_cpu_s("4242 (short) S 1"), None);
-        assert!(process_cpu_s() >= 0.0);
+        assert_eq!(parse_cpu_s(line), Some(3.8));
+        assert_eq!(parse_cpu_s("42 (x) S 1"), None);
+        assert!(process_cpu_s() >= 0.0 && thread_cpu_s() >= 0.0);
     }
 
     #[test]

@@ -9,8 +9,9 @@ use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
 use mailbench_mail::hooks::{IntervalView, RunHooks};
 use mailbench_mail::options::Resolved;
-use mailbench_report::load::{Doc, MailDoc};
+use mailbench_results::AnyResult;
 use mailbench_results::{Status, Verdict};
+use mailbench_runner::files::{Doc, MailDoc};
 use serde_json::Value;
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -101,12 +102,10 @@ pub(crate) fn rank_part(ctx: &Ctx, resolve: MailResolve) -> Result<(RunDir, Valu
         })),
         interrupt: Some(ctx.interrupt.clone()),
     };
-    mailbench_mail::command::run_with(o, &out, hooks)?;
-    let file = dir.file("result.json");
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| Error::io("cannot read this rank's result", &file, e))?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::runtime(format!("{}: {e}", file.display())))?;
+    let run = mailbench_mail::command::run_with(o, &out, hooks)?;
+    let r = AnyResult::MailRun(Box::new(run.result));
+    mailbench_runner::write_files(&run.dir, &r)?;
+    let v = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
     Ok((dir, v))
 }
 
@@ -169,7 +168,7 @@ pub(crate) fn aggregate(
 ) -> Result<(Value, String)> {
     let mut docs: Vec<MailDoc> = Vec::new();
     for (_, _, f) in files {
-        match mailbench_report::load(f)? {
+        match mailbench_runner::files::load(f)? {
             Doc::Mail(d) => docs.push(*d),
             other => {
                 return Err(Error::runtime(format!(
@@ -187,29 +186,26 @@ pub(crate) fn aggregate(
         });
         return Ok((v, format!("FAIL: {}\n", failures.join("\nFAIL: "))));
     }
-    let (mut value, intervals) = if docs.len() == 1 {
+    let (mut result, intervals) = if docs.len() == 1 {
         let d = &docs[0];
         let _ = std::fs::copy(
             d.source.with_file_name("intervals.jsonl"),
             dir.file("intervals.jsonl"),
         );
-        (d.raw.clone(), Vec::new())
+        (mailbench_runner::files::mail_result(d)?, Vec::new())
     } else {
-        let out = mailbench_report::mailmerge::merge(&docs)?;
+        let out = mailbench_runner::files::merge_mail(&docs)?;
         (out.result, out.intervals)
     };
     if !failures.is_empty() {
-        let verdict = mailbench_report::mailmerge::verdict_of(&value).with_failures_first(failures);
-        value["verdict"] = serde_json::to_value(verdict).unwrap_or_default();
+        result.verdict = result.verdict.clone().with_failures_first(failures);
     }
     if !intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &intervals)?;
     }
-    let path = dir.write_json("result.json", &value)?;
-    let summary = match mailbench_report::load(&path)? {
-        Doc::Mail(d) => mailbench_report::mailmerge::summary_text(&d)?,
-        _ => String::new(),
-    };
+    let r = AnyResult::MailRun(Box::new(result));
+    let summary = mailbench_runner::files::summary(&r);
+    let value = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
     Ok((value, summary))
 }
 

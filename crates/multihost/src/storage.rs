@@ -16,8 +16,11 @@ use crate::{Transport, from_unix_ms, to_unix_ms, wait_until};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
 use mailbench_base::{Error, ExitStatus, Result};
-use mailbench_report::load::{Doc, StorageDoc};
+use mailbench_results::storage::init::StorageInitResult;
+use mailbench_results::storage::verify::StorageVerifyResult;
+use mailbench_results::{AnyResult, RunHeader};
 use mailbench_results::{Status, Verdict};
+use mailbench_runner::files::{Doc, StorageDoc};
 use mailbench_storage::run::{LiveFigures, Progress};
 use mailbench_storage::spec::StorageSpec;
 use serde::{Deserialize, Serialize};
@@ -355,24 +358,27 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
         )),
         Command::Init => {
             ctx.phase("database creation");
-            let s = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
-            let v = json!({ "kind": "storage-init", "host": ctx.host, "rank": ctx.rank, "init": s, "spec": spec });
-            dir.write_json("result.json", &v)?;
-            Ok((dir, v))
+            let started = std::time::Instant::now();
+            let mut run = RunHeader::begin("storage-init");
+            let init = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
+            run.finish(started.elapsed());
+            let r = StorageInitResult {
+                run,
+                verdict: Verdict::from_reasons(Vec::new()),
+                init,
+                spec,
+                rank: Some(ctx.rank),
+            };
+            written(dir, AnyResult::StorageInit(Box::new(r)))
         }
         Command::Verify => {
             ctx.phase("verification");
             let started = std::time::Instant::now();
-            let mut header = mailbench_results::RunHeader::begin("storage-verify");
+            let header = RunHeader::begin("storage-verify");
             let v = mailbench_storage::verify::verify_all(&spec, &ctx.interrupt)?;
-            header.finish(started.elapsed());
-            let verdict = Verdict::from_reasons(v.reasons());
-            let mut result = serde_json::to_value(&header).unwrap_or_default();
-            result["verdict"] = serde_json::to_value(&verdict).unwrap_or_default();
-            result["verify"] = serde_json::to_value(&v).unwrap_or_default();
-            result["rank"] = json!(ctx.rank);
-            dir.write_json("result.json", &result)?;
-            Ok((dir, result))
+            let mut r = StorageVerifyResult::new(header, v, started.elapsed());
+            r.rank = Some(ctx.rank);
+            written(dir, AnyResult::StorageVerify(Box::new(r)))
         }
         Command::Backup => {
             ctx.phase("backup");
@@ -383,8 +389,7 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
                 .map(|p| crate::expand_path(p, ctx.rank, &ctx.host));
             let r =
                 mailbench_storage::backup::run_backup(&spec, &dir, to.as_deref(), &ctx.interrupt)?;
-            let v = serde_json::to_value(&r).map_err(|e| Error::runtime(e.to_string()))?;
-            Ok((dir, v))
+            written(dir, AnyResult::StorageBackup(Box::new(r)))
         }
         Command::Recover => {
             ctx.phase("recovery");
@@ -401,8 +406,7 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
                 &ctx.interrupt,
                 &mut phase,
             )?;
-            let v = serde_json::to_value(&r).map_err(|e| Error::runtime(e.to_string()))?;
-            Ok((dir, v))
+            written(dir, AnyResult::StorageRecover(Box::new(r)))
         }
         Command::Run => {
             ctx.phase("database creation");
@@ -420,7 +424,7 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
                 coord: ctx.coord.as_ref(),
                 member: ctx.member.as_ref(),
                 echo: if ctx.size == 1 {
-                    Some(mailbench_report::progress::terminal(ctx.opts.quiet))
+                    Some(mailbench_runner::progress::terminal(ctx.opts.quiet))
                 } else {
                     None
                 },
@@ -436,15 +440,17 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
             drop(progress);
             if result.init.as_ref().is_some_and(|i| i.written_bytes == 0) {
                 result.init = Some(init);
-                mailbench_storage::run::write_outputs(&dir, &result)?;
             }
-            if let Err(e) = mailbench_report::write_html(&dir.path, &result) {
-                dir.log.line(format!("report.html not written: {e}"));
-            }
-            let v = serde_json::to_value(&result).map_err(|e| Error::runtime(e.to_string()))?;
-            Ok((dir, v))
+            written(dir, AnyResult::StorageRun(Box::new(result)))
         }
     }
+}
+
+/// This rank's result written through the one output path; its value.
+fn written(dir: RunDir, r: AnyResult) -> Result<(RunDir, Value)> {
+    mailbench_runner::write_files(&dir, &r)?;
+    let v = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
+    Ok((dir, v))
 }
 
 struct RankProgress<'a> {
@@ -724,12 +730,9 @@ fn aggregate(
     dir.write_json("result.json", &value)?;
     dir.write("summary.txt", summary.as_bytes())?;
     if matches!(cmd, Command::Run | Command::MailRun)
-        && let Ok(doc) = mailbench_report::load(&dir.file("result.json"))
+        && let Err(e) = mailbench_runner::output::write_html(&dir)
     {
-        let _ = dir.write(
-            "report.html",
-            mailbench_report::render_html(&doc).as_bytes(),
-        );
+        dir.log.line(format!("report.html not written: {e}"));
     }
     Ok((value, summary))
 }
@@ -742,7 +745,7 @@ fn aggregate_run(
 ) -> Result<(Value, String)> {
     let mut docs: Vec<StorageDoc> = Vec::new();
     for (_, _, f) in files {
-        match mailbench_report::load(f)? {
+        match mailbench_runner::files::load(f)? {
             Doc::Storage(d) => docs.push(*d),
             other => {
                 return Err(Error::runtime(format!(
@@ -760,7 +763,8 @@ fn aggregate_run(
     if docs.len() == 1 {
         let d = &mut docs[0];
         judged(&mut d.result);
-        let text = mailbench_storage::summary::render(&d.result);
+        let text =
+            mailbench_runner::files::summary(&AnyResult::StorageRun(Box::new(d.result.clone())));
         let _ = std::fs::copy(
             d.source.with_file_name("intervals.jsonl"),
             dir.file("intervals.jsonl"),
@@ -768,14 +772,13 @@ fn aggregate_run(
         let v = serde_json::to_value(&d.result).map_err(|e| Error::runtime(e.to_string()))?;
         return Ok((v, text));
     }
-    let mut out = mailbench_report::merge::merge(&docs)?;
+    let mut out = mailbench_runner::files::merge_storage(&docs)?;
     judged(&mut out.result);
     let value = serde_json::to_value(&out.result).map_err(|e| Error::runtime(e.to_string()))?;
     if !out.intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
-    let mut summary = mailbench_storage::summary::render(&out.result);
-    summary.push_str(&mailbench_report::merge::hosts_text(out.merged()));
+    let summary = mailbench_runner::files::summary(&AnyResult::StorageRun(Box::new(out.result)));
     Ok((value, summary))
 }
 

@@ -1,8 +1,8 @@
-//! Renderings of result.json: the self-contained report.html with inline SVG
-//! charts (storage and mail results), `report merge` (exact histogram merge of
-//! several hosts' storage results, or of several load generators' mail
-//! results), `report compare` (regression gate), live terminal progress and
-//! the Prometheus/OpenMetrics endpoint of a running test.
+//! Renderings of typed results (`mailbench-results`): summary.txt of every
+//! kind (`summary/`), the self-contained report.html with inline SVG charts
+//! (storage and mail results), `report merge` of loaded documents (the merges
+//! themselves are typed, in `mailbench-results`) and `report compare`
+//! (regression gate). Depends on base, metrics and results only.
 //!
 //! The report never needs a workload to run: everything comes from
 //! result.json and the intervals.jsonl and test.log beside it.
@@ -14,15 +14,14 @@ pub mod load;
 pub mod mailhtml;
 pub mod mailmerge;
 pub mod merge;
-pub mod metrics;
-pub mod progress;
+pub mod summary;
 pub mod svg;
 
 pub use load::{Doc, load};
 
 use mailbench_base::rundir::write_atomic;
 use mailbench_base::{Error, Result};
-use mailbench_storage::result::StorageResult;
+use mailbench_results::storage::run::StorageResult;
 use std::path::{Path, PathBuf};
 
 /// Writes `dir/report.html` for a storage result just written to `dir`

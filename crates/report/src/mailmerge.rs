@@ -74,8 +74,19 @@ fn value<T: serde::Serialize>(v: &T) -> Result<Value> {
         .map_err(|e| Error::runtime(format!("cannot encode the merged result: {e}")))
 }
 
-/// Merges mail-run results of several load generators of the same test.
+/// Merges mail-run results of several load generators of the same test,
+/// as result.json and intervals.jsonl values.
 pub fn merge(docs: &[MailDoc]) -> Result<MailMergeOutput> {
+    let out = merge_typed(docs)?;
+    Ok(MailMergeOutput {
+        result: value(&out.result)?,
+        merged: out.merged().clone(),
+        intervals: out.intervals.iter().map(value).collect::<Result<_>>()?,
+    })
+}
+
+/// The typed merge of loaded mail-run documents.
+pub fn merge_typed(docs: &[MailDoc]) -> Result<mailbench_results::mail::merge::MailMergeOutput> {
     let results: Vec<MailRunResult> = docs.iter().map(typed).collect::<Result<_>>()?;
     let lines: Vec<Vec<MailInterval>> = docs.iter().map(intervals).collect::<Result<_>>()?;
     let inputs: Vec<MailMergeInput> = (docs.iter().zip(&results).zip(&lines))
@@ -85,15 +96,10 @@ pub fn merge(docs: &[MailDoc]) -> Result<MailMergeOutput> {
             intervals: l,
         })
         .collect();
-    let out = mailbench_results::mail::merge::merge(&inputs)?;
-    Ok(MailMergeOutput {
-        result: value(&out.result)?,
-        merged: out.merged().clone(),
-        intervals: out.intervals.iter().map(value).collect::<Result<_>>()?,
-    })
+    mailbench_results::mail::merge::merge(&inputs)
 }
 
 /// summary.txt of a mail-run result (merged or not).
 pub fn summary_text(d: &MailDoc) -> Result<String> {
-    Ok(mailbench_mail::summary::mail_run(&typed(d)?))
+    Ok(crate::summary::mail::mail_run(&typed(d)?))
 }

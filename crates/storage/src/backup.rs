@@ -9,17 +9,11 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, Result};
 use mailbench_io::IoEngine;
-pub use mailbench_results::storage::backup::{BackupDb, BackupResult};
+pub use mailbench_results::storage::backup::{BACKUP_DEPTH, BACKUP_READ, BackupDb, BackupResult};
 use mailbench_results::{RunHeader, Status, Verdict};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Read size of the backup test (the published figure: 262,144 bytes).
-pub const BACKUP_READ: usize = 256 << 10;
-/// Reads in flight per database.
-pub const BACKUP_DEPTH: usize = 4;
 
 /// The whole backup test.
 pub fn run_backup(
@@ -166,8 +160,6 @@ pub fn run_backup(
         total_mb_per_s: mb / seconds.max(1e-9),
         errors,
     };
-    dir.write_json("result.json", &res)?;
-    dir.write("summary.txt", render(&res).as_bytes())?;
     Ok(res)
 }
 
@@ -256,95 +248,4 @@ fn backup_one(
         copy: copy.map(|c| c.0),
         copy_bad_pages: None,
     })
-}
-
-/// summary.txt: the published Database Backup Statistics layout (instance, size
-/// MB, elapsed, MB/s, average and sum) and the read I/O.
-pub fn render(r: &BackupResult) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "mailbench storage backup test — {}", r.verdict.label());
-    let _ = writeln!(o, "{}", "=".repeat(78));
-    let _ = writeln!(o, "\nTest Summary");
-    let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
-    for reason in &r.verdict.reasons {
-        let _ = writeln!(o, "    - {reason}");
-    }
-    let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
-    let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
-    let _ = writeln!(
-        o,
-        "  Started / Ended         {} / {}",
-        r.run.started, r.run.ended
-    );
-    let _ = writeln!(
-        o,
-        "  Reads                   {} KiB sequential, {} in flight per database, all databases at once",
-        BACKUP_READ >> 10,
-        BACKUP_DEPTH
-    );
-    if let Some(t) = &r.to {
-        let _ = writeln!(o, "  Copy written to         {}", t.display());
-    }
-    let _ = writeln!(
-        o,
-        "  Command Line            {}",
-        r.run.command_line.join(" ")
-    );
-    let _ = writeln!(o, "\nDatabase Backup Statistics");
-    let _ = writeln!(
-        o,
-        "  {:<8} {:>12} {:>10} {:>10} {:>9} {:>9} {:>10}",
-        "Instance", "size MB", "elapsed s", "MB/s", "bad pages", "errors", "copy bad"
-    );
-    for d in &r.databases {
-        let _ = writeln!(
-            o,
-            "  {:<8} {:>12.1} {:>10.2} {:>10.1} {:>9} {:>9} {:>10}",
-            d.name,
-            d.size_mb,
-            d.seconds,
-            d.mb_per_s,
-            d.bad_pages,
-            d.io_errors,
-            d.copy_bad_pages
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "-".into())
-        );
-    }
-    let n = r.databases.len().max(1) as f64;
-    let size: f64 = r.databases.iter().map(|d| d.size_mb).sum();
-    let secs: f64 = r.databases.iter().map(|d| d.seconds).sum();
-    let _ = writeln!(
-        o,
-        "  {:<8} {:>12.1} {:>10.2} {:>10.1}",
-        "Average",
-        size / n,
-        secs / n,
-        r.average_mb_per_s
-    );
-    let _ = writeln!(
-        o,
-        "  {:<8} {:>12.1} {:>10.2} {:>10.1}   (MB/s of all databases together, by wall time)",
-        "Sum", size, r.seconds, r.total_mb_per_s
-    );
-    let _ = writeln!(
-        o,
-        "\n  Read I/O: {:<8} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
-        "", "reads/s", "avg bytes"
-    );
-    for d in &r.databases {
-        let l = &d.read.latency_ms;
-        let _ = writeln!(
-            o,
-            "  {:<18} {:>9.1} {:>10.0}  {:.2} {:.2} {:.2} {:.2} {:.2}",
-            d.name, d.read.ops_per_s, d.read.avg_bytes, l.avg, l.p50, l.p95, l.p99, l.max
-        );
-    }
-    if !r.errors.is_empty() {
-        let _ = writeln!(o, "\nErrors");
-        for e in &r.errors {
-            let _ = writeln!(o, "  {e}");
-        }
-    }
-    o
 }

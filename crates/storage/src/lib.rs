@@ -15,6 +15,5 @@ pub mod result;
 pub mod run;
 pub mod spec;
 pub mod stats;
-pub mod summary;
 pub mod tune;
 pub mod verify;

@@ -488,7 +488,7 @@ pub fn run(
         let _ = h.join();
     }
     let _ = intervals_file.flush();
-    let self_cpu = process_cpu_s() - self_cpu0;
+    let self_cpu = mailbench_metrics::system::process_cpu_s() - self_cpu0;
 
     // Phase 3: verification.
     let mut verify_result = None;
@@ -624,7 +624,6 @@ pub fn run(
         tuning: Vec::new(),
         merged: None,
     };
-    write_outputs(dir, &result)?;
     Ok(result)
 }
 
@@ -678,18 +677,8 @@ fn finish_early(
         tuning: Vec::new(),
         merged: None,
     };
-    write_outputs(dir, &result)?;
     Ok(result)
 }
-
-pub fn write_outputs(dir: &RunDir, result: &StorageResult) -> Result<()> {
-    dir.write_json("result.json", result)?;
-    dir.write("summary.txt", crate::summary::render(result).as_bytes())?;
-    Ok(())
-}
-
-#[allow(dead_code)]
-fn _unused(_: ClassFigures) {}
 
 #[cfg(test)]
 mod tests {

@@ -27,11 +27,14 @@ pub fn windows(spec: &StorageSpec) -> (Duration, Duration) {
 }
 
 /// Runs the tuning steps in `dir/tuning/`; returns the steps and the threads chosen.
+/// Each step's result is handed to `write` with its folder (the caller
+/// writes it through the one output path).
 pub fn tune(
     spec: &StorageSpec,
     dir: &RunDir,
     interrupt: &Interrupt,
     progress: &mut dyn Progress,
+    write: &mut dyn FnMut(&RunDir, &StorageResult) -> Result<()>,
 ) -> Result<(Vec<TuningStep>, u32)> {
     let (transient, stable) = windows(spec);
     let mut steps: Vec<TuningStep> = Vec::new();
@@ -52,6 +55,7 @@ pub fn tune(
         dir.log.line(format!("tuning: trying {threads} threads"));
         let sub = RunDir::create(&dir.path.join("tuning"), &format!("threads-{threads}"))?;
         let r: StorageResult = run(&s, &sub, interrupt, progress, false)?;
+        write(&sub, &r)?;
         let passed = r.verdict.status == Status::Pass;
         dir.log.line(format!(
             "tuning: {threads} threads {} at {:.0} IOPS",

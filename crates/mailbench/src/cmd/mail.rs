@@ -6,6 +6,7 @@ use mailbench_base::{ExitStatus, Result};
 use mailbench_mail::options::{Dur, MailOptions, Pct, ResolveExt, Resolved};
 use mailbench_mail::profile::{Profile, ProfileExt};
 use mailbench_mail::tls::StartTls;
+use mailbench_results::AnyResult;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
@@ -194,15 +195,26 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         quiet: global.quiet,
         verbose: global.verbose,
     };
-    match cmd {
-        MailCommand::Setup(_) => mailbench_mail::setup_command(resolved, &out),
+    let (dir, result) = match cmd {
+        MailCommand::Setup(_) => {
+            let (dir, r) = mailbench_mail::setup_command(resolved, &out)?;
+            (dir, AnyResult::MailSetup(Box::new(r)))
+        }
         MailCommand::Run(_) => {
             if let Some(r) =
                 super::multihost::mail(&resolved, opts.start_at.as_deref(), &out.base, global)
             {
                 return r;
             }
-            mailbench_mail::run_command(resolved, &out)
+            let run = mailbench_mail::run_command(resolved, &out)?;
+            (run.dir, AnyResult::MailRun(Box::new(run.result)))
         }
-    }
+    };
+    let text = format!(
+        "{}\nresults: {}",
+        mailbench_report::summary::render(&result),
+        dir.path.display()
+    );
+    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    Ok(result.verdict().exit_status())
 }

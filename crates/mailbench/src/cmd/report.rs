@@ -7,6 +7,7 @@ use mailbench_base::rundir::{RunDir, write_atomic};
 use mailbench_base::{Error, ExitStatus, Result, parse_percent};
 use mailbench_report::load::{Doc, MailDoc, StorageDoc};
 use mailbench_report::{ReportConfig, compare, mailmerge, merge};
+use mailbench_results::AnyResult;
 use mailbench_results::Status;
 use std::path::PathBuf;
 
@@ -112,11 +113,7 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
 }
 
 fn storage_summary(d: &StorageDoc) -> String {
-    let mut s = mailbench_storage::summary::render(&d.result);
-    if let Some(m) = &d.result.merged {
-        s.push_str(&merge::hosts_text(m));
-    }
-    s
+    mailbench_report::summary::render(&AnyResult::StorageRun(Box::new(d.result.clone())))
 }
 
 fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
@@ -170,106 +167,60 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
         .collect();
     let out = merge::merge(&docs)?;
     let dir = RunDir::create(&base, "report-merge")?;
-    for (i, s) in out.merged().sources.iter().enumerate() {
+    let m = out.merged();
+    for (i, s) in m.sources.iter().enumerate() {
         dir.log.line(format!("merge: source {}: {s}", i + 1));
-    }
-    dir.write_json("result.json", &out.result)?;
-    if !out.intervals.is_empty() {
-        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
     dir.log.line(format!(
         "merged {} results from {} hosts: {}",
-        out.merged().sources.len(),
-        out.merged().hosts.len(),
+        m.sources.len(),
+        m.hosts.len(),
         out.result.verdict.label()
     ));
-    let doc = mailbench_report::load(&dir.file("result.json"))?;
-    if let Doc::Storage(d) = &doc {
-        dir.write("summary.txt", storage_summary(d).as_bytes())?;
+    if !out.intervals.is_empty() {
+        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
-    dir.write(
-        "report.html",
-        mailbench_report::render_html(&doc).as_bytes(),
-    )?;
-    let r = &out.result;
-    if global.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "verdict": r.verdict,
-                "result_dir": dir.path,
-                "hosts": out.merged().hosts.len(),
-                "transactional_iops": r.total.transactional_iops,
-                "target_iops": r.total.target_iops,
-            })
-        );
-    } else if !global.quiet {
-        if let Doc::Storage(d) = &doc {
-            println!("{}", storage_summary(d));
-        }
-        println!("Verdict: {}", r.verdict.label());
-        for reason in &r.verdict.reasons {
-            println!("  - {reason}");
-        }
-        println!("Results: {}", dir.path.display());
-    }
-    Ok(if r.verdict.status == Status::Pass {
+    let status = pass_or_fail(&out.result.verdict);
+    let result = AnyResult::StorageRun(Box::new(out.result));
+    mailbench_runner::finish(&dir, &result, &super::storage::out(global), None)?;
+    Ok(status)
+}
+
+/// A merge passes or fails (its inputs' errors and interruptions included).
+fn pass_or_fail(v: &mailbench_results::Verdict) -> ExitStatus {
+    if v.status == Status::Pass {
         ExitStatus::Pass
     } else {
         ExitStatus::Fail
-    })
+    }
 }
 
 /// `report merge` of mail-run results (one per load generator).
 fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Result<ExitStatus> {
-    let out = mailmerge::merge(docs)?;
+    let out = mailmerge::merge_typed(docs)?;
     let dir = RunDir::create(base, "report-merge")?;
-    for (i, s) in out.merged.sources.iter().enumerate() {
+    let m = out.merged();
+    for (i, s) in m.sources.iter().enumerate() {
         dir.log.line(format!("merge: source {}: {s}", i + 1));
     }
-    dir.write_json("result.json", &out.result)?;
+    dir.log.line(format!(
+        "merged {} mail results from {} load generators: {}",
+        m.sources.len(),
+        m.hosts.len(),
+        out.result.verdict.label()
+    ));
     if !out.intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
-    let verdict = out.verdict();
-    dir.log.line(format!(
-        "merged {} mail results from {} load generators: {}",
-        out.merged.sources.len(),
-        out.merged.hosts.len(),
-        verdict.label()
-    ));
-    let doc = mailbench_report::load(&dir.file("result.json"))?;
-    let summary = match &doc {
-        Doc::Mail(d) => mailmerge::summary_text(d)?,
-        _ => String::new(),
-    };
-    dir.write("summary.txt", summary.as_bytes())?;
-    dir.write(
-        "report.html",
-        mailbench_report::render_html(&doc).as_bytes(),
-    )?;
-    let r = &out.result;
-    if global.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "verdict": verdict,
-                "result_dir": dir.path,
-                "hosts": out.merged.hosts.len(),
-                "users": r["users"],
-                "score_ms": r["score"]["weighted_p95_ms"],
-                "mail_flow": r["mail_flow"],
-            })
-        );
-    } else if !global.quiet {
-        println!("{summary}");
-        println!("Results: {}", dir.path.display());
-    }
-    Ok(if verdict.status == Status::Pass {
-        ExitStatus::Pass
-    } else {
-        ExitStatus::Fail
-    })
+    let status = pass_or_fail(&out.result.verdict);
+    let result = AnyResult::MailRun(Box::new(out.result));
+    let text = format!(
+        "{}\nResults: {}",
+        mailbench_report::summary::render(&result),
+        dir.path.display()
+    );
+    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    Ok(status)
 }
 
 fn compare_cmd(a: &CompareArgs, global: &Global) -> Result<ExitStatus> {

@@ -6,6 +6,10 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{ByteSize, ExitStatus, Result, parse_duration};
+use mailbench_results::storage::init::StorageInitResult;
+use mailbench_results::storage::run::StorageResult;
+use mailbench_results::storage::verify::StorageVerifyResult;
+use mailbench_results::{AnyResult, RunHeader, Verdict};
 use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml, TestType, Threads};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -219,15 +223,15 @@ fn io_bench(a: &IoBenchArgs) -> Result<ExitStatus> {
 fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
     let (spec, output) = resolve(args, cfg, global)?;
     let report_cfg: mailbench_report::ReportConfig = cfg.section("report")?;
-    let mut progress = mailbench_report::progress::FanOut::default();
-    progress.push(mailbench_report::progress::terminal(global.quiet));
+    let mut progress = mailbench_runner::progress::FanOut::default();
+    progress.push(mailbench_runner::progress::terminal(global.quiet));
     let metrics = match args
         .metrics_listen
         .as_ref()
         .or(report_cfg.metrics_listen.as_ref())
     {
         Some(addr) => {
-            let m = mailbench_report::metrics::MetricsServer::start(addr)?;
+            let m = mailbench_runner::metrics::MetricsServer::start(addr)?;
             if !global.quiet {
                 eprintln!("mailbench: metrics at http://{}/metrics", m.local_addr());
             }
@@ -243,43 +247,38 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
     let mut spec = spec;
     let mut tuning = Vec::new();
     if spec.threads_auto {
+        let mut write = |d: &RunDir, r: &StorageResult| {
+            mailbench_runner::write_files(d, &AnyResult::StorageRun(Box::new(r.clone())))
+                .map(|_| ())
+        };
         let (steps, chosen) =
-            mailbench_storage::tune::tune(&spec, &dir, &interrupt, &mut progress)?;
+            mailbench_storage::tune::tune(&spec, &dir, &interrupt, &mut progress, &mut write)?;
         spec.set_threads(chosen);
         spec.threads_auto = true;
         tuning = steps;
     }
     let mut result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
-    if !tuning.is_empty() {
-        result.tuning = tuning;
-        mailbench_storage::run::write_outputs(&dir, &result)?;
-    }
+    result.tuning = tuning;
     if let Some(m) = &metrics {
         m.finish(&format!("{:?}", result.verdict.status).to_lowercase());
     }
     drop(progress);
-    if let Err(e) = mailbench_report::write_html(&dir.path, &result) {
-        eprintln!("mailbench: report.html not written: {e}");
+    let status = result.verdict.exit_status();
+    mailbench_runner::finish(
+        &dir,
+        &AnyResult::StorageRun(Box::new(result)),
+        &out(global),
+        None,
+    )?;
+    Ok(status)
+}
+
+/// What the common flags say about stdout.
+pub(super) fn out(global: &Global) -> mailbench_runner::Output {
+    mailbench_runner::Output {
+        json: global.json,
+        quiet: global.quiet,
     }
-    if global.json {
-        let v = serde_json::json!({
-            "verdict": result.verdict,
-            "result_dir": dir.path,
-            "transactional_iops": result.total.transactional_iops,
-            "target_iops": result.total.target_iops,
-            "db_read_avg_ms": result.total.classes["db_read"].latency_ms.avg,
-            "log_write_avg_ms": result.total.classes["log_write"].latency_ms.avg,
-        });
-        println!("{v}");
-    } else if !global.quiet {
-        println!("{}", mailbench_storage::summary::render(&result));
-        println!("Verdict: {}", result.verdict.label());
-        for r in &result.verdict.reasons {
-            println!("  - {r}");
-        }
-        println!("Results: {}", dir.path.display());
-    }
-    Ok(result.verdict.exit_status())
 }
 
 fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
@@ -287,24 +286,32 @@ fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-init")?;
     dir.log.set_echo(global.verbose);
-    let s = mailbench_storage::init::init_all(&spec, &dir.log, &interrupt)?;
-    dir.write_json(
-        "result.json",
-        &serde_json::json!({ "kind": "storage-init", "init": s, "spec": spec }),
-    )?;
-    if !global.quiet {
-        for d in &s.databases {
-            println!(
-                "{} {} {} ({:.0} MB/s)",
-                d.name,
-                d.action,
-                d.path.display(),
-                d.mb_per_s
-            );
-        }
-        println!("Results: {}", dir.path.display());
+    let started = std::time::Instant::now();
+    let mut run = RunHeader::begin("storage-init");
+    let init = mailbench_storage::init::init_all(&spec, &dir.log, &interrupt)?;
+    run.finish(started.elapsed());
+    let mut text = String::new();
+    for d in &init.databases {
+        text.push_str(&format!(
+            "{} {} {} ({:.0} MB/s)\n",
+            d.name,
+            d.action,
+            d.path.display(),
+            d.mb_per_s
+        ));
     }
-    Ok(ExitStatus::Pass)
+    text.push_str(&format!("Results: {}", dir.path.display()));
+    let result = StorageInitResult {
+        run,
+        verdict: Verdict::from_reasons(Vec::new()),
+        init,
+        spec,
+        rank: None,
+    };
+    let status = result.verdict.exit_status();
+    let result = AnyResult::StorageInit(Box::new(result));
+    mailbench_runner::finish(&dir, &result, &out(global), Some(text))?;
+    Ok(status)
 }
 
 fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
@@ -312,51 +319,25 @@ fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Resu
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
     let started = std::time::Instant::now();
-    let mut header = mailbench_results::RunHeader::begin("storage-verify");
+    let header = RunHeader::begin("storage-verify");
     let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
-    header.finish(started.elapsed());
-    let reasons = v
-        .databases
-        .iter()
-        .filter(|d| d.bad() > 0)
-        .map(|d| {
-            format!(
-                "{}: {} bad pages or log blocks (first bad pages {:?}).",
-                d.name,
-                d.bad(),
-                d.first_bad_pages
-            )
-        })
-        .collect();
-    let verdict = mailbench_results::Verdict::from_reasons(reasons);
-    let mut result = serde_json::to_value(&header).unwrap_or_default();
-    result["verdict"] = serde_json::to_value(&verdict).unwrap_or_default();
-    result["verify"] = serde_json::to_value(&v).unwrap_or_default();
-    dir.write_json("result.json", &result)?;
-    let summary = format!(
-        "mailbench storage verify — {}\n{}",
-        verdict.label(),
-        mailbench_storage::verify::render_checksum(&v)
-    );
-    dir.write("summary.txt", summary.as_bytes())?;
-    if !global.quiet {
-        for d in &v.databases {
-            println!(
-                "{}: {} pages, {} bad checksum, {} wrong page number, {} newer than log, {} bad log blocks; first bad {:?}",
-                d.name,
-                d.pages_seen,
-                d.bad_checksum_pages,
-                d.wrong_page_number_pages,
-                d.newer_than_log_pages,
-                d.bad_log_blocks,
-                d.first_bad_pages
-            );
-        }
-        println!("Results: {}", dir.path.display());
+    let result = StorageVerifyResult::new(header, v, started.elapsed());
+    let mut text = String::new();
+    for d in &result.verify.databases {
+        text.push_str(&format!(
+            "{}: {} pages, {} bad checksum, {} wrong page number, {} newer than log, {} bad log blocks; first bad {:?}\n",
+            d.name,
+            d.pages_seen,
+            d.bad_checksum_pages,
+            d.wrong_page_number_pages,
+            d.newer_than_log_pages,
+            d.bad_log_blocks,
+            d.first_bad_pages
+        ));
     }
-    Ok(if v.bad_total == 0 {
-        ExitStatus::Pass
-    } else {
-        ExitStatus::Fail
-    })
+    text.push_str(&format!("Results: {}", dir.path.display()));
+    let status = result.verdict.exit_status();
+    let result = AnyResult::StorageVerify(Box::new(result));
+    mailbench_runner::finish(&dir, &result, &out(global), Some(text))?;
+    Ok(status)
 }

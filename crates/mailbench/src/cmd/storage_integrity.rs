@@ -5,6 +5,7 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{ExitStatus, Result};
+use mailbench_results::AnyResult;
 use mailbench_storage::spec::StorageToml;
 
 pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
@@ -26,24 +27,20 @@ pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<E
         );
     }
     let r = mailbench_storage::backup::run_backup(&spec, &dir, to.as_deref(), &interrupt)?;
-    if global.json {
-        let v = serde_json::json!({
-            "verdict": r.verdict,
-            "result_dir": dir.path,
-            "total_mb_per_s": r.total_mb_per_s,
-            "average_mb_per_s": r.average_mb_per_s,
-            "databases": r.databases.iter().map(|d| serde_json::json!({
-                "name": d.name, "size_mb": d.size_mb, "seconds": d.seconds,
-                "mb_per_s": d.mb_per_s, "bad_pages": d.bad_pages, "io_errors": d.io_errors,
-                "copy_bad_pages": d.copy_bad_pages,
-            })).collect::<Vec<_>>(),
-        });
-        println!("{v}");
-    } else if !global.quiet {
-        println!("{}", mailbench_storage::backup::render(&r));
-        println!("Results: {}", dir.path.display());
-    }
-    Ok(r.verdict.exit_status())
+    let status = r.verdict.exit_status();
+    let result = AnyResult::StorageBackup(Box::new(r));
+    let text = results_text(&result, &dir);
+    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    Ok(status)
+}
+
+/// The summary and where the results are.
+fn results_text(result: &AnyResult, dir: &RunDir) -> String {
+    format!(
+        "{}\nResults: {}",
+        mailbench_report::summary::render(result),
+        dir.path.display()
+    )
 }
 
 pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
@@ -63,30 +60,9 @@ pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
     };
     let r =
         mailbench_storage::recover::run_recover(&spec, &dir, log_files, &interrupt, &mut phase)?;
-    if global.json {
-        let per = |v: &[mailbench_storage::recover::ReplayResult]| {
-            v.iter()
-                .map(|i| {
-                    serde_json::json!({
-                        "name": i.name, "log_files_replayed": i.log_files_replayed,
-                        "seconds": i.seconds, "seconds_per_log_file": i.seconds_per_log_file,
-                        "end_lsn": i.end_lsn, "clean": i.clean, "stopped": i.stopped,
-                        "log_damaged": i.log_damaged,
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        let v = serde_json::json!({
-            "verdict": r.verdict,
-            "result_dir": dir.path,
-            "prior_recovery": per(&r.prior_recovery),
-            "instances": per(&r.instances),
-            "bad_total": r.verify.as_ref().map(|v| v.bad_total),
-        });
-        println!("{v}");
-    } else if !global.quiet {
-        println!("{}", mailbench_storage::recover::render(&r));
-        println!("Results: {}", dir.path.display());
-    }
-    Ok(r.verdict.exit_status())
+    let status = r.verdict.exit_status();
+    let result = AnyResult::StorageRecover(Box::new(r));
+    let text = results_text(&result, &dir);
+    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    Ok(status)
 }

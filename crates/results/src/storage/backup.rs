@@ -8,6 +8,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Read size of the backup test (the published figure: 262,144 bytes).
+pub const BACKUP_READ: usize = 256 << 10;
+/// Reads in flight per database.
+pub const BACKUP_DEPTH: usize = 4;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BackupDb {
     pub name: String,

@@ -35,4 +35,7 @@ pub struct StorageInitResult {
     pub verdict: Verdict,
     pub init: InitSummary,
     pub spec: crate::storage::spec::StorageSpec,
+    /// The rank of a test over several hosts, in its per-rank result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
 }

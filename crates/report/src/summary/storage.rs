@@ -1,9 +1,10 @@
-//! summary.txt: the published storage-report layout in plain text, with the
-//! percentile columns we add.
+//! summary.txt of a storage run: the published storage-report layout in
+//! plain text, with the percentile columns we add.
 
-use crate::result::StorageResult;
-use crate::stats::ClassFigures;
 use mailbench_base::ByteSize;
+use mailbench_results::storage::merge::StorageMerged;
+use mailbench_results::storage::run::StorageResult;
+use mailbench_results::storage::stats::ClassFigures;
 use std::fmt::Write;
 
 fn lat(c: &ClassFigures) -> String {
@@ -296,7 +297,7 @@ pub fn render(r: &StorageResult) -> String {
     }
 
     if let Some(v) = &r.verify {
-        o.push_str(&crate::verify::render_checksum(v));
+        o.push_str(&super::verify::render_checksum(v));
     }
     if !r.errors.is_empty() {
         let _ = writeln!(o, "\nErrors");
@@ -309,5 +310,46 @@ pub fn render(r: &StorageResult) -> String {
         "\nTest Log: test.log; per-interval histograms: {}",
         r.intervals_file
     );
+    o
+}
+
+/// The per-host part of summary.txt for a merged result.
+pub fn hosts_text(m: &StorageMerged) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "\nPer-Host Results (aggregate above)");
+    let _ = writeln!(
+        o,
+        "  {:<20} {:<12} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "host", "verdict", "trans IOPS", "target", "rd avg", "rd p99", "lw avg", "lw p99", "errors"
+    );
+    for h in &m.hosts {
+        let c = |n: &str| {
+            h.total
+                .classes
+                .get(n)
+                .map(|c| c.latency_ms)
+                .unwrap_or_default()
+        };
+        let _ = writeln!(
+            o,
+            "  {:<20} {:<12} {:>11.2} {:>11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+            h.label,
+            h.verdict.label(),
+            h.total.transactional_iops,
+            h.total
+                .target_iops
+                .map(|t| format!("{t:.2}"))
+                .unwrap_or_else(|| "none".into()),
+            c("db_read").avg,
+            c("db_read").p99,
+            c("log_write").avg,
+            c("log_write").p99,
+            h.total.io_errors
+        );
+    }
+    for (i, s) in m.sources.iter().enumerate() {
+        let _ = writeln!(o, "  source {}: {s}", i + 1);
+    }
     o
 }

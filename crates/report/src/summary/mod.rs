@@ -1,0 +1,53 @@
+//! summary.txt of every kind of result: the published-report layouts in
+//! plain text, rendered from the typed result alone (one module per kind).
+
+pub mod backup;
+pub mod init;
+pub mod mail;
+pub mod recover;
+pub mod storage;
+pub mod verify;
+
+use mailbench_results::AnyResult;
+
+/// summary.txt of a result of any kind.
+pub fn render(r: &AnyResult) -> String {
+    match r {
+        AnyResult::StorageRun(r) => {
+            let mut s = storage::render(r);
+            if let Some(m) = &r.merged {
+                s.push_str(&storage::hosts_text(m));
+            }
+            s
+        }
+        AnyResult::StorageInit(r) => init::storage_init(r),
+        AnyResult::StorageVerify(r) => verify::storage_verify(r),
+        AnyResult::StorageBackup(r) => backup::render(r),
+        AnyResult::StorageRecover(r) => recover::render(r),
+        AnyResult::MailRun(r) => mail::mail_run(r),
+        AnyResult::MailSetup(r) => mail::mail_setup(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// summary.txt rendered from the typed result is what the binary wrote
+    /// before the results were typed (kept beside each version 1 fixture).
+    #[test]
+    fn summaries_of_real_results_are_unchanged() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../results/tests/fixtures/v1/");
+        for name in [
+            "storage-verify",
+            "storage-backup",
+            "storage-recover",
+            "mail-run",
+        ] {
+            let json = std::fs::read_to_string(format!("{dir}{name}.json")).unwrap();
+            let text = std::fs::read_to_string(format!("{dir}{name}.summary.txt")).unwrap();
+            let r = AnyResult::from_value(serde_json::from_str(&json).unwrap()).unwrap();
+            assert_eq!(render(&r), text, "{name}");
+        }
+    }
+}

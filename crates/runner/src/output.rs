@@ -1,0 +1,230 @@
+//! The one output path of a run: result.json -> summary.txt -> report.html ->
+//! the stdout line (`--json`) or the text for a person. Every command, on one
+//! host or many, writes its result through here, so every run folder holds
+//! the same files.
+
+use mailbench_base::rundir::RunDir;
+use mailbench_base::{Error, Result};
+use mailbench_results::AnyResult;
+use mailbench_results::verdict::Verdict;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// What the common flags say about the terminal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Output {
+    /// One JSON object on stdout instead of the text.
+    pub json: bool,
+    /// Nothing on stdout but the JSON object.
+    pub quiet: bool,
+}
+
+/// Writes the run's files into `dir`, in order: result.json, summary.txt,
+/// report.html (from result.json and the intervals.jsonl and test.log beside
+/// it). A report that cannot be rendered is said on stderr; the result stands.
+pub fn write_files(dir: &RunDir, result: &AnyResult) -> Result<PathBuf> {
+    let value = result
+        .to_value()
+        .map_err(|e| Error::runtime(format!("cannot encode the result: {e}")))?;
+    let path = dir.write_json("result.json", &value)?;
+    dir.write(
+        "summary.txt",
+        mailbench_report::summary::render(result).as_bytes(),
+    )?;
+    if let Err(e) = mailbench_report::write_html_value(&dir.path, &value) {
+        eprintln!("mailbench: report.html not written: {e}");
+    }
+    Ok(path)
+}
+
+/// [`write_files`], then what the run says on stdout: the `--json` line, or
+/// `text` (the summary and where the results are, unless given).
+pub fn finish(dir: &RunDir, result: &AnyResult, out: &Output, text: Option<String>) -> Result<()> {
+    write_files(dir, result)?;
+    if out.json {
+        println!("{}", json_line(result, &dir.path));
+    } else if !out.quiet {
+        let text = text.unwrap_or_else(|| default_text(result, &dir.path));
+        println!("{}", text.trim_end());
+    }
+    Ok(())
+}
+
+/// The summary, the verdict with its reasons, and the folder.
+pub fn default_text(result: &AnyResult, dir: &Path) -> String {
+    let v = result.verdict();
+    let mut s = mailbench_report::summary::render(result);
+    s.push_str(&format!("\nVerdict: {}\n", v.label()));
+    for r in &v.reasons {
+        s.push_str(&format!("  - {r}\n"));
+    }
+    s.push_str(&format!("Results: {}\n", dir.display()));
+    s
+}
+
+/// The `--json` line of a run: the verdict and the folder, and the figures a
+/// script wants for its kind.
+pub fn json_line(result: &AnyResult, dir: &Path) -> String {
+    let head = Head {
+        verdict: result.verdict(),
+        result_dir: dir,
+    };
+    let text = match result {
+        AnyResult::StorageRun(r) => {
+            let c = |n: &str| r.total.classes.get(n).map(|c| c.latency_ms.avg);
+            serde_json::to_string(&StorageRunLine {
+                head,
+                hosts: r.merged.as_ref().map(|m| m.hosts.len()),
+                transactional_iops: r.total.transactional_iops,
+                target_iops: r.total.target_iops,
+                db_read_avg_ms: c("db_read"),
+                log_write_avg_ms: c("log_write"),
+            })
+        }
+        AnyResult::StorageBackup(r) => serde_json::to_string(&BackupLine {
+            head,
+            total_mb_per_s: r.total_mb_per_s,
+            average_mb_per_s: r.average_mb_per_s,
+            databases: r.databases.iter().map(BackupDbLine::of).collect(),
+        }),
+        AnyResult::StorageRecover(r) => serde_json::to_string(&RecoverLine {
+            head,
+            prior_recovery: r.prior_recovery.iter().map(ReplayLine::of).collect(),
+            instances: r.instances.iter().map(ReplayLine::of).collect(),
+            bad_total: r.verify.as_ref().map(|v| v.bad_total),
+        }),
+        AnyResult::MailRun(r) => serde_json::to_string(&MailRunLine {
+            head,
+            result: dir.join("result.json"),
+            hosts: r.merged.as_ref().map(|m| m.hosts.len()),
+            users: r.users,
+            score_ms: r.score.weighted_p95_ms,
+            mail_flow: &r.mail_flow,
+        }),
+        AnyResult::MailSetup(_) => serde_json::to_string(&MailSetupLine {
+            head,
+            result: dir.join("result.json"),
+        }),
+        _ => serde_json::to_string(&head),
+    };
+    text.unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct Head<'a> {
+    verdict: &'a Verdict,
+    result_dir: &'a Path,
+}
+
+#[derive(Serialize)]
+struct StorageRunLine<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
+    /// Hosts of a merged result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<usize>,
+    transactional_iops: f64,
+    target_iops: Option<f64>,
+    db_read_avg_ms: Option<f64>,
+    log_write_avg_ms: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct BackupLine<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
+    total_mb_per_s: f64,
+    average_mb_per_s: f64,
+    databases: Vec<BackupDbLine<'a>>,
+}
+
+#[derive(Serialize)]
+struct BackupDbLine<'a> {
+    name: &'a str,
+    size_mb: f64,
+    seconds: f64,
+    mb_per_s: f64,
+    bad_pages: u64,
+    io_errors: u64,
+    copy_bad_pages: Option<u64>,
+}
+
+impl<'a> BackupDbLine<'a> {
+    fn of(d: &'a mailbench_results::storage::backup::BackupDb) -> Self {
+        BackupDbLine {
+            name: &d.name,
+            size_mb: d.size_mb,
+            seconds: d.seconds,
+            mb_per_s: d.mb_per_s,
+            bad_pages: d.bad_pages,
+            io_errors: d.io_errors,
+            copy_bad_pages: d.copy_bad_pages,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RecoverLine<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
+    prior_recovery: Vec<ReplayLine<'a>>,
+    instances: Vec<ReplayLine<'a>>,
+    bad_total: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ReplayLine<'a> {
+    name: &'a str,
+    log_files_replayed: u64,
+    seconds: f64,
+    seconds_per_log_file: f64,
+    end_lsn: u64,
+    clean: bool,
+    stopped: &'a str,
+    log_damaged: bool,
+}
+
+impl<'a> ReplayLine<'a> {
+    fn of(i: &'a mailbench_results::storage::recover::ReplayResult) -> Self {
+        ReplayLine {
+            name: &i.name,
+            log_files_replayed: i.log_files_replayed,
+            seconds: i.seconds,
+            seconds_per_log_file: i.seconds_per_log_file,
+            end_lsn: i.end_lsn,
+            clean: i.clean,
+            stopped: &i.stopped,
+            log_damaged: i.log_damaged,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MailRunLine<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
+    result: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<usize>,
+    users: u64,
+    score_ms: f64,
+    mail_flow: &'a mailbench_results::mail::run::MailFlow,
+}
+
+#[derive(Serialize)]
+struct MailSetupLine<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
+    result: PathBuf,
+}
+
+/// report.html of the result.json already in `dir` (a result gathered from
+/// several hosts).
+pub fn write_html(dir: &RunDir) -> Result<()> {
+    let doc = mailbench_report::load(&dir.file("result.json"))?;
+    dir.write(
+        "report.html",
+        mailbench_report::render_html(&doc).as_bytes(),
+    )?;
+    Ok(())
+}

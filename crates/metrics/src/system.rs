@@ -117,7 +117,6 @@ impl Memory {
 
 /// The block device holding `path`, as named in /proc/diskstats (`vda`, `loop0`),
 /// or None for file systems without one (tmpfs, overlay).
-
 pub fn device_of(path: &Path) -> Option<(u32, u32, String)> {
     use std::os::unix::fs::MetadataExt;
     let mut p = path.to_path_buf();

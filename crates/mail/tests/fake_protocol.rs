@@ -68,19 +68,11 @@ fn resolve(o: &MailOptions) -> Resolved {
     Resolved::resolve(o, p.day).unwrap()
 }
 
-fn result_of(base: &Path) -> Value {
-    let dir = std::fs::read_dir(base)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.join("result.json").is_file())
-        .expect("a run folder");
-    serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap()
-}
-
 fn do_setup(o: &MailOptions) -> (ExitStatus, Value) {
     let base = tempfile::tempdir().unwrap();
-    let st = setup(resolve(o), &out(base.path())).unwrap();
-    (st, result_of(base.path()))
+    let (_dir, result) = setup(resolve(o), &out(base.path())).unwrap();
+    let st = result.verdict.exit_status();
+    (st, serde_json::to_value(&result).unwrap())
 }
 
 fn do_run(o: &MailOptions) -> (ExitStatus, Value) {
@@ -89,8 +81,9 @@ fn do_run(o: &MailOptions) -> (ExitStatus, Value) {
         interrupt: Some(mailbench_base::interrupt::Interrupt::never()),
         ..Default::default()
     };
-    let st = run_with(resolve(o), &out(base.path()), hooks).unwrap();
-    (st, result_of(base.path()))
+    let run = run_with(resolve(o), &out(base.path()), hooks).unwrap();
+    let st = run.result.verdict.exit_status();
+    (st, serde_json::to_value(&run.result).unwrap())
 }
 
 fn short_day(mut o: MailOptions, day_s: u64) -> MailOptions {

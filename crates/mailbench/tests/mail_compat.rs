@@ -26,6 +26,7 @@ use mailbench_base::rundir::TestLog;
 use mailbench_mail::local::{LOCAL_DOMAIN, LocalOptions, LocalServer};
 use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
 use mailbench_mail::topology::Topology;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -509,7 +510,11 @@ impl Courier {
         std::fs::write(&script, COURIER_START).unwrap();
         let port = free_port();
         let log = std::fs::File::create(dir.join("courier.log")).unwrap();
+        // Its own process group: couriertcpd's SIGTERM handler signals its
+        // whole group, which would otherwise be the test harness's (and
+        // cargo's, and CI's).
         let unshare = Command::new("unshare")
+            .process_group(0)
             .args([
                 "-m",
                 "-p",

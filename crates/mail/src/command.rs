@@ -475,6 +475,13 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         .as_ref()
         .map(|d| d.join("postfix").join("etc"));
     let disk_dev = mail_dir.as_deref().and_then(device_of).map(|(_, _, n)| n);
+    let scraper = crate::servermetrics::start_for_run(
+        &o,
+        prepared.local_dir.is_some().then(|| disk_dev.clone()),
+        shared.t0.into_std(),
+        (shared.day_end() + o.drain + o.op_timeout * 2 + Duration::from_secs(60)).into_std(),
+        &run.log,
+    )?;
     let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
 
@@ -490,6 +497,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         &mut hooks.on_interval,
     ));
     let cpu_used = mailbench_metrics::system::process_cpu_s() - cpu_before;
+    let server_series = scraper.map(|s| s.stop());
     let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
     header.finish(started.elapsed());
 
@@ -510,7 +518,21 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         lists: prepared.topo.lists.len(),
         setup: setup_report.as_ref().map(crate::result::setup_figures),
     };
+    let server = match &server_series {
+        Some(series) => {
+            let day = (
+                o.ramp_up.as_secs_f64(),
+                (o.ramp_up + o.day_length).as_secs_f64(),
+            );
+            let compression = profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9);
+            let n = prepared.topo.users.len() as u64;
+            let section = crate::servermetrics::finish(series, &run, day, n, compression, &o)?;
+            Some((section, series.warnings.clone()))
+        }
+        None => None,
+    };
     let measured = crate::result::Measured {
+        server,
         queue_local: queue_etc.is_some(),
         host: HostFigures {
             cpu_busy_pct: ctl.cpu_busy_pct,

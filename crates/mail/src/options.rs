@@ -92,6 +92,10 @@ pub struct MailOptions {
     pub poll_interval: Option<Dur>,
     /// `mail run`: start the users at this wall-clock time (RFC 3339).
     pub start_at: Option<String>,
+    /// Prometheus endpoints on the server host, scraped during the run.
+    pub server_metrics: Option<Vec<String>>,
+    /// The store volume's block devices on the server host (node exporter names).
+    pub server_disk: Option<Vec<String>>,
 }
 
 macro_rules! overlay {
@@ -138,7 +142,9 @@ impl MailOptions {
             skip_setup,
             no_idle,
             poll_interval,
-            start_at
+            start_at,
+            server_metrics,
+            server_disk
         );
         self
     }
@@ -254,6 +260,16 @@ impl ResolveExt for Resolved {
         if op_timeout < Duration::from_millis(100) {
             return Err(Error::usage("--op-timeout must be at least 100ms"));
         }
+        let server_metrics = o.server_metrics.clone().unwrap_or_default();
+        for u in &server_metrics {
+            crate::servermetrics::check_url(u)?;
+        }
+        let server_disk = o.server_disk.clone().unwrap_or_default();
+        if let Some(bad) = server_disk.iter().find(|d| d.is_empty() || d.contains('/')) {
+            return Err(Error::usage(format!(
+                "--server-disk `{bad}`: give the kernel's device name as the node exporter reports it (sdb, nvme0n1, dm-2), not a path"
+            )));
+        }
         let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
         if delivery_pct > 100.0 {
             return Err(Error::usage("--delivery-pct must be at most 100%"));
@@ -296,6 +312,8 @@ impl ResolveExt for Resolved {
                 .poll_interval
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(5)),
+            server_metrics,
+            server_disk,
         })
     }
 }

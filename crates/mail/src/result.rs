@@ -5,6 +5,7 @@ use crate::options::Resolved;
 use crate::profile::{Profile, TaskKind};
 use crate::stats::{OpStats, Stats};
 use crate::wire::ErrorKind;
+use mailbench_metrics::server::ServerSection;
 use mailbench_metrics::system::DiskRates;
 use mailbench_results::RunHeader;
 use mailbench_results::mail::judge::{self, Figures};
@@ -27,6 +28,9 @@ pub(crate) struct Measured {
     pub interrupted: bool,
     /// The local servers' own error lines (first few), if any.
     pub server_errors: Vec<String>,
+    /// The server's own figures (`--server-metrics`, the local target's
+    /// /proc) and the scraper's warnings.
+    pub server: Option<(ServerSection, Vec<String>)>,
 }
 
 /// Who ran, against what.
@@ -181,6 +185,10 @@ pub(crate) fn build(
             m.server_errors.join(" | ")
         ));
     }
+    let server = m.server.map(|(section, w)| {
+        warnings.extend(w);
+        section
+    });
     let mut r = MailRunResult {
         run: id.header,
         config: o.clone(),
@@ -233,6 +241,7 @@ pub(crate) fn build(
             samples: stats.error_samples.clone(),
         },
         host: m.host,
+        server,
         disk: m
             .disk
             .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),

@@ -72,6 +72,27 @@ fn bad_flags_and_config_are_usage_errors() {
     assert_eq!(r.status.code(), Some(2), "{}", text(&r));
     assert!(text(&r).contains("--tls-insecure"), "{}", text(&r));
 
+    // A server-metrics address that is no http(s) URL, a disk given as a path.
+    let r = mailbench(
+        &[
+            "mail",
+            "run",
+            "--server-metrics",
+            "127.0.0.1:9100",
+            "--output",
+            o,
+        ],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("http://"), "{}", text(&r));
+    let r = mailbench(
+        &["mail", "run", "--server-disk", "/dev/sdb", "--output", o],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(text(&r).contains("device name"), "{}", text(&r));
+
     let r = mailbench(&["mail", "run", "--day-length", "soon", "--output", o], &[]);
     assert_eq!(r.status.code(), Some(2), "{}", text(&r));
     assert!(

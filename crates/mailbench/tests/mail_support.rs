@@ -252,3 +252,94 @@ pub fn assert_clean_run(o: &Output, v: &serde_json::Value) {
         );
     }
 }
+
+/// A server of known capacity for capacity tests: a TCP proxy to
+/// 127.0.0.1:`upstream` that carries `limit` sessions at full speed and, while
+/// more than `limit` are open through it, holds every chunk the server sends
+/// back for `delay` (a server past its capacity: every response is slow). With
+/// one IMAP session per user, the largest user count that passes a response
+/// time limit under `delay` is `limit`.
+pub struct ThrottleProxy {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    /// Sessions open now, and the most ever open at once.
+    pub open: Arc<AtomicUsize>,
+    pub peak: Arc<AtomicUsize>,
+    /// Chunks held back.
+    pub delayed: Arc<AtomicUsize>,
+}
+
+impl ThrottleProxy {
+    pub fn start(upstream: u16, limit: usize, delay: Duration) -> ThrottleProxy {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let p = ThrottleProxy {
+            port,
+            stop: Arc::new(AtomicBool::new(false)),
+            open: Arc::new(AtomicUsize::new(0)),
+            peak: Arc::new(AtomicUsize::new(0)),
+            delayed: Arc::new(AtomicUsize::new(0)),
+        };
+        let (stop, open, peak, delayed) = (
+            p.stop.clone(),
+            p.open.clone(),
+            p.peak.clone(),
+            p.delayed.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok((client, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || pump_plain(c2, s2, 0));
+                let (open, delayed) = (open.clone(), delayed.clone());
+                std::thread::spawn(move || {
+                    pump_throttled(server, client, &open, limit, delay, &delayed);
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        p
+    }
+}
+
+impl Drop for ThrottleProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn pump_throttled(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    open: &AtomicUsize,
+    limit: usize,
+    delay: Duration,
+    delayed: &AtomicUsize,
+) {
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if open.load(Ordering::SeqCst) > limit {
+            delayed.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(delay);
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}

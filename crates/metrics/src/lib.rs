@@ -1,9 +1,11 @@
 //! Measurement for every mailbench workload: HDR latency histograms at microsecond
 //! resolution with exact merge and a compact text encoding, latency summaries,
 //! and the operating system's view of the host (CPU, memory) and of block devices
-//! (/proc/diskstats).
+//! (/proc/diskstats), and the server host's figures in one form whether a
+//! Prometheus exporter or /proc reported them.
 
 pub mod hist;
+pub mod server;
 pub mod system;
 
 pub use hist::{LatencyHist, LatencySummary};

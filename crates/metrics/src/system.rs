@@ -139,7 +139,7 @@ pub fn device_of(path: &Path) -> Option<(u32, u32, String)> {
 }
 
 /// Cumulative counters of one device from /proc/diskstats.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiskCounters {
     pub reads: u64,
     pub read_sectors: u64,

@@ -9,6 +9,8 @@ use mailbench_mail::tls::StartTls;
 use mailbench_results::AnyResult;
 use std::path::PathBuf;
 
+// Parsed once per process: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(clap::Subcommand, Debug)]
 pub enum MailCommand {
     /// Provision users, lists and initial mailbox content.
@@ -130,6 +132,14 @@ pub struct RunArgs {
     /// Polling interval with --no-idle [default: 5s].
     #[arg(long, value_name = "DURATION")]
     pub poll_interval: Option<Dur>,
+    /// A Prometheus endpoint on the server host, scraped every --interval
+    /// (node exporter, Postfix exporter, Dovecot's OpenMetrics); repeatable.
+    #[arg(long, value_name = "URL")]
+    pub server_metrics: Vec<String>,
+    /// The mail store's block device on the server host, as the node exporter
+    /// names it (sdb, nvme0n1, dm-2); repeatable [default: every whole disk].
+    #[arg(long, value_name = "DEVICE")]
+    pub server_disk: Vec<String>,
 }
 
 fn common_options(c: &CommonArgs) -> MailOptions {
@@ -172,6 +182,8 @@ fn run_options(r: &RunArgs) -> MailOptions {
         no_idle: r.no_idle.then_some(true),
         poll_interval: r.poll_interval,
         start_at: r.start_at.clone(),
+        server_metrics: (!r.server_metrics.is_empty()).then(|| r.server_metrics.clone()),
+        server_disk: (!r.server_disk.is_empty()).then(|| r.server_disk.clone()),
         ..common_options(&r.common)
     }
 }

@@ -99,6 +99,14 @@ pub struct MailConfig {
     #[serde(with = "mailbench_base::units::serde_duration")]
     #[schemars(with = "String")]
     pub poll_interval: Duration,
+    /// Prometheus endpoints on the server host scraped for the server's own
+    /// figures (`--server-metrics`; absent in older results).
+    #[serde(default)]
+    pub server_metrics: Vec<String>,
+    /// The store volume's devices on the server host as the node exporter
+    /// names them (`--server-disk`; empty: every whole disk).
+    #[serde(default)]
+    pub server_disk: Vec<String>,
 }
 
 impl MailConfig {

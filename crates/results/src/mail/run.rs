@@ -6,6 +6,7 @@ use crate::mail::config::{MailConfig, StartTls};
 use crate::mail::profile::{ExpectedFlow, Profile, TaskKind};
 use crate::merged::Merged;
 use crate::verdict::{RunHeader, Verdict};
+use mailbench_metrics::server::ServerSection;
 use mailbench_metrics::system::DiskRates;
 use mailbench_metrics::{LatencyHist, LatencySummary};
 use schemars::JsonSchema;
@@ -40,6 +41,11 @@ pub struct MailRunResult {
     pub host: HostFigures,
     /// The mail store's disk (local targets), per user.
     pub disk: Option<DiskPerUser>,
+    /// The server host's own figures over the measured window
+    /// (`--server-metrics`, or the local target's /proc; absent in older
+    /// results and when nothing was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSection>,
     pub generator: Generator,
     pub warnings: Vec<String>,
     pub verdict: Verdict,

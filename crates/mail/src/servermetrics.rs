@@ -16,6 +16,7 @@ use mailbench_metrics::server::{
     CoreSeconds, HostSample, MailServerSample, NetCounters, PerMailbox, ServerFigures,
     ServerSample, StoreDevices,
 };
+pub use mailbench_metrics::server::{ServerPoint, ServerSection, SourceFigures};
 use mailbench_metrics::system::{DiskCounters, Memory};
 use prometheus_parse::{Scrape, Value};
 use serde::{Deserialize, Serialize};
@@ -460,50 +461,6 @@ impl Scraper {
 }
 
 // ---- figures for the result ---------------------------------------------------
-
-/// One source's figures over a window of the run.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SourceFigures {
-    pub source: String,
-    pub kinds: Vec<String>,
-    pub scrapes: u64,
-    pub failures: u64,
-    pub error: Option<String>,
-    /// Over the window (None when fewer than two readings fell in it).
-    pub figures: Option<ServerFigures>,
-    /// The store's disk operations per mailbox over the window.
-    pub per_mailbox: Option<PerMailbox>,
-}
-
-/// One reading-to-reading step, for charts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerPoint {
-    pub t_s: f64,
-    pub cpu_busy_pct: Option<f64>,
-    pub store_iops: Option<f64>,
-    pub queue: Option<f64>,
-}
-
-/// The `server` section of a mail run's result.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ServerSection {
-    /// The window the figures cover, seconds since the run's start.
-    pub from_s: f64,
-    pub to_s: f64,
-    pub sources: Vec<SourceFigures>,
-    /// Every source's store I/O together per mailbox (several servers carry the
-    /// users between them).
-    pub per_mailbox: Option<PerMailbox>,
-    /// The day's compression (simulated day / real day): the users' rates are
-    /// that many times the profile's.
-    pub compression: f64,
-    /// `per_mailbox` divided by the compression: the figure at the profile's
-    /// real rate, for `mailbench plan --iops-per-mailbox` (background I/O that
-    /// does not scale with the users is divided too, so it is a lower bound).
-    pub per_mailbox_real_day: Option<PerMailbox>,
-    /// Per source, reading to reading over the whole run.
-    pub points: BTreeMap<String, Vec<ServerPoint>>,
-}
 
 impl ServerSeries {
     /// The figures over [`from_s`, `to_s`] for `users` mailboxes; `store` picks

@@ -303,6 +303,7 @@ impl QueueJudgement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ProfileExt;
     use proptest::prelude::*;
 
     fn window() -> Window {

@@ -55,7 +55,7 @@ pub struct NetCounters {
 }
 
 /// A network device's traffic over an interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetRates {
     pub rx_bytes_per_s: f64,
     pub tx_bytes_per_s: f64,
@@ -151,7 +151,7 @@ pub fn is_whole_disk(name: &str) -> bool {
 }
 
 /// The store volume over a window: its devices' summed activity.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoreFigures {
     pub devices: Vec<String>,
     /// Rates of the summed counters (latency weighted by operations; utilisation
@@ -160,7 +160,7 @@ pub struct StoreFigures {
 }
 
 /// Queue length over a window's samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueFigures {
     pub average: f64,
     pub max: f64,
@@ -179,14 +179,14 @@ impl QueueFigures {
 }
 
 /// Server-side commands over a window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandFigures {
     pub count: f64,
     pub per_s: f64,
 }
 
 /// One source's figures over a window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerFigures {
     /// Seconds between the two samples the rates come from.
     pub seconds: f64,
@@ -198,7 +198,7 @@ pub struct ServerFigures {
 }
 
 /// The host's figures over a window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostFigures {
     pub cores: usize,
     pub cpu_busy_pct: f64,
@@ -355,7 +355,7 @@ fn add_counters(x: &DiskCounters, y: &DiskCounters) -> DiskCounters {
 }
 
 /// The store's disk operations per mailbox: the planner's `--iops-per-mailbox`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerMailbox {
     pub users: u64,
     /// (reads + writes) per second per mailbox.
@@ -392,7 +392,7 @@ impl PerMailbox {
 // ---- a run's server section ------------------------------------------------
 
 /// One source's figures over a window of the run.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceFigures {
     pub source: String,
     pub kinds: Vec<String>,
@@ -406,7 +406,7 @@ pub struct SourceFigures {
 }
 
 /// One reading-to-reading step, for charts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerPoint {
     pub t_s: f64,
     pub cpu_busy_pct: Option<f64>,
@@ -415,7 +415,7 @@ pub struct ServerPoint {
 }
 
 /// The `server` section of a mail run's result.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSection {
     /// The window the figures cover, seconds since the run's start.
     pub from_s: f64,

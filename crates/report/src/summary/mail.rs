@@ -226,6 +226,9 @@ fn figures_lines(s: &mut String, r: &MailRunResult) {
             d.rates.writes_per_s
         );
     }
+    if let Some(server) = &r.server {
+        s.push_str(&super::server::server_text(server));
+    }
     let g = &r.generator;
     let _ = writeln!(
         s,

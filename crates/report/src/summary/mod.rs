@@ -5,6 +5,7 @@ pub mod backup;
 pub mod init;
 pub mod mail;
 pub mod recover;
+pub mod server;
 pub mod storage;
 pub mod verify;
 

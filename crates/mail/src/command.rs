@@ -73,8 +73,16 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
         let (dir, temp) = match &o.local_dir {
             Some(d) => (d.clone(), false),
             None => {
-                let d = std::env::temp_dir().join(format!(
-                    "mailbench-local-{}-{}",
+                let tmp = std::env::temp_dir();
+                for d in crate::local::remove_stale_temp_dirs(&tmp) {
+                    log.line(format!(
+                        "removed {} (left by a mailbench run that was killed)",
+                        d.display()
+                    ));
+                }
+                let d = tmp.join(format!(
+                    "{}{}-{}",
+                    crate::local::TEMP_PREFIX,
                     std::process::id(),
                     crate::message::unix_now()
                 ));
@@ -318,9 +326,6 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
         run.log.clone(),
         intr.clone(),
     ));
-    if intr.raised() {
-        return Err(Error::Interrupted);
-    }
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
     let failed = report.users - report.users_ok;
@@ -331,7 +336,15 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
             report.error_samples.first().cloned().unwrap_or_default()
         ));
     }
-    let verdict = Verdict::from_reasons(reasons);
+    let verdict = if intr.raised() {
+        run.log.line("interrupted: setup stopped");
+        interrupted_verdict(format!(
+            "interrupted during setup: {} of {} users done",
+            report.users_ok, report.users
+        ))
+    } else {
+        Verdict::from_reasons(reasons)
+    };
     let mut note = String::new();
     if prepared.temp_dir {
         note = "the local target was temporary and is gone; give --local-dir DIR to keep it for `mail run --local-dir DIR`".into();
@@ -358,6 +371,14 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
         .line(format!("mail setup done: {}", verdict.label()));
     drop(prepared);
     Ok((run, result))
+}
+
+/// The verdict of a run stopped by Ctrl-C / SIGTERM.
+fn interrupted_verdict(reason: String) -> Verdict {
+    Verdict {
+        status: mailbench_results::verdict::Status::Interrupted,
+        reasons: vec![reason],
+    }
 }
 
 /// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that
@@ -423,9 +444,6 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             run.log.clone(),
             intr.clone(),
         ));
-        if intr.raised() {
-            return Err(Error::Interrupted);
-        }
         run.log.line(format!(
             "setup: {} users ok, {} messages appended in {:.1} s",
             r.users_ok, r.messages_appended, r.seconds
@@ -485,17 +503,24 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
 
-    let ctl = rt.block_on(controller(
-        shared.clone(),
-        &o,
-        &run.log,
-        &mut intervals,
-        queue_etc.clone(),
-        disk_dev.clone(),
-        out,
-        intr.clone(),
-        &mut hooks.on_interval,
-    ));
+    let ctl = if intr.raised() {
+        // Stopped during setup: no user starts; the result says so.
+        run.log.line("interrupted before the load started");
+        shared.interrupted.store(true, Ordering::Relaxed);
+        CtlResult::default()
+    } else {
+        rt.block_on(controller(
+            shared.clone(),
+            &o,
+            &run.log,
+            &mut intervals,
+            queue_etc.clone(),
+            disk_dev.clone(),
+            out,
+            intr.clone(),
+            &mut hooks.on_interval,
+        ))
+    };
     let cpu_used = mailbench_metrics::system::process_cpu_s() - cpu_before;
     let server_series = scraper.map(|s| s.stop());
     let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
@@ -551,6 +576,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         ],
         planned_tasks: shared.planned.load(Ordering::Relaxed),
         interrupted,
+        hard_stopped: ctl.hard_stopped,
         server_errors: prepared
             .local
             .as_ref()
@@ -567,6 +593,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     Ok(MailRun { dir: run, result })
 }
 
+#[derive(Default)]
 struct CtlResult {
     queue: Vec<QueueSample>,
     cpu_busy_pct: f64,
@@ -574,6 +601,49 @@ struct CtlResult {
     mem_max_pct: f64,
     disk: Option<mailbench_metrics::system::DiskRates>,
     drain_s: f64,
+    /// The run reached its hard time limit and its users were aborted.
+    hard_stopped: bool,
+}
+
+/// How often the controller checks the end of the day and of the drain and
+/// the hard limit, whatever `--interval` is.
+const CONTROL_TICK: Duration = Duration::from_secs(1);
+
+/// The local server's queue length (None: remote target or unreadable).
+async fn sample_queue(queue_etc: &Option<PathBuf>) -> Option<u64> {
+    let etc = queue_etc.clone()?;
+    tokio::task::spawn_blocking(move || crate::local::queue_len(&etc))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Whether the drain is over at `now` (after the day's end): every
+/// delivery seen and the queue (if any) empty, or the drain limit passed.
+fn drain_over(
+    now: tokio::time::Instant,
+    day_end: tokio::time::Instant,
+    drain: Duration,
+    delivered: u64,
+    expected: u64,
+    queue: Option<u64>,
+) -> bool {
+    (delivered >= expected && queue.unwrap_or(0) == 0) || now >= day_end + drain
+}
+
+fn end_drain(
+    res: &mut CtlResult,
+    now: tokio::time::Instant,
+    day_end: tokio::time::Instant,
+    delivered: u64,
+    expected: u64,
+    log: &TestLog,
+) {
+    res.drain_s = now.saturating_duration_since(day_end).as_secs_f64();
+    log.line(format!(
+        "drain over after {:.1} s: {delivered}/{expected} deliveries seen",
+        res.drain_s
+    ));
 }
 
 /// Runs the users, writes one interval line per tick, samples the host and the
@@ -599,20 +669,18 @@ async fn controller<'h>(
     let mut tick = tokio::time::interval(o.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    // The end of the day, the drain and the hard limit are watched on a
+    // tick of their own: a long --interval only spaces the samples.
+    let mut control = tokio::time::interval(CONTROL_TICK.min(o.interval));
+    control.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    control.tick().await;
     let cpu0 = CpuTimes::read();
     let mut cpu_prev = cpu0;
     let disk0 = disk_dev.as_deref().and_then(DiskCounters::read);
     let mut disk_prev = disk0;
     let t_disk0 = std::time::Instant::now();
     let mut t_prev = t_disk0;
-    let mut res = CtlResult {
-        queue: Vec::new(),
-        cpu_busy_pct: 0.0,
-        cpu_iowait_pct: 0.0,
-        mem_max_pct: 0.0,
-        disk: None,
-        drain_s: 0.0,
-    };
+    let mut res = CtlResult::default();
     let day_end = sh.day_end();
     // Hard bound: nothing outlives the day + drain + a grace period.
     let hard_end = day_end + o.drain + o.op_timeout * 2 + Duration::from_secs(30);
@@ -622,10 +690,11 @@ async fn controller<'h>(
     let mut disk_day_start: Option<(DiskCounters, std::time::Instant)> = None;
     let mut stats_day_end: Option<(CpuTimes, Option<DiskCounters>, std::time::Instant)> = None;
     loop {
-        let interrupted = tokio::select! {
-            _ = tick.tick() => intr.raised() && !stopping,
-            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => true,
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => true,
+        let (interrupted, sample) = tokio::select! {
+            _ = tick.tick() => (intr.raised() && !stopping, true),
+            _ = control.tick() => (intr.raised() && !stopping, false),
+            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
+            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
             _ = &mut users => { break; }
         };
         if interrupted {
@@ -633,6 +702,30 @@ async fn controller<'h>(
             sh.interrupted.store(true, Ordering::Relaxed);
             let _ = stop_tx.send(true);
             stopping = true;
+            continue;
+        }
+        if !sample {
+            let now = tokio::time::Instant::now();
+            if !stopping && now >= day_end {
+                let (_, expected, delivered) = sh.counts();
+                // The queue is only asked once every delivery was seen.
+                let queue = if delivered >= expected {
+                    sample_queue(&queue_etc).await
+                } else {
+                    None
+                };
+                if drain_over(now, day_end, o.drain, delivered, expected, queue) {
+                    end_drain(&mut res, now, day_end, delivered, expected, log);
+                    let _ = stop_tx.send(true);
+                    stopping = true;
+                }
+            }
+            if now >= hard_end {
+                log.line("hard time limit reached: aborting the remaining users");
+                res.hard_stopped = true;
+                users.abort();
+                break;
+            }
             continue;
         }
         let now = tokio::time::Instant::now();
@@ -647,16 +740,7 @@ async fn controller<'h>(
                 ops: &snap,
             });
         }
-        let queue = match &queue_etc {
-            Some(etc) => {
-                let etc = etc.clone();
-                tokio::task::spawn_blocking(move || crate::local::queue_len(&etc))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-            None => None,
-        };
+        let queue = sample_queue(&queue_etc).await;
         if let Some(q) = queue {
             res.queue.push(QueueSample { t_s, length: q });
         }
@@ -731,37 +815,29 @@ async fn controller<'h>(
                 g.errors
             );
         }
-        if !stopping && now >= day_end {
-            let drained = delivered >= expected && queue.unwrap_or(0) == 0;
-            if drained || now >= day_end + o.drain {
-                res.drain_s = now.saturating_duration_since(day_end).as_secs_f64();
-                log.line(format!(
-                    "drain over after {:.1} s: {delivered}/{expected} deliveries seen",
-                    res.drain_s
-                ));
-                let _ = stop_tx.send(true);
-                stopping = true;
-            }
+        if !stopping
+            && now >= day_end
+            && drain_over(now, day_end, o.drain, delivered, expected, queue)
+        {
+            end_drain(&mut res, now, day_end, delivered, expected, log);
+            let _ = stop_tx.send(true);
+            stopping = true;
         }
         if now >= hard_end {
             log.line("hard time limit reached: aborting the remaining users");
+            res.hard_stopped = true;
             users.abort();
             break;
         }
     }
     // One last queue sample after the users logged off.
-    if let Some(etc) = &queue_etc {
-        let etc = etc.clone();
-        if let Ok(Some(q)) =
-            tokio::task::spawn_blocking(move || crate::local::queue_len(&etc)).await
-        {
-            res.queue.push(QueueSample {
-                t_s: tokio::time::Instant::now()
-                    .saturating_duration_since(sh.t0)
-                    .as_secs_f64(),
-                length: q,
-            });
-        }
+    if let Some(q) = sample_queue(&queue_etc).await {
+        res.queue.push(QueueSample {
+            t_s: tokio::time::Instant::now()
+                .saturating_duration_since(sh.t0)
+                .as_secs_f64(),
+            length: q,
+        });
     }
     // Host CPU and disk over the measured day.
     let end = stats_day_end.or_else(|| {

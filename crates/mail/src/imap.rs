@@ -824,13 +824,19 @@ fn find_ci(h: &[u8], n: &[u8]) -> Option<usize> {
 }
 
 /// A short printable excerpt of server output for error messages.
+/// A server's response as shown in an error: credentials redacted (before
+/// it is cut, so no part of one is left), control characters as `.`, at
+/// most 120 characters.
 pub fn show(u: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(&u[..u.len().min(120)])
+    crate::secrets::redact_bytes(&u[..u.len().min(SHOW_SCAN)])
         .chars()
+        .take(120)
         .map(|c| if c.is_control() { '.' } else { c })
-        .collect();
-    s
+        .collect()
 }
+
+/// How much of a response `show` redacts before cutting it.
+const SHOW_SCAN: usize = 4096;
 
 #[cfg(test)]
 mod tests {

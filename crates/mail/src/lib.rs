@@ -12,6 +12,7 @@ pub mod options;
 pub mod profile;
 mod result;
 pub mod run;
+pub mod secrets;
 pub mod servermetrics;
 pub mod setup;
 pub mod sieve;

@@ -2,14 +2,21 @@
 //! Postfix (SMTP relay, virtual alias expansion, LMTP delivery to Dovecot) started
 //! from Debian's packages with configs generated in a state folder, on 127.0.0.1
 //! ports chosen free at start, with the limits that cap concurrency raised
-//! (ecosystem.md §5). Both are stopped by PID when the `LocalServer` is dropped, so
-//! errors and Ctrl-C tear them down too. Plain text on loopback by default; the
-//! TLS tests start it with a certificate (`LocalTls`).
+//! (ecosystem.md §5). Both masters are our own children, stopped through their
+//! handles when the `LocalServer` is dropped, so errors and Ctrl-C tear them
+//! down too; they run out of the terminal's process group (Ctrl-C reaches
+//! mailbench only, which stops them in order) with a parent-death SIGTERM
+//! (`setpriv --pdeathsig`), so a killed mailbench leaves neither running.
+//! Servers or temporary folders a killed run left behind are cleaned up at
+//! the next start (`stop_stale`, `remove_stale_temp_dirs`), after checking
+//! they belong to the folder. Plain text on loopback by default; the TLS
+//! tests start it with a certificate (`LocalTls`).
 
 use mailbench_base::rundir::TestLog;
 use mailbench_base::{Error, Result};
 use std::fmt::Write as _;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -115,6 +122,8 @@ pub struct LocalServer {
     pub password: String,
     dovecot: Option<Child>,
     postfix: Option<Child>,
+    /// Stops Postfix's master if mailbench dies (`postfix_guard`).
+    postfix_guard: Option<Child>,
     log: TestLog,
 }
 
@@ -269,6 +278,7 @@ impl LocalServer {
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
         }
         let password = local_password(&dir)?;
+        crate::secrets::register(&password);
         let p = free_ports(7)?;
         let ports = LocalPorts {
             imap: p[0],
@@ -310,6 +320,7 @@ impl LocalServer {
             password,
             dovecot: None,
             postfix: None,
+            postfix_guard: None,
             log: log.clone(),
         };
         // A stale master from an earlier crashed run holds the pid files; stop it.
@@ -321,10 +332,11 @@ impl LocalServer {
         ));
         let dlog = std::fs::File::create(dv.join("dovecot.stderr"))
             .map_err(|e| Error::io("cannot create", &dv.join("dovecot.stderr"), e))?;
-        let child = Command::new("/usr/sbin/dovecot")
+        let child = bound_to_us("/usr/sbin/dovecot")
             .arg("-F")
             .arg("-c")
             .arg(&dconf)
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(dlog)
@@ -340,15 +352,20 @@ impl LocalServer {
         ));
         let plog = std::fs::File::create(pf.join("postfix.stderr"))
             .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
-        let child = Command::new("/usr/sbin/postfix")
+        // Postfix's master itself (what `postfix start-fg` runs after the
+        // checks above), so that it is our child (`start-fg` puts a shell in
+        // between). It makes its own session; it drops a parent-death
+        // signal when it changes its effective user, hence the guard below.
+        let child = Command::new(postfix_master(&etc))
             .arg("-c")
             .arg(&etc)
-            .arg("start-fg")
+            .arg("-s")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(plog)
             .spawn()
             .map_err(|e| Error::runtime(format!("cannot start postfix: {e}")))?;
+        server.postfix_guard = postfix_guard(child.id(), &pf.join("queue")).ok();
         server.postfix = Some(child);
 
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -452,7 +469,7 @@ impl LocalServer {
                     return out;
                 }
                 if marks.iter().any(|m| l.contains(m)) {
-                    out.push(l.trim().to_string());
+                    out.push(crate::secrets::redact(l.trim()).into_owned());
                 }
             }
         }
@@ -491,22 +508,7 @@ impl LocalServer {
     }
 
     fn stop_stale(&self) {
-        let pid = self.dir.join("dovecot/run/master.pid");
-        if let Ok(t) = std::fs::read_to_string(&pid) {
-            let t = t.trim();
-            if is_process(t, "dovecot") {
-                let _ = Command::new("kill").arg(t).status();
-                wait_gone(t);
-            }
-        }
-        let ppid = self.dir.join("postfix/queue/pid/master.pid");
-        if let Ok(t) = std::fs::read_to_string(&ppid) {
-            let t = t.trim();
-            if is_process(t, "master") {
-                let _ = Command::new("kill").arg(t).status();
-                wait_gone(t);
-            }
-        }
+        stop_stale(&self.dir);
     }
 
     /// Postfix queue length (`postqueue -j`), or None when it cannot be read.
@@ -520,10 +522,14 @@ impl LocalServer {
         Some(t.lines().filter(|l| l.contains(" status=sent ")).count() as u64)
     }
 
-    /// Stops both servers by PID and waits (bounded) for them to exit.
+    /// Stops both servers (our children, through their handles) and waits
+    /// (bounded) for them to exit.
     pub fn stop(&mut self) {
+        if let Some(mut g) = self.postfix_guard.take() {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
         if let Some(mut c) = self.postfix.take() {
-            let _ = postfix_cmd(&self.dir.join("postfix/etc"), &["stop"]);
             stop_child(&mut c, "postfix");
             self.log.line("local target: postfix stopped");
         }
@@ -645,6 +651,140 @@ fn is_process(pid: &str, name: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|c| c.trim() == name)
         .unwrap_or(false)
+}
+
+/// `program` started with a parent-death SIGTERM (`setpriv --pdeathsig`,
+/// util-linux): if mailbench dies, even by SIGKILL, the server master gets
+/// SIGTERM and stops its own processes. Without setpriv, the program as is
+/// (the next start then cleans up, `stop_stale`).
+fn bound_to_us(program: &str) -> Command {
+    if Path::new(SETPRIV).is_file() {
+        let mut c = Command::new(SETPRIV);
+        c.args(["--pdeathsig", "TERM", "--", program]);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+const SETPRIV: &str = "/usr/bin/setpriv";
+
+/// The guard: waits for the end of its standard input, which only
+/// mailbench holds (closed when mailbench exits, however it dies), then
+/// sends SIGTERM to Postfix's master `$1` if that process still works in
+/// the queue folder `$2` (so never to a process that reused the PID).
+const GUARD: &str = r#"read _; [ "$(readlink /proc/$1/cwd)" = "$2" ] && kill -TERM "$1""#;
+
+/// Starts the guard of Postfix's master `pid` (queue folder `queue`), in
+/// its own process group (Ctrl-C does not reach it). Dropped first on a
+/// normal stop (`LocalServer::stop`).
+fn postfix_guard(pid: u32, queue: &Path) -> Result<Child> {
+    let queue = queue
+        .canonicalize()
+        .map_err(|e| Error::io("cannot resolve", queue, e))?;
+    Command::new("/bin/sh")
+        .args(["-c", GUARD, "mailbench-postfix-guard", &pid.to_string()])
+        .arg(queue)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::runtime(format!("cannot start /bin/sh: {e}")))
+}
+
+/// Postfix's master program (`daemon_directory` of the instance in `etc`).
+fn postfix_master(etc: &Path) -> String {
+    let dir = Command::new("/usr/sbin/postconf")
+        .arg("-c")
+        .arg(etc)
+        .args(["-h", "daemon_directory"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "/usr/lib/postfix/sbin".into());
+    format!("{dir}/master")
+}
+
+/// Stops the servers an earlier run in `dir` left running (it was killed):
+/// the PID in each pid file is signalled only when that process is this
+/// folder's server (Dovecot started with this folder's config, Postfix's
+/// master working in this folder's queue), never another one.
+pub fn stop_stale(dir: &Path) {
+    let conf = dir.join("dovecot/dovecot.conf");
+    if let Ok(t) = std::fs::read_to_string(dir.join("dovecot/run/master.pid")) {
+        let t = t.trim();
+        if is_process(t, "dovecot") && cmdline_has(t, &conf) {
+            let _ = Command::new("kill").arg(t).status();
+            wait_gone(t);
+        }
+    }
+    let queue = dir.join("postfix/queue");
+    if let Ok(t) = std::fs::read_to_string(queue.join("pid/master.pid")) {
+        let t = t.trim();
+        if is_process(t, "master") && works_in(t, &queue) {
+            let _ = Command::new("kill").arg(t).status();
+            wait_gone(t);
+        }
+    }
+}
+
+/// Whether process `pid` was started with `path` among its arguments.
+fn cmdline_has(pid: &str, path: &Path) -> bool {
+    let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let want = path.as_os_str().as_encoded_bytes();
+    c.split(|b| *b == 0).any(|a| a == want)
+}
+
+/// Whether process `pid`'s working folder is `dir`.
+fn works_in(pid: &str, dir: &Path) -> bool {
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"));
+    match (cwd, dir.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The prefix of the temporary folders of runs without `--local-dir`
+/// (`mailbench-local-PID-TIME` in the system's temporary folder).
+pub const TEMP_PREFIX: &str = "mailbench-local-";
+
+/// Removes the temporary local-target folders of runs that were killed:
+/// named `TEMP_PREFIX` + a PID that is no longer running, holding
+/// mailbench's ownership marker; their servers are stopped first
+/// (`stop_stale`). Returns the folders removed.
+pub fn remove_stale_temp_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return removed;
+    };
+    for e in entries.flatten().take(10_000) {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix(TEMP_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let path = e.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
+            && path.join(mailbench_base::rundir::MANIFEST).is_file();
+        if !ours || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        stop_stale(&path);
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 fn wait_gone(pid: &str) {

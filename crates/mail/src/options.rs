@@ -243,9 +243,6 @@ impl ResolveExt for Resolved {
             )));
         }
         let day_length = o.day_length.map(|d| d.0).unwrap_or(profile_day);
-        if day_length < Duration::from_secs(1) {
-            return Err(Error::usage("--day-length must be at least 1s"));
-        }
         let ramp_up = o
             .ramp_up
             .map(|d| d.0)
@@ -253,13 +250,7 @@ impl ResolveExt for Resolved {
         let interval = o.interval.map(|d| d.0).unwrap_or_else(|| {
             (day_length / 60).clamp(Duration::from_secs(1), Duration::from_secs(15))
         });
-        if interval < Duration::from_millis(100) {
-            return Err(Error::usage("--interval must be at least 100ms"));
-        }
         let op_timeout = o.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
-        if op_timeout < Duration::from_millis(100) {
-            return Err(Error::usage("--op-timeout must be at least 100ms"));
-        }
         let server_metrics = o.server_metrics.clone().unwrap_or_default();
         for u in &server_metrics {
             crate::servermetrics::check_url(u)?;
@@ -271,9 +262,7 @@ impl ResolveExt for Resolved {
             )));
         }
         let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
-        if delivery_pct > 100.0 {
-            return Err(Error::usage("--delivery-pct must be at most 100%"));
-        }
+        check_ranges(o)?;
         Ok(Resolved {
             target,
             imap: o.imap.clone(),
@@ -290,7 +279,7 @@ impl ResolveExt for Resolved {
             local_dir: o.local_dir.clone(),
             seed: o.seed.unwrap_or(1),
             op_timeout,
-            concurrency: o.concurrency.unwrap_or(16).max(1),
+            concurrency: o.concurrency.unwrap_or(16),
             starttls: o.starttls.unwrap_or_default(),
             ca_file: o.ca_file.clone(),
             tls_insecure,
@@ -316,6 +305,75 @@ impl ResolveExt for Resolved {
             server_disk,
         })
     }
+}
+
+/// The range of every duration option (and `--max-score-ms`): flag, least
+/// and most in milliseconds.
+const DURATIONS: [(&str, u64, u64); 8] = [
+    ("--day-length", 1_000, 7 * 86_400_000),
+    ("--ramp-up", 0, 86_400_000),
+    ("--drain", 0, 86_400_000),
+    ("--interval", 100, 3_600_000),
+    ("--op-timeout", 100, 3_600_000),
+    ("--delivery-within", 1_000, 86_400_000),
+    ("--poll-interval", 100, 3_600_000),
+    ("--max-score-ms", 1, 3_600_000),
+];
+
+/// Most users' sessions opened at once by `mail setup`.
+pub const MAX_CONCURRENCY: usize = 10_000;
+
+/// Every numeric option within its range (`DURATIONS`, percentages 0–100,
+/// `--concurrency` 1–`MAX_CONCURRENCY`), checked before anything is
+/// written; the error names the flag and the range.
+fn check_ranges(o: &MailOptions) -> Result<()> {
+    let ms = |d: &Option<Dur>| d.map(|d| d.0.as_millis() as f64);
+    let given: [Option<f64>; 8] = [
+        ms(&o.day_length),
+        ms(&o.ramp_up),
+        ms(&o.drain),
+        ms(&o.interval),
+        ms(&o.op_timeout),
+        ms(&o.delivery_within),
+        ms(&o.poll_interval),
+        o.max_score_ms,
+    ];
+    for ((flag, lo, hi), v) in DURATIONS.iter().zip(given) {
+        let Some(v) = v else { continue };
+        if !v.is_finite() || v < *lo as f64 || v > *hi as f64 {
+            let show = |x: f64| {
+                if *flag == "--max-score-ms" {
+                    format!("{x}")
+                } else {
+                    Duration::from_millis(x as u64).as_secs_f64().to_string() + "s"
+                }
+            };
+            return Err(Error::usage(format!(
+                "{flag} {}: give {} to {}",
+                show(v),
+                show(*lo as f64),
+                show(*hi as f64)
+            )));
+        }
+    }
+    for (flag, p) in [
+        ("--max-error-rate", o.max_error_rate),
+        ("--delivery-pct", o.delivery_pct),
+    ] {
+        if let Some(Pct(p)) = p
+            && !(0.0..=100.0).contains(&p)
+        {
+            return Err(Error::usage(format!("{flag} {p}%: give 0% to 100%")));
+        }
+    }
+    if let Some(c) = o.concurrency
+        && !(1..=MAX_CONCURRENCY).contains(&c)
+    {
+        return Err(Error::usage(format!(
+            "--concurrency {c}: give 1 to {MAX_CONCURRENCY} users set up at once"
+        )));
+    }
+    Ok(())
 }
 
 /// How many users a run takes from a users file: `--users` (which must not

@@ -26,6 +26,8 @@ pub(crate) struct Measured {
     pub commands: [u64; 3],
     pub planned_tasks: u64,
     pub interrupted: bool,
+    /// The hard time limit (day + drain + grace) ended the run.
+    pub hard_stopped: bool,
     /// The local servers' own error lines (first few), if any.
     pub server_errors: Vec<String>,
     /// The server's own figures (`--server-metrics`, the local target's
@@ -97,6 +99,7 @@ fn flow(
     profile: &Profile,
     o: &Resolved,
     users: usize,
+    lists: usize,
     server: Option<u64>,
 ) -> MailFlow {
     let users_f = users as f64;
@@ -126,6 +129,7 @@ fn flow(
             0.0
         },
         profile_expects: profile.expected_flow(users),
+        without_lists: (lists == 0).then(|| profile.expected_flow_without_lists(users)),
     }
 }
 
@@ -176,6 +180,15 @@ pub(crate) fn build(
             id.users
         ));
     }
+    let lighter = flow(stats, profile, o, id.users, id.lists, None).lighter_day();
+    warnings.extend(lighter);
+    if m.hard_stopped {
+        warnings.push(
+            "the run reached its hard time limit (day, drain, twice --op-timeout and 30 s): \
+             users still busy were stopped and their tasks are missing from the figures"
+                .into(),
+        );
+    }
     // The local servers' own errors explain what the users only saw as
     // timeouts or refusals.
     if !m.server_errors.is_empty() {
@@ -215,7 +228,7 @@ pub(crate) fn build(
                 .collect(),
             limit_ms: o.max_score_ms,
         },
-        mail_flow: flow(stats, profile, o, id.users, m.server_deliveries),
+        mail_flow: flow(stats, profile, o, id.users, id.lists, m.server_deliveries),
         delivery_latency: DeliveryLatency {
             summary: stats.delivery.summary().into(),
             within_s: o.delivery_within.as_secs_f64(),

@@ -55,6 +55,8 @@ pub fn folder_plan(p: &Profile, m: &Mailboxes) -> Vec<(String, u32)> {
 }
 
 /// Provisions every user of `topo`; `content` false only checks the logins.
+/// After `stop` is raised no user starts, users stop between appends, and
+/// the rest are dropped after `STOP_GRACE`.
 #[allow(clippy::too_many_arguments)]
 pub async fn provision(
     target: Arc<Target>,
@@ -95,7 +97,7 @@ pub async fn provision(
                 let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
                 let mut f = UserFigures::default();
                 let r = provision_user(
-                    &target, &topo, &profile, &msggen, i, content, &mut rng, &mut f,
+                    &target, &topo, &profile, &msggen, i, content, &mut rng, &mut f, &stop,
                 )
                 .await;
                 let mut rep = match report.lock() {
@@ -111,7 +113,9 @@ pub async fn provision(
                     rep.mailboxes = f.mailboxes.take();
                 }
                 match r {
-                    Ok(()) => rep.users_ok += 1,
+                    Ok(true) => rep.users_ok += 1,
+                    // Interrupted half-way: neither done nor failed.
+                    Ok(false) => {}
                     Err(e) => {
                         *rep.errors_by_kind.entry(e.kind).or_default() += 1;
                         if rep.error_samples.len() < 20 {
@@ -128,7 +132,7 @@ pub async fn provision(
             }
         });
     }
-    while set.join_next().await.is_some() {}
+    wait_or_stop(&mut set, &stop).await;
     let mut rep = match report.lock() {
         Ok(g) => g.clone(),
         Err(p) => p.into_inner().clone(),
@@ -140,6 +144,36 @@ pub async fn provision(
         0.0
     };
     rep
+}
+
+/// How long users being provisioned may take to finish their current
+/// command after Ctrl-C before they are dropped.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits for every task of `set`; once `stop` is raised, at most
+/// `STOP_GRACE` more, then aborts the rest (setup ends within seconds of a
+/// Ctrl-C whatever the number of users).
+async fn wait_or_stop(
+    set: &mut tokio::task::JoinSet<()>,
+    stop: &mailbench_base::interrupt::Interrupt,
+) {
+    let mut abort_at: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::select! {
+            r = set.join_next() => if r.is_none() { return },
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        let now = tokio::time::Instant::now();
+        match abort_at {
+            None if stop.raised() => abort_at = Some(now + STOP_GRACE),
+            Some(t) if now >= t => {
+                set.abort_all();
+                while set.join_next().await.is_some() {}
+                return;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What one user's provisioning stored, kept up to date as it goes (so a
@@ -163,12 +197,13 @@ async fn provision_user(
     content: bool,
     rng: &mut SmallRng,
     f: &mut UserFigures,
-) -> OpResult<()> {
+    stop: &mailbench_base::interrupt::Interrupt,
+) -> OpResult<bool> {
     let me = &topo.users[i];
     let mut c = target.imap_login(me).await?;
     if !content {
         c.logout().await;
-        return Ok(());
+        return Ok(true);
     }
     let boxes = discover(&mut c).await?;
     f.mailboxes = Some(boxes.clone());
@@ -197,6 +232,10 @@ async fn provision_user(
         let have = status_messages(&r.untagged).unwrap_or(0);
         f.present += u64::from(have.min(want));
         for n in have..want {
+            if stop.raised() {
+                c.logout().await;
+                return Ok(false);
+            }
             let from_idx = if topo.users.len() > 1 {
                 let mut j = rng.random_range(0..topo.users.len() - 1);
                 if j >= i {
@@ -236,7 +275,7 @@ async fn provision_user(
         }
     }
     c.logout().await;
-    Ok(())
+    Ok(true)
 }
 
 /// How long setup may take at most before it is called stuck (bounded loops).

@@ -140,6 +140,7 @@ pub const PASSWORD_ENV: &str = "MAILBENCH_PASSWORD";
 
 impl Credentials {
     pub fn shared(pw: String) -> Credentials {
+        crate::secrets::register(&pw);
         Credentials {
             shared: Some(pw),
             ..Default::default()
@@ -152,6 +153,7 @@ impl Credentials {
         let mut c = Credentials::default();
         if let Some(p) = users_file {
             for (u, pw) in read_users_file(p)? {
+                crate::secrets::register(&pw);
                 c.order.push(u.clone());
                 c.per_user.insert(u, pw);
             }
@@ -163,6 +165,9 @@ impl Credentials {
             c.shared = Some(text.lines().next().unwrap_or("").to_string());
         } else if let Ok(pw) = std::env::var(PASSWORD_ENV) {
             c.shared = Some(pw);
+        }
+        if let Some(pw) = &c.shared {
+            crate::secrets::register(pw);
         }
         Ok(c)
     }

@@ -167,7 +167,7 @@ impl Tls {
     /// A STARTTLS command the server refused is a TLS failure, not a task's.
     pub fn starttls_refused(e: OpError) -> OpError {
         match e.kind {
-            ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg),
+            ErrorKind::Rejected => OpError::new(ErrorKind::Tls, e.msg()),
             _ => e,
         }
     }
@@ -400,7 +400,7 @@ mod tests {
         assert!(Tls::upgrade(StartTls::Require, true, "IMAP", "h:143").unwrap());
         let e = Tls::upgrade(StartTls::Require, false, "IMAP", "h:143").unwrap_err();
         assert_eq!(e.kind, ErrorKind::Tls);
-        assert!(e.msg.contains("h:143"), "{}", e.msg);
+        assert!(e.msg().contains("h:143"), "{}", e.msg());
         // Cleartext passwords: only encrypted, loopback, or opted in.
         assert!(cleartext_ok(true, false, false));
         assert!(cleartext_ok(false, true, false));
@@ -449,6 +449,6 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Tls, "{e}");
-        assert!(e.msg.contains(&format!("127.0.0.1:{port}")), "{e}");
+        assert!(e.msg().contains(&format!("127.0.0.1:{port}")), "{e}");
     }
 }

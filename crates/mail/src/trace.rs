@@ -99,9 +99,13 @@ fn unix_ms() -> u128 {
 /// `<unix s.ms> C: line`, further lines of the unit indented; cut after
 /// `SHOWN` bytes with the total size noted.
 fn format_entry(ms: u128, who: &str, bytes: &[u8]) -> String {
-    let shown = &bytes[..bytes.len().min(SHOWN)];
-    let text = String::from_utf8_lossy(shown);
-    let text = text.trim_end_matches(['\r', '\n']);
+    // Redacted before it is cut, so that no part of a password is left.
+    let scan = crate::secrets::redact_bytes(&bytes[..bytes.len().min(SHOWN + 1024)]);
+    let cut = scan
+        .char_indices()
+        .nth(SHOWN)
+        .map_or(scan.as_str(), |(i, _)| &scan[..i]);
+    let text = cut.trim_end_matches(['\r', '\n']);
     let mut out = String::with_capacity(text.len() + 32);
     for (i, l) in text.split("\r\n").enumerate() {
         if i == 0 {

@@ -45,19 +45,28 @@ impl ErrorKind {
     }
 }
 
-/// A failed protocol operation: the kind and a plain message (never a password).
+/// A failed protocol operation: the kind and a plain message, never a
+/// password: the message is only set by `new`, which redacts every
+/// registered credential by value (`secrets`), whatever the server echoed.
 #[derive(Debug, Clone)]
 pub struct OpError {
     pub kind: ErrorKind,
-    pub msg: String,
+    msg: String,
 }
 
 impl OpError {
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> OpError {
-        OpError {
-            kind,
-            msg: msg.into(),
-        }
+        let msg: String = msg.into();
+        let msg = match crate::secrets::redact(&msg) {
+            std::borrow::Cow::Borrowed(_) => msg,
+            std::borrow::Cow::Owned(m) => m,
+        };
+        OpError { kind, msg }
+    }
+
+    /// The message (redacted).
+    pub fn msg(&self) -> &str {
+        &self.msg
     }
 }
 

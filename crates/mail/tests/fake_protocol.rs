@@ -387,3 +387,77 @@ fn every_message_of_a_run_is_conformant() {
         conform::check(&format!("calendar item {i}"), m);
     }
 }
+
+/// Servers that refuse a login by quoting the command back (IMAP LOGIN with
+/// the password, SMTP AUTH PLAIN and ManageSieve AUTHENTICATE with its
+/// base64 token): the password appears in no error, sample, test.log,
+/// trace or result (summary.txt and report.html are made from the result).
+#[test]
+fn passwords_echoed_by_servers_are_redacted_everywhere() {
+    let secret = "fake-secret";
+    let token = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("\0user1@fake.test\0{secret}"))
+    };
+    let check = |what: &str, text: &str| {
+        assert!(!text.contains(secret), "{what} holds the password: {text}");
+        assert!(
+            !text.contains(&token),
+            "{what} holds the AUTH token: {text}"
+        );
+    };
+    let files = |dir: &Path| {
+        let mut all = String::new();
+        for f in std::fs::read_dir(dir).unwrap() {
+            let p = f.unwrap().path();
+            if p.is_file() {
+                all.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+        all
+    };
+
+    // IMAP: setup logs every user in.
+    let fake = Fake::start(FakeConfig {
+        echo_imap_login: true,
+        ..Default::default()
+    });
+    let env = Env::new();
+    let trace = env.path("trace");
+    let mut o = env.options(&fake, 2, "loadsim-light");
+    o.trace_imap = Some(trace.clone());
+    let base = tempfile::tempdir().unwrap();
+    let (dir, result) = setup(resolve(&o), &out(base.path())).unwrap();
+    let v = serde_json::to_string(&result).unwrap();
+    check("setup result", &v);
+    assert!(v.contains("you said: LOGIN"), "{v}");
+    assert!(v.contains("***"), "{v}");
+    check("setup test.log", &files(&dir.path));
+    check("IMAP trace", &files(&trace));
+
+    // SMTP and ManageSieve: a run whose IMAP logins work.
+    let fake = Fake::start(FakeConfig {
+        echo_smtp_auth: true,
+        ..Default::default()
+    });
+    let env = Env::new();
+    let profile = env.profile(&profile_toml(
+        "sends and rules",
+        0,
+        "[tasks.send]\nper_day = 100\nrecipients = 1.0\n[tasks.create_rule]\nper_day = 100\n",
+    ));
+    let mut o = short_day(env.options(&fake, 2, &profile), 3);
+    o.sieve = Some(format!("sieve://127.0.0.1:{}", fake.sieve_port));
+    let base = tempfile::tempdir().unwrap();
+    let hooks = RunHooks {
+        interrupt: Some(mailbench_base::interrupt::Interrupt::never()),
+        ..Default::default()
+    };
+    let run = run_with(resolve(&o), &out(base.path()), hooks).unwrap();
+    let v = serde_json::to_string(&run.result).unwrap();
+    check("run result", &v);
+    let samples = run.result.errors.samples.join("\n");
+    assert!(samples.contains("you said: AUTH PLAIN ***"), "{samples}");
+    assert!(samples.contains("you said: AUTHENTICATE"), "{samples}");
+    check("run folder", &files(&run.dir.path));
+}

@@ -200,3 +200,69 @@ fn a_local_folder_the_servers_cannot_reach_is_a_usage_error() {
     assert!(t.contains("chmod o+x"), "{t}");
     assert!(!local.exists() && !o.exists(), "nothing may be written");
 }
+
+/// Out-of-range numbers are usage errors (exit 2) before anything is
+/// written, each naming its flag; with a remote target and a password so
+/// that nothing else refuses the run first.
+#[test]
+fn out_of_range_values_are_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().join("results");
+    let o = o.to_str().unwrap();
+    for (flag, value) in [
+        ("--max-score-ms", "-1"),
+        ("--max-score-ms", "NaN"),
+        ("--delivery-within", "0s"),
+        ("--max-error-rate", "200"),
+        ("--delivery-pct", "101%"),
+        ("--concurrency", "0"),
+        ("--poll-interval", "0s"),
+        ("--day-length", "10000000000h"),
+        ("--interval", "2h"),
+    ] {
+        for cmd in ["run", "setup"] {
+            if cmd == "setup" && flag != "--concurrency" {
+                continue;
+            }
+            let arg = format!("{flag}={value}");
+            let r = mailbench(
+                &[
+                    "mail",
+                    cmd,
+                    "--imap",
+                    "imap://127.0.0.1:1",
+                    "--submission",
+                    "smtp://127.0.0.1:1",
+                    &arg,
+                    "--output",
+                    o,
+                ],
+                &[("MAILBENCH_PASSWORD", "x")],
+            );
+            assert_eq!(r.status.code(), Some(2), "{arg}: {}", text(&r));
+            assert!(
+                String::from_utf8_lossy(&r.stderr).contains(flag),
+                "{arg}: {}",
+                text(&r)
+            );
+            assert!(!std::path::Path::new(o).exists(), "{arg} wrote {o}");
+        }
+    }
+}
+
+/// The help shows the user-number placeholder as written, `{n}` (clap
+/// reads `{n}` in help text as a line break).
+#[test]
+fn user_format_help_shows_the_placeholder() {
+    for cmd in ["run", "setup"] {
+        let r = mailbench(&["mail", cmd, "--help"], &[]);
+        let out = String::from_utf8_lossy(&r.stdout).to_string();
+        let line = out
+            .lines()
+            .skip_while(|l| !l.contains("--user-format"))
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(line.contains("user{n}@"), "{line}");
+    }
+}

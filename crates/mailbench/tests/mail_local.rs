@@ -151,3 +151,216 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
         "a server of {l} is still running"
     );
 }
+
+/// Processes whose command line names `dir` or whose working folder is
+/// inside it (Postfix's master works in its queue folder).
+fn servers_of(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            String::from_utf8_lossy(&cmd).contains(d) || cwd.starts_with(dir)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Waits (bounded) until `path` holds `needle`.
+fn wait_for(path: &std::path::Path, needle: &str, limit: std::time::Duration) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+/// A sampling interval longer than the whole run does not hold the run up:
+/// the end of the day and of the drain are watched on their own tick.
+#[test]
+fn a_long_interval_does_not_delay_the_end() {
+    if !servers_available() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let r = mailbench_within(
+        &[
+            "mail",
+            "run",
+            "--users",
+            "3",
+            "--day-length",
+            "15s",
+            "--ramp-up",
+            "1s",
+            "--drain",
+            "10s",
+            "--interval",
+            "1h",
+            "--output",
+            o,
+        ],
+        &[],
+        // The day, the drain and setup take ~30 s; the run's own hard limit
+        // (day + drain + 2 x op-timeout + 30 s) is ~2 minutes.
+        std::time::Duration::from_secs(100),
+    );
+    assert!(matches!(r.status.code(), Some(0) | Some(1)), "{}", text(&r));
+    let v = result(out.path(), "mail-run");
+    assert!(
+        v["window"]["drain_s"].as_f64().unwrap() <= 11.5,
+        "{}",
+        v["window"]
+    );
+    assert!(
+        !v["warnings"].to_string().contains("hard time limit"),
+        "{}",
+        v["warnings"]
+    );
+}
+
+/// Ctrl-C during `mail setup` stops it within seconds with a partial,
+/// interrupted result.json; a `mail run` killed with SIGKILL leaves no
+/// server running, and the next run without --local-dir removes the
+/// temporary folder it left.
+#[test]
+fn interrupted_setup_and_killed_run_leave_nothing_behind() {
+    if !servers_available() {
+        return;
+    }
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("local");
+    let out = work.path().join("out");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args(["mail", "setup", "--users", "400", "--local-dir"])
+        .arg(&local)
+        .arg("--output")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = || {
+        std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("test.log"))
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    while log().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        wait_for(&log().unwrap(), "a user logged in", Duration::from_secs(60)),
+        "the local target did not start"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let st = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = c.kill();
+            panic!("mail setup still running 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let v = result(&out, "mail-setup");
+    assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    assert!(
+        v["setup"]["users_ok"].as_u64().unwrap() < 400,
+        "{}",
+        v["setup"]
+    );
+    assert!(servers_of(&local).is_empty(), "{:?}", servers_of(&local));
+
+    // SIGKILL during a run (temporary local target).
+    let out2 = work.path().join("out2");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args([
+            "mail",
+            "run",
+            "--users",
+            "5",
+            "--day-length",
+            "2m",
+            "--output",
+        ])
+        .arg(&out2)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = format!("mailbench-local-{}-", c.id());
+    let tmp_dir = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    while tmp_dir().is_none_or(|d| !d.join("postfix/queue/pid/master.pid").is_file())
+        && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tmp = tmp_dir().expect("the run's temporary local target");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !servers_of(&tmp).is_empty(),
+        "no server found for {}",
+        tmp.display()
+    );
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while !servers_of(&tmp).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        servers_of(&tmp).is_empty(),
+        "left running: {:?}",
+        servers_of(&tmp)
+    );
+    // The next run without --local-dir removes the folder the killed one left.
+    assert!(tmp.is_dir());
+    let r = mailbench_within(
+        &[
+            "mail",
+            "setup",
+            "--users",
+            "2",
+            "--output",
+            out2.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(!tmp.exists(), "{} was left", tmp.display());
+}

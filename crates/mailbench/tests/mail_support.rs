@@ -33,6 +33,57 @@ pub fn mailbench(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("run mailbench")
 }
 
+/// As `mailbench`, killed (SIGKILL to this child, by its handle) when it
+/// has not ended within `limit`; then the test fails with what it printed.
+pub fn mailbench_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"));
+    c.args(args).env_remove("MAILBENCH_PASSWORD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mailbench");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let o = Output {
+                status: child.wait().unwrap(),
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            };
+            panic!(
+                "mailbench {args:?} still running after {limit:?}: {}",
+                text(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",

@@ -128,7 +128,9 @@ pub fn mail_page(d: &MailDoc) -> String {
     b.push_str(&tile(
         "fig-delivery",
         "Delivered within time",
-        &opt(within_pct, |x| format!("{} %", fixed(x, 1))),
+        &opt(within_pct, |x| {
+            format!("{} %", mailbench_results::mail::judge::pct_down(x))
+        }),
         &format!(
             "within {}; p95 {} ms",
             duration(within_s),
@@ -422,12 +424,15 @@ pub fn mail_page(d: &MailDoc) -> String {
             ),
             (
                 "Queue (max / at end)",
-                format!(
-                    "{} / {} ({})",
-                    text(r, "queue.max"),
-                    text(r, "queue.final"),
-                    text(r, "queue.source")
-                ),
+                match (fnum(r, "queue.max"), fnum(r, "queue.final")) {
+                    (Some(_), Some(_)) => format!(
+                        "{} / {} ({})",
+                        text(r, "queue.max"),
+                        text(r, "queue.final"),
+                        text(r, "queue.source")
+                    ),
+                    _ => text(r, "queue.source"),
+                },
             ),
         ],
     ));
@@ -532,7 +537,10 @@ fn hosts_table(m: &MailMerged, limit: f64) -> String {
                 td(&fixed(h.submitted as f64, 0)),
                 td(&fixed(h.expected_deliveries as f64, 0)),
                 td(&fixed(h.delivered as f64, 0)),
-                td(&format!("{} %", fixed(h.within_pct, 1))),
+                td(&format!(
+                    "{} %",
+                    mailbench_results::mail::judge::pct_down(h.within_pct)
+                )),
                 td_judged(&fixed(h.errors as f64, 0), h.errors > 0),
                 td_t(&format!("{} → {}", h.started, h.ended)),
                 td_t(&h.source),

@@ -34,6 +34,10 @@ pub struct FakeConfig {
     pub delay: Duration,
     /// Distribution lists the SMTP side expands: (address, members).
     pub lists: Vec<(String, Vec<String>)>,
+    /// Refuse IMAP LOGIN with a reply that quotes the command back.
+    pub echo_imap_login: bool,
+    /// Refuse SMTP AUTH with a reply that quotes the command back.
+    pub echo_smtp_auth: bool,
 }
 
 impl Default for FakeConfig {
@@ -57,6 +61,8 @@ impl Default for FakeConfig {
             append_limit: None,
             delay: Duration::ZERO,
             lists: Vec::new(),
+            echo_imap_login: false,
+            echo_smtp_auth: false,
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct State {
 pub struct Fake {
     pub imap_port: u16,
     pub smtp_port: u16,
+    /// A ManageSieve server that refuses AUTHENTICATE quoting it back.
+    pub sieve_port: u16,
     pub state: Arc<Mutex<State>>,
     rt: Option<tokio::runtime::Runtime>,
 }
@@ -128,13 +136,22 @@ impl Fake {
             state: state.clone(),
             notify: Notify::new(),
         });
-        let (imap, smtp) = rt.block_on(async {
+        let (imap, smtp, sieve) = rt.block_on(async {
             let i = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let s = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            (i, s)
+            let v = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            (i, s, v)
         });
         let imap_port = imap.local_addr().unwrap().port();
         let smtp_port = smtp.local_addr().unwrap().port();
+        let sieve_port = sieve.local_addr().unwrap().port();
+        rt.spawn(async move {
+            while let Ok((c, _)) = sieve.accept().await {
+                tokio::spawn(async move {
+                    let _ = sieve_echo_session(c).await;
+                });
+            }
+        });
         let s2 = sh.clone();
         rt.spawn(async move {
             while let Ok((c, _)) = imap.accept().await {
@@ -155,6 +172,7 @@ impl Fake {
         Fake {
             imap_port,
             smtp_port,
+            sieve_port,
             state,
             rt: Some(rt),
         }
@@ -507,6 +525,9 @@ fn command(
             return "OK done".into();
         }
         "LOGIN" => {
+            if cfg.echo_imap_login {
+                return format!("NO you said: LOGIN \"{}\" \"{}\"", arg(0), arg(1));
+            }
             if arg(1) != cfg.password {
                 return "NO [AUTHENTICATIONFAILED] wrong".into();
             }
@@ -788,6 +809,28 @@ fn fetch_item(out: &mut Vec<u8>, seq: u32, m: &Msg, items: &str) {
     out.extend_from_slice(b")\r\n");
 }
 
+/// ManageSieve that refuses every AUTHENTICATE quoting the command back.
+async fn sieve_echo_session(c: TcpStream) -> std::io::Result<()> {
+    let (r, mut w) = c.into_split();
+    let mut r = BufReader::new(r);
+    w.write_all(b"\"IMPLEMENTATION\" \"fake\"\r\n\"SASL\" \"PLAIN\"\r\n\"SIEVE\" \"fileinto\"\r\nOK \"ready\"\r\n")
+        .await?;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let l = line.trim_end().replace('"', "'");
+        if l.to_ascii_uppercase().starts_with("LOGOUT") {
+            w.write_all(b"OK \"bye\"\r\n").await?;
+            return Ok(());
+        }
+        w.write_all(format!("NO \"you said: {l}\"\r\n").as_bytes())
+            .await?;
+    }
+}
+
 async fn smtp_session(sh: Arc<Shared>, c: TcpStream) -> std::io::Result<()> {
     let (r, mut w) = c.into_split();
     let mut r = BufReader::new(r);
@@ -803,6 +846,9 @@ async fn smtp_session(sh: Arc<Shared>, c: TcpStream) -> std::io::Result<()> {
         let up = l.to_ascii_uppercase();
         if up.starts_with("EHLO") {
             w.write_all(b"250-fake\r\n250-AUTH PLAIN\r\n250 8BITMIME\r\n")
+                .await?;
+        } else if up.starts_with("AUTH PLAIN") && sh.cfg.echo_smtp_auth {
+            w.write_all(format!("535 5.7.8 you said: {l}\r\n").as_bytes())
                 .await?;
         } else if up.starts_with("AUTH PLAIN") {
             w.write_all(b"235 ok\r\n").await?;

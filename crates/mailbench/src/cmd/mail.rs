@@ -19,6 +19,15 @@ pub enum MailCommand {
     Run(RunArgs),
 }
 
+/// The help of `--user-format`. clap turns `{n}` in help text into a line
+/// break; a style around the `n` keeps the placeholder as the user writes it
+/// (the style is dropped when the help is not printed to a terminal).
+fn user_format_help() -> clap::builder::StyledStr {
+    let b = clap::builder::styling::Style::new().bold();
+    let n = format!("{{{b}n{b:#}}}");
+    format!("User address pattern, {n} = user number [default: user{n}@example.test]").into()
+}
+
 /// Options shared by `mail setup` and `mail run`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CommonArgs {
@@ -40,8 +49,7 @@ pub struct CommonArgs {
     /// Number of the first user [default: 1].
     #[arg(long)]
     pub first_user: Option<usize>,
-    /// User address pattern, {n} = user number [default: user{n}@example.test].
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(long, value_name = "PATTERN", help = user_format_help())]
     pub user_format: Option<String>,
     /// Remote users and passwords, one `address password` per line.
     #[arg(long, value_name = "FILE")]

@@ -1,8 +1,9 @@
 //! summary.txt of the mail results (the published-report layout in plain
 //! text): `mail run` (merged or not) and `mail setup`.
 
+use mailbench_results::mail::judge;
 use mailbench_results::mail::profile::TaskKind;
-use mailbench_results::mail::run::{MailHost, MailRunResult, MailSetupResult, TargetInfo};
+use mailbench_results::mail::run::{MailHost, MailRunResult, MailSetupResult, Queue, TargetInfo};
 use mailbench_results::merged::Merged;
 use std::fmt::Write as _;
 
@@ -14,8 +15,13 @@ fn fmt_ms(x: f64) -> String {
     }
 }
 
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_else(|| "null".into())
+/// The queue figures, or why there are none (a remote target's queue
+/// cannot be read).
+pub fn queue_text(q: &Queue) -> String {
+    match (q.max, q.final_length) {
+        (Some(max), Some(last)) => format!("max {max}  final {last}  ({})", q.source),
+        _ => q.source.clone(),
+    }
 }
 
 /// Whether an error sample is Dovecot 2.3's known CREATE race: a new folder's
@@ -165,6 +171,17 @@ fn flow_lines(s: &mut String, r: &MailRunResult) {
         f.recipients_per_message,
         e.recipients_per_message,
     );
+    if let Some(w) = f
+        .without_lists
+        .as_ref()
+        .filter(|_| f.lighter_day().is_some())
+    {
+        let _ = writeln!(
+            s,
+            "  without lists (this server)   {:>8.2}  {:>8.2}  (delivered, recipients per message)",
+            w.delivered_per_day, w.recipients_per_message
+        );
+    }
     let _ = writeln!(
         s,
         "  submitted {} messages, {} deliveries expected, {} seen by recipients, {} logged by the server",
@@ -184,24 +201,18 @@ fn flow_lines(s: &mut String, r: &MailRunResult) {
 
 fn figures_lines(s: &mut String, r: &MailRunResult) {
     let d = &r.delivery_latency;
+    let expected = r.mail_flow.expected_deliveries;
     let _ = writeln!(
         s,
-        "Delivery latency  p50 {} ms  p95 {} ms  p99 {} ms  max {} ms; {:.1} % within {:.0} s",
+        "Delivery latency  p50 {} ms  p95 {} ms  p99 {} ms  max {} ms; {} within {:.0} s",
         fmt_ms(d.summary.p50_ms),
         fmt_ms(d.summary.p95_ms),
         fmt_ms(d.summary.p99_ms),
         fmt_ms(d.summary.max_ms),
-        d.within_pct,
+        judge::within_text(d.delivered_within(expected), expected),
         d.within_s
     );
-    let q = &r.queue;
-    let _ = writeln!(
-        s,
-        "Queue             max {}  final {}  ({})",
-        opt(q.max),
-        opt(q.final_length),
-        q.source
-    );
+    let _ = writeln!(s, "Queue             {}", queue_text(&r.queue));
     let _ = writeln!(
         s,
         "Errors            {} ({:.2} %) {}",
@@ -263,7 +274,7 @@ pub fn hosts_text(m: &Merged<MailHost>) -> String {
     for h in &m.hosts {
         let _ = writeln!(
             o,
-            "  {:<20} {:>6} {:>7} {:>9.1} {:>9} {:>9} {:>9} {:>7.1}% {:>7}  {}",
+            "  {:<20} {:>6} {:>7} {:>9.1} {:>9} {:>9} {:>9} {:>7}% {:>7}  {}",
             h.label,
             h.users,
             h.first_user,
@@ -271,7 +282,7 @@ pub fn hosts_text(m: &Merged<MailHost>) -> String {
             h.submitted,
             h.expected_deliveries,
             h.delivered,
-            h.within_pct,
+            judge::pct_down(h.within_pct),
             h.errors,
             h.verdict.label()
         );
@@ -360,5 +371,41 @@ mod fixture_tests {
         let (v, text) = fixture("mail-setup");
         let r: MailSetupResult = serde_json::from_value(v).unwrap();
         assert_eq!(mail_setup(&r), text);
+    }
+
+    /// Deliveries in time are rounded down with their count; a remote
+    /// target's queue line says why there is none; a day without lists
+    /// says how much lighter it is, in the result's warnings and here.
+    #[test]
+    fn delivery_queue_and_lighter_day_lines() {
+        let (v, _) = fixture("mail-run");
+        let mut r: MailRunResult = serde_json::from_value(v).unwrap();
+        r.mail_flow.expected_deliveries = 8305;
+        r.delivery_latency.delivered_within = Some(8301);
+        r.delivery_latency.within_pct = judge::within_pct(8301, 8305);
+        r.queue = Queue {
+            source: "not available for remote targets".into(),
+            samples: Vec::new(),
+            max: None,
+            final_length: None,
+        };
+        let mut w = r.mail_flow.profile_expects;
+        w.delivered_per_day *= 0.8;
+        w.recipients_per_message *= 0.8;
+        r.mail_flow.without_lists = Some(w);
+        let t = mail_run(&r);
+        assert!(t.contains("; 99.9 % (8301/8305) within 60 s"), "{t}");
+        assert!(
+            t.contains("\nQueue             not available for remote targets\n"),
+            "{t}"
+        );
+        assert!(!t.contains("null"), "{t}");
+        assert!(t.contains("  without lists (this server)"), "{t}");
+        let lighter = r.mail_flow.lighter_day().unwrap();
+        assert!(lighter.contains("the day is 20.0 % lighter"), "{lighter}");
+        assert_eq!(judge::pct_down(99.96), "99.9");
+        assert_eq!(judge::pct_down(94.99), "94.9");
+        assert_eq!(judge::pct_down(99.9), "99.9");
+        assert_eq!(judge::pct_down(100.0), "100.0");
     }
 }

@@ -100,6 +100,24 @@ pub fn within_pct(delivered_within: u64, expected_deliveries: u64) -> f64 {
     }
 }
 
+/// A percentage with one decimal, rounded down: 8301 of 8305 is "99.9",
+/// never "100.0" (nor 94.96 "95.0" against a 95 % criterion).
+pub fn pct_down(pct: f64) -> String {
+    if !pct.is_finite() {
+        return "–".into();
+    }
+    // The small epsilon keeps exact values (e.g. 99.9 stored as 99.8999…) whole.
+    format!("{:.1}", ((pct * 10.0) + 1e-9).floor() / 10.0)
+}
+
+/// "99.9 % (8301/8305)": deliveries in time, rounded down, with the counts.
+pub fn within_text(delivered_within: u64, expected: u64) -> String {
+    format!(
+        "{} % ({delivered_within}/{expected})",
+        pct_down(within_pct(delivered_within, expected))
+    )
+}
+
 /// Where a kind name sorts in the verdict's list (unknown names last).
 fn kind_rank(name: &str) -> usize {
     KIND_ORDER
@@ -136,8 +154,10 @@ pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
     }
     if f.expected_deliveries > 0 && f.within_pct < c.delivery_pct {
         reasons.push(format!(
-            "only {:.1} % of deliveries arrived within {:?} (needed {} %)",
-            f.within_pct, c.delivery_within, c.delivery_pct
+            "only {} % of deliveries arrived within {:?} (needed {} %)",
+            pct_down(f.within_pct),
+            c.delivery_within,
+            c.delivery_pct
         ));
     }
     if let Some(q) = f.queue_final

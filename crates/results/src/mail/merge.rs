@@ -481,6 +481,11 @@ fn merge_flow(inputs: &[Input], users: u64) -> MailFlow {
             0.0
         },
         profile_expects: expects,
+        // Lighter only when no generator had lists (they share one target).
+        without_lists: (inputs.iter())
+            .all(|i| i.r().mail_flow.without_lists.is_some())
+            .then_some(first.mail_flow.without_lists)
+            .flatten(),
     }
 }
 

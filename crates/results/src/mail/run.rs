@@ -147,6 +147,33 @@ pub struct MailFlow {
     pub recipients_per_message: f64,
     /// What the profile should produce per user per day.
     pub profile_expects: ExpectedFlow,
+    /// A remote server without distribution lists (no `--lists-file`):
+    /// list mail goes to individuals, so the day is lighter; what the
+    /// profile produces then. Absent when the run had lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_lists: Option<ExpectedFlow>,
+}
+
+impl MailFlow {
+    /// "the day is lighter …" when the run had no distribution lists and
+    /// the profile sends to lists, else None.
+    pub fn lighter_day(&self) -> Option<String> {
+        let w = self.without_lists.as_ref()?;
+        let p = &self.profile_expects;
+        if p.delivered_per_day <= 0.0 || w.delivered_per_day >= p.delivered_per_day * 0.999 {
+            return None;
+        }
+        Some(format!(
+            "no distribution lists on this server (give --lists-file): list mail goes to \
+             individuals, so the day is {:.1} % lighter than the profile: {:.1} deliveries per \
+             user per day instead of {:.1}, {:.2} recipients per message instead of {:.2}",
+            100.0 * (1.0 - w.delivered_per_day / p.delivered_per_day),
+            w.delivered_per_day,
+            p.delivered_per_day,
+            w.recipients_per_message,
+            p.recipients_per_message
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

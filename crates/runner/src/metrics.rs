@@ -1,21 +1,43 @@
 //! `--metrics-listen ADDR`: the latest figures of a run in the Prometheus text
-//! format (or OpenMetrics when the scraper asks for it), served by a small
-//! std::net thread at `/metrics`.
+//! format 0.0.4 (or OpenMetrics 1.0 when the scraper asks for it) at
+//! `/metrics`.
+//!
+//! The exposition is written by `prometheus-client` (a collector over the
+//! run's latest figures) and served by `hyper` on a one-thread tokio runtime.
+//! Two things stay ours: the per-class latency summary (prometheus-client has
+//! no summary type) and the 0.0.4 spelling of counter families (its text
+//! encoder writes OpenMetrics only, where a counter family has no `_total`).
 
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use mailbench_base::{Error, Result};
 use mailbench_storage::run::{LiveFigures, Progress};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::convert::Infallible;
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 pub const PHASES: [&str; 7] = [
     "init", "warmup", "measured", "stopping", "verify", "done", "error",
 ];
+
+/// How long a scraper may take to send its request and read the answer.
+const CONNECTION_LIMIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Default, Clone)]
 struct State {
@@ -28,50 +50,56 @@ struct State {
     verdict: Option<String>,
 }
 
-struct Shared {
-    state: Mutex<State>,
-    stop: AtomicBool,
-}
+type Shared = Arc<Mutex<State>>;
 
 /// The endpoint; stops when dropped.
 pub struct MetricsServer {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Shared,
+    stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<()>>,
 }
 
 /// The `Progress` that feeds a `MetricsServer`.
 pub struct MetricsProgress {
-    shared: Arc<Shared>,
+    shared: Shared,
 }
 
 impl MetricsServer {
     /// Binds `addr` (e.g. `127.0.0.1:9464`; port 0 picks a free port) and
     /// starts serving. A bad or busy address is a usage error.
     pub fn start(addr: &str) -> Result<MetricsServer> {
-        let listener = TcpListener::bind(addr).map_err(|e| {
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| {
             Error::usage(format!(
                 "--metrics-listen {addr}: cannot listen there: {e} (give HOST:PORT, e.g. 127.0.0.1:9464)"
             ))
         })?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| Error::runtime(format!("--metrics-listen {addr}: {e}")))?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                phase: "init".into(),
-                ..Default::default()
-            }),
-            stop: AtomicBool::new(false),
-        });
+        let fail = |e: std::io::Error| Error::runtime(format!("--metrics-listen {addr}: {e}"));
+        let local = listener.local_addr().map_err(fail)?;
+        listener.set_nonblocking(true).map_err(fail)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(fail)?;
+        let listener = {
+            let _in_runtime = rt.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(fail)?
+        };
+        let shared: Shared = Arc::new(Mutex::new(State {
+            phase: "init".into(),
+            ..Default::default()
+        }));
+        let (stop, stopped) = oneshot::channel();
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("mb-metrics".into())
-            .spawn(move || serve(listener, sh))
+            .spawn(move || rt.block_on(serve(listener, sh, stopped)))
             .map_err(|e| Error::runtime(format!("cannot start the metrics thread: {e}")))?;
         Ok(MetricsServer {
             addr: local,
             shared,
+            stop: Some(stop),
             handle: Some(handle),
         })
     }
@@ -88,7 +116,7 @@ impl MetricsServer {
 
     /// Marks the run finished with its verdict (`pass`, `fail`, ...).
     pub fn finish(&self, verdict: &str) {
-        if let Ok(mut s) = self.shared.state.lock() {
+        if let Ok(mut s) = self.shared.lock() {
             s.phase = "done".into();
             s.verdict = Some(verdict.to_string());
         }
@@ -96,111 +124,92 @@ impl MetricsServer {
 
     /// The current exposition (what a scrape returns).
     pub fn render(&self, openmetrics: bool) -> String {
-        match self.shared.state.lock() {
-            Ok(s) => render(&s, openmetrics),
-            Err(_) => String::new(),
-        }
+        render(&self.shared, openmetrics)
     }
 }
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept.
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(match wake {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(500));
+        // The runtime, its listener and open connections end with the thread.
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
     }
 }
 
-fn serve(listener: TcpListener, sh: Arc<Shared>) {
-    for conn in listener.incoming() {
-        if sh.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if let Ok(c) = conn {
-            let _ = handle(c, &sh);
+async fn serve(listener: tokio::net::TcpListener, shared: Shared, mut stop: oneshot::Receiver<()>) {
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            conn = listener.accept() => {
+                if let Ok((stream, _)) = conn {
+                    tokio::spawn(connection(stream, shared.clone()));
+                }
+            }
         }
     }
 }
 
-fn handle(mut c: TcpStream, sh: &Shared) -> std::io::Result<()> {
-    c.set_read_timeout(Some(Duration::from_secs(2)))?;
-    c.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-        let n = c.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let req = String::from_utf8_lossy(&buf);
-    let mut lines = req.lines();
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split_whitespace();
-    let method = parts.next().unwrap_or_default();
-    let path = parts.next().unwrap_or_default();
-    let openmetrics = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("accept:") && l.contains("application/openmetrics-text")
+/// One scrape: one request, answered, then the connection is closed.
+async fn connection(stream: tokio::net::TcpStream, shared: Shared) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let answer = respond(&req, &shared);
+        async move { Ok::<_, Infallible>(answer) }
     });
-    let (status, ctype, body) = if method != "GET" && method != "HEAD" {
+    let serving = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(CONNECTION_LIMIT)
+        .keep_alive(false)
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = tokio::time::timeout(CONNECTION_LIMIT, serving).await;
+}
+
+fn respond(req: &Request<Incoming>, shared: &Shared) -> Response<String> {
+    const PLAIN: &str = "text/plain; charset=utf-8";
+    let openmetrics = req.headers().get_all(ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.to_ascii_lowercase()
+                .contains("application/openmetrics-text")
+        })
+    });
+    let (status, ctype, body) = if req.method() != Method::GET && req.method() != Method::HEAD {
         (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
+            StatusCode::METHOD_NOT_ALLOWED,
+            PLAIN,
             "GET /metrics\n".to_string(),
         )
-    } else if path == "/metrics" || path.starts_with("/metrics?") {
-        let body = match sh.state.lock() {
-            Ok(s) => render(&s, openmetrics),
-            Err(_) => String::new(),
+    } else if req.uri().path() == "/metrics" {
+        let ctype = if openmetrics {
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        } else {
+            "text/plain; version=0.0.4; charset=utf-8"
         };
+        (StatusCode::OK, ctype, render(shared, openmetrics))
+    } else if req.uri().path() == "/" {
         (
-            "200 OK",
-            if openmetrics {
-                "application/openmetrics-text; version=1.0.0; charset=utf-8"
-            } else {
-                "text/plain; version=0.0.4; charset=utf-8"
-            },
-            body,
-        )
-    } else if path == "/" {
-        (
-            "200 OK",
-            "text/plain; charset=utf-8",
+            StatusCode::OK,
+            PLAIN,
             "mailbench: metrics at /metrics\n".to_string(),
         )
     } else {
-        (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found: metrics are at /metrics\n".to_string(),
-        )
+        let body = "not found: metrics are at /metrics\n".to_string();
+        (StatusCode::NOT_FOUND, PLAIN, body)
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    c.write_all(head.as_bytes())?;
-    if method != "HEAD" {
-        c.write_all(body.as_bytes())?;
-    }
-    c.flush()
+    let mut answer = Response::new(body);
+    *answer.status_mut() = status;
+    answer
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    answer
 }
 
 impl Progress for MetricsProgress {
     fn phase(&mut self, text: &str) {
-        if let Ok(mut s) = self.shared.state.lock() {
+        if let Ok(mut s) = self.shared.lock() {
             let t = text.to_ascii_lowercase();
             if t.starts_with("creating") {
                 s.phase = "init".into();
@@ -214,7 +223,7 @@ impl Progress for MetricsProgress {
         }
     }
     fn interval(&mut self, p: &LiveFigures) {
-        if let Ok(mut s) = self.shared.state.lock() {
+        if let Ok(mut s) = self.shared.lock() {
             s.phase = p.phase.clone();
             s.intervals += 1;
             for (k, c) in &p.classes {
@@ -227,294 +236,317 @@ impl Progress for MetricsProgress {
     }
 }
 
-fn esc_label(v: &str) -> String {
+/// The exposition of the figures in `shared` at this moment.
+fn render(shared: &Shared, openmetrics: bool) -> String {
+    let Ok(state) = shared.lock().map(|s| s.clone()) else {
+        return String::new();
+    };
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Snapshot(state.clone())));
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode_registry(&mut out, &registry);
+    if let Some(live) = &state.live {
+        latency_summary(&mut out, &state, live);
+    }
+    if openmetrics {
+        let _ = encode_eof(&mut out);
+        out
+    } else {
+        prometheus_text(&out)
+    }
+}
+
+/// The run's figures at one scrape, encoded by prometheus-client.
+#[derive(Debug)]
+struct Snapshot(State);
+
+impl Collector for Snapshot {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        status_families(&self.0, &mut enc)?;
+        if let Some(live) = &self.0.live {
+            live_families(&self.0, live, &mut enc)?;
+        }
+        Ok(())
+    }
+}
+
+type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+/// A family of one unlabelled sample.
+fn one(enc: &mut DescriptorEncoder, name: &str, help: &str, m: impl EncodeMetric) -> fmt::Result {
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+/// A family of labelled samples of one type.
+fn labelled<'a, M: EncodeMetric + 'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: impl IntoIterator<Item = (Labels<'a>, M)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, kind)?;
+    for (labels, m) in samples {
+        m.encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn flag(b: bool) -> ConstGauge<i64> {
+    ConstGauge::new(i64::from(b))
+}
+
+fn status_families(s: &State, enc: &mut DescriptorEncoder) -> fmt::Result {
+    one(
+        enc,
+        "mailbench_up",
+        "1 while a mailbench run serves metrics.",
+        flag(true),
+    )?;
+    let version = vec![("version", env!("CARGO_PKG_VERSION"))];
+    let help = "The mailbench version serving these metrics.";
+    labelled(
+        enc,
+        "mailbench_build_info",
+        help,
+        MetricType::Gauge,
+        [(version, flag(true))],
+    )?;
+    let mut phases: Vec<&str> = PHASES.to_vec();
+    if !phases.contains(&s.phase.as_str()) {
+        phases.push(&s.phase);
+    }
+    let help = "The run's current phase (1 for the current one).";
+    let samples = phases
+        .into_iter()
+        .map(|p| (vec![("phase", p)], flag(p == s.phase)));
+    labelled(enc, "mailbench_phase", help, MetricType::Gauge, samples)?;
+    let help = "Sampling intervals completed.";
+    one(
+        enc,
+        "mailbench_intervals",
+        help,
+        ConstCounter::new(s.intervals),
+    )?;
+    let help = "Errors reported by the run (besides I/O errors counted per class).";
+    one(
+        enc,
+        "mailbench_run_errors",
+        help,
+        ConstCounter::new(s.run_errors),
+    )?;
+    if let Some(v) = &s.verdict {
+        let help = "The final verdict once the run is done (1 for it).";
+        let samples = ["pass", "fail", "interrupted", "error"]
+            .into_iter()
+            .map(|st| (vec![("status", st)], flag(v == st)));
+        labelled(enc, "mailbench_verdict", help, MetricType::Gauge, samples)?;
+    }
+    Ok(())
+}
+
+fn live_families(s: &State, p: &LiveFigures, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let g = ConstGauge::new;
+    one(
+        enc,
+        "mailbench_elapsed_seconds",
+        "Seconds since the load started.",
+        g(p.elapsed_s),
+    )?;
+    let help = "Seconds left until the measured window ends.";
+    one(
+        enc,
+        "mailbench_remaining_seconds",
+        help,
+        g(p.remaining_s.max(0.0)),
+    )?;
+    let help = "Database reads and writes per second caused by transactions (latest interval).";
+    one(
+        enc,
+        "mailbench_transactional_iops",
+        help,
+        g(p.transactional_iops),
+    )?;
+    if let Some(t) = p.target_iops {
+        let help = "The transactional IOPS target of the verdict.";
+        one(enc, "mailbench_target_iops", help, g(t))?;
+    }
+    let help = "Transactions per second (latest interval).";
+    one(
+        enc,
+        "mailbench_transactions_per_second",
+        help,
+        g(p.transactions_per_s),
+    )?;
+    let help = "1 while the running verdict passes (latency averages within limits, no errors).";
+    one(enc, "mailbench_passing", help, flag(p.passing))?;
+    let errors = ConstGauge::new(i64::try_from(p.errors).unwrap_or(i64::MAX));
+    one(
+        enc,
+        "mailbench_io_errors",
+        "I/O and run errors so far.",
+        errors,
+    )?;
+    let help = "The verdict's average latency limits.";
+    let limits = [
+        ("db_read", p.db_read_limit_ms),
+        ("log_write", p.log_write_limit_ms),
+    ]
+    .map(|(class, ms)| (vec![("class", class), ("stat", "avg")], g(ms / 1000.0)));
+    labelled(
+        enc,
+        "mailbench_latency_limit_seconds",
+        help,
+        MetricType::Gauge,
+        limits,
+    )?;
+    class_families(s, p, enc)?;
+    let tl = &p.transaction_latency_ms;
+    let help = "Transaction response time from intended start (latest interval).";
+    let stats = [("avg", tl.avg), ("p99", tl.p99), ("max", tl.max)]
+        .map(|(stat, ms)| (vec![("stat", stat)], g(ms / 1000.0)));
+    labelled(
+        enc,
+        "mailbench_transaction_latency_seconds",
+        help,
+        MetricType::Gauge,
+        stats,
+    )
+}
+
+/// The per I/O class families (the latency summary aside).
+fn class_families(s: &State, p: &LiveFigures, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let per_class = |f: &dyn Fn(&mailbench_storage::stats::ClassFigures) -> f64| {
+        let v: Vec<_> = p
+            .classes
+            .iter()
+            .map(|(k, c)| (vec![("class", k.as_str())], ConstGauge::new(f(c))))
+            .collect();
+        v
+    };
+    let gauge = MetricType::Gauge;
+    let help = "Operations per second per I/O class (latest interval).";
+    labelled(
+        enc,
+        "mailbench_io_ops_per_second",
+        help,
+        gauge,
+        per_class(&|c| c.ops_per_s),
+    )?;
+    let help = "Bytes per second per I/O class (latest interval).";
+    let bytes = per_class(&|c| c.mb_per_s * 1e6);
+    labelled(enc, "mailbench_io_bytes_per_second", help, gauge, bytes)?;
+    let help = "Average I/O latency per class (latest interval).";
+    let avg = per_class(&|c| c.latency_ms.avg / 1000.0);
+    labelled(enc, "mailbench_io_latency_avg_seconds", help, gauge, avg)?;
+    let help = "Operations per I/O class since the load started.";
+    let ops = s
+        .ops_total
+        .iter()
+        .map(|(k, v)| (vec![("class", k.as_str())], ConstCounter::new(*v)));
+    labelled(
+        enc,
+        "mailbench_io_operations",
+        help,
+        MetricType::Counter,
+        ops,
+    )?;
+    let help = "I/O errors per class in reported intervals.";
+    let errors = p
+        .classes
+        .iter()
+        .map(|(k, c)| (vec![("class", k.as_str())], ConstCounter::new(c.errors)));
+    labelled(
+        enc,
+        "mailbench_io_class_errors",
+        help,
+        MetricType::Counter,
+        errors,
+    )
+}
+
+/// `mailbench_io_latency_seconds`, a summary: quantiles of the latest
+/// interval, sum and count since the start. Written by hand because
+/// prometheus-client has no summary type.
+fn latency_summary(out: &mut String, s: &State, p: &LiveFigures) {
+    const NAME: &str = "mailbench_io_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {NAME} I/O latency per class: quantiles of the latest interval; sum and count since the start."
+    );
+    let _ = writeln!(out, "# TYPE {NAME} summary");
+    for (k, c) in &p.classes {
+        let l = &c.latency_ms;
+        let class = escape_label(k);
+        for (q, ms) in [
+            ("0.5", l.p50),
+            ("0.95", l.p95),
+            ("0.99", l.p99),
+            ("0.999", l.p999),
+            ("1", l.max),
+        ] {
+            let v = number(ms / 1000.0);
+            let _ = writeln!(out, "{NAME}{{class=\"{class}\",quantile=\"{q}\"}} {v}");
+        }
+        let sum = number(s.latency_sum_s.get(k).copied().unwrap_or(0.0));
+        let _ = writeln!(out, "{NAME}_sum{{class=\"{class}\"}} {sum}");
+        let count = s.ops_total.get(k).copied().unwrap_or(0);
+        let _ = writeln!(out, "{NAME}_count{{class=\"{class}\"}} {count}");
+    }
+}
+
+fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-fn num(v: f64) -> String {
-    if v.is_finite() {
-        if v.fract() == 0.0 && v.abs() < 1e15 {
-            return format!("{v:.0}");
-        }
-        // Nine decimals (nanoseconds for seconds), trailing zeros removed.
-        let s = format!("{v:.9}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s.is_empty() || s == "-" || s == "-0" {
-            "0".into()
-        } else {
-            s.to_string()
-        }
-    } else if v.is_nan() {
+/// A sample value as both formats spell it (shortest round-trip decimal).
+fn number(v: f64) -> String {
+    if v.is_nan() {
         "NaN".into()
-    } else if v > 0.0 {
-        "+Inf".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
     } else {
-        "-Inf".into()
+        format!("{v}")
     }
 }
 
-struct Out {
-    o: String,
-    om: bool,
-}
-
-impl Out {
-    /// `# HELP` / `# TYPE` for a family; counters are named `<name>_total`
-    /// in samples either way.
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let fam = if self.om && kind == "counter" {
-            name.trim_end_matches("_total")
-        } else {
-            name
-        };
-        let _ = writeln!(self.o, "# HELP {fam} {help}");
-        let _ = writeln!(self.o, "# TYPE {fam} {kind}");
-    }
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
-        let _ = write!(self.o, "{name}");
-        if !labels.is_empty() {
-            let l: Vec<String> = labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{}\"", esc_label(v)))
-                .collect();
-            let _ = write!(self.o, "{{{}}}", l.join(","));
-        }
-        let _ = writeln!(self.o, " {}", num(v));
-    }
-}
-
-fn render(s: &State, openmetrics: bool) -> String {
-    let mut o = Out {
-        o: String::new(),
-        om: openmetrics,
+/// The Prometheus text format 0.0.4 from prometheus-client's OpenMetrics
+/// text: the same samples, but a counter family is named like its samples
+/// (`<name>_total`) and there is no `# EOF`.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counter = |line: &str| {
+        line.strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+            .map(str::to_string)
     };
-    o.family(
-        "mailbench_up",
-        "gauge",
-        "1 while a mailbench run serves metrics.",
-    );
-    o.sample("mailbench_up", &[], 1.0);
-    o.family(
-        "mailbench_build_info",
-        "gauge",
-        "The mailbench version serving these metrics.",
-    );
-    o.sample(
-        "mailbench_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-    o.family(
-        "mailbench_phase",
-        "gauge",
-        "The run's current phase (1 for the current one).",
-    );
-    let mut phases: Vec<&str> = PHASES.to_vec();
-    if !phases.contains(&s.phase.as_str()) {
-        phases.push(&s.phase);
-    }
-    for p in phases {
-        o.sample(
-            "mailbench_phase",
-            &[("phase", p)],
-            if p == s.phase { 1.0 } else { 0.0 },
-        );
-    }
-    o.family(
-        "mailbench_intervals_total",
-        "counter",
-        "Sampling intervals completed.",
-    );
-    o.sample("mailbench_intervals_total", &[], s.intervals as f64);
-    o.family(
-        "mailbench_run_errors_total",
-        "counter",
-        "Errors reported by the run (besides I/O errors counted per class).",
-    );
-    o.sample("mailbench_run_errors_total", &[], s.run_errors as f64);
-    if let Some(v) = &s.verdict {
-        o.family(
-            "mailbench_verdict",
-            "gauge",
-            "The final verdict once the run is done (1 for it).",
-        );
-        for st in ["pass", "fail", "interrupted", "error"] {
-            o.sample(
-                "mailbench_verdict",
-                &[("status", st)],
-                if v == st { 1.0 } else { 0.0 },
-            );
+    let lines: Vec<&str> = openmetrics.lines().collect();
+    let mut out = String::with_capacity(openmetrics.len() + 256);
+    for (i, line) in lines.iter().enumerate() {
+        let next_counter = lines.get(i + 1).and_then(|l| counter(l));
+        if let Some(name) = counter(line) {
+            let _ = writeln!(out, "# TYPE {name}_total counter");
+        } else if let (Some(name), Some(help)) = (
+            next_counter,
+            line.strip_prefix("# HELP ").and_then(|r| r.split_once(' ')),
+        ) && help.0 == name
+        {
+            let _ = writeln!(out, "# HELP {name}_total {}", help.1);
+        } else if *line != "# EOF" {
+            let _ = writeln!(out, "{line}");
         }
     }
-    if let Some(p) = &s.live {
-        o.family(
-            "mailbench_elapsed_seconds",
-            "gauge",
-            "Seconds since the load started.",
-        );
-        o.sample("mailbench_elapsed_seconds", &[], p.elapsed_s);
-        o.family(
-            "mailbench_remaining_seconds",
-            "gauge",
-            "Seconds left until the measured window ends.",
-        );
-        o.sample("mailbench_remaining_seconds", &[], p.remaining_s.max(0.0));
-        o.family(
-            "mailbench_transactional_iops",
-            "gauge",
-            "Database reads and writes per second caused by transactions (latest interval).",
-        );
-        o.sample("mailbench_transactional_iops", &[], p.transactional_iops);
-        if let Some(t) = p.target_iops {
-            o.family(
-                "mailbench_target_iops",
-                "gauge",
-                "The transactional IOPS target of the verdict.",
-            );
-            o.sample("mailbench_target_iops", &[], t);
-        }
-        o.family(
-            "mailbench_transactions_per_second",
-            "gauge",
-            "Transactions per second (latest interval).",
-        );
-        o.sample(
-            "mailbench_transactions_per_second",
-            &[],
-            p.transactions_per_s,
-        );
-        o.family(
-            "mailbench_passing",
-            "gauge",
-            "1 while the running verdict passes (latency averages within limits, no errors).",
-        );
-        o.sample("mailbench_passing", &[], if p.passing { 1.0 } else { 0.0 });
-        o.family("mailbench_io_errors", "gauge", "I/O and run errors so far.");
-        o.sample("mailbench_io_errors", &[], p.errors as f64);
-        o.family(
-            "mailbench_latency_limit_seconds",
-            "gauge",
-            "The verdict's average latency limits.",
-        );
-        o.sample(
-            "mailbench_latency_limit_seconds",
-            &[("class", "db_read"), ("stat", "avg")],
-            p.db_read_limit_ms / 1000.0,
-        );
-        o.sample(
-            "mailbench_latency_limit_seconds",
-            &[("class", "log_write"), ("stat", "avg")],
-            p.log_write_limit_ms / 1000.0,
-        );
-        o.family(
-            "mailbench_io_ops_per_second",
-            "gauge",
-            "Operations per second per I/O class (latest interval).",
-        );
-        for (k, c) in &p.classes {
-            o.sample("mailbench_io_ops_per_second", &[("class", k)], c.ops_per_s);
-        }
-        o.family(
-            "mailbench_io_bytes_per_second",
-            "gauge",
-            "Bytes per second per I/O class (latest interval).",
-        );
-        for (k, c) in &p.classes {
-            o.sample(
-                "mailbench_io_bytes_per_second",
-                &[("class", k)],
-                c.mb_per_s * 1e6,
-            );
-        }
-        o.family(
-            "mailbench_io_latency_seconds",
-            "summary",
-            "I/O latency per class: quantiles of the latest interval; sum and count since the start.",
-        );
-        for (k, c) in &p.classes {
-            let l = &c.latency_ms;
-            for (q, v) in [
-                ("0.5", l.p50),
-                ("0.95", l.p95),
-                ("0.99", l.p99),
-                ("0.999", l.p999),
-                ("1", l.max),
-            ] {
-                o.sample(
-                    "mailbench_io_latency_seconds",
-                    &[("class", k), ("quantile", q)],
-                    v / 1000.0,
-                );
-            }
-            o.sample(
-                "mailbench_io_latency_seconds_sum",
-                &[("class", k)],
-                s.latency_sum_s.get(k).copied().unwrap_or(0.0),
-            );
-            o.sample(
-                "mailbench_io_latency_seconds_count",
-                &[("class", k)],
-                s.ops_total.get(k).copied().unwrap_or(0) as f64,
-            );
-        }
-        o.family(
-            "mailbench_io_latency_avg_seconds",
-            "gauge",
-            "Average I/O latency per class (latest interval).",
-        );
-        for (k, c) in &p.classes {
-            o.sample(
-                "mailbench_io_latency_avg_seconds",
-                &[("class", k)],
-                c.latency_ms.avg / 1000.0,
-            );
-        }
-        o.family(
-            "mailbench_io_operations_total",
-            "counter",
-            "Operations per I/O class since the load started.",
-        );
-        for (k, v) in &s.ops_total {
-            o.sample("mailbench_io_operations_total", &[("class", k)], *v as f64);
-        }
-        o.family(
-            "mailbench_io_class_errors_total",
-            "counter",
-            "I/O errors per class in reported intervals.",
-        );
-        for (k, c) in &p.classes {
-            o.sample(
-                "mailbench_io_class_errors_total",
-                &[("class", k)],
-                c.errors as f64,
-            );
-        }
-        let tl = &p.transaction_latency_ms;
-        o.family(
-            "mailbench_transaction_latency_seconds",
-            "gauge",
-            "Transaction response time from intended start (latest interval).",
-        );
-        for (q, v) in [("avg", tl.avg), ("p99", tl.p99), ("max", tl.max)] {
-            o.sample(
-                "mailbench_transaction_latency_seconds",
-                &[("stat", q)],
-                v / 1000.0,
-            );
-        }
-    }
-    if openmetrics {
-        o.o.push_str("# EOF\n");
-    }
-    o.o
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use mailbench_storage::stats::{ClassFigures, LatencyMs};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn scrape(addr: SocketAddr, accept: &str) -> String {
         let mut c = TcpStream::connect(addr).unwrap();
@@ -622,5 +654,51 @@ mod tests {
         assert!(e.to_string().contains("--metrics-listen"));
         let e = MetricsServer::start("not an address").err().unwrap();
         assert_eq!(e.exit_status().code(), 2);
+    }
+
+    fn request(addr: SocketAddr, head: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(c, "{head}\r\nHost: x\r\n\r\n").unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn head_index_and_other_methods() {
+        let srv = MetricsServer::start("127.0.0.1:0").unwrap();
+        let addr = srv.local_addr();
+        let head = request(addr, "HEAD /metrics HTTP/1.1");
+        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+        let len = srv.render(false).len();
+        assert!(head.contains(&format!("Content-Length: {len}")), "{head}");
+        assert!(
+            head.ends_with("\r\n\r\n"),
+            "a HEAD answer has no body: {head}"
+        );
+        let post = request(addr, "POST /metrics HTTP/1.1");
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        let index = request(addr, "GET / HTTP/1.1");
+        assert!(index.ends_with("metrics at /metrics\n"), "{index}");
+    }
+
+    #[test]
+    fn counter_families_are_named_per_format() {
+        let srv = MetricsServer::start("127.0.0.1:0").unwrap();
+        let text = srv.render(false);
+        assert!(
+            text.contains("# HELP mailbench_intervals_total Sampling"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE mailbench_intervals_total counter"),
+            "{text}"
+        );
+        assert!(text.contains("\nmailbench_intervals_total 0\n"), "{text}");
+        let om = srv.render(true);
+        assert!(om.contains("# TYPE mailbench_intervals counter"), "{om}");
+        assert!(om.contains("\nmailbench_intervals_total 0\n"), "{om}");
+        assert_eq!(om.matches("# EOF").count(), 1, "{om}");
     }
 }

@@ -1,14 +1,15 @@
 //! Live progress while a storage run lasts: a status line redrawn in place on
-//! a terminal (phase, elapsed/remaining, IOPS vs target, latency vs limits, a
+//! a terminal by `indicatif` (phase, elapsed/remaining, IOPS vs target, latency vs limits, a
 //! running verdict, errors), one compact line per interval otherwise, nothing
 //! with `-q`. `FanOut` forwards to several `Progress` (e.g. the terminal and
 //! the metrics endpoint).
 
+use console::{Term, style};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use mailbench_storage::run::{LineProgress, LiveFigures, Progress};
-use std::io::{IsTerminal, Write};
-use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::fmt;
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Forwards every call to each part in order.
@@ -42,64 +43,49 @@ pub fn terminal(quiet: bool) -> Box<dyn Progress> {
     if !quiet
         && std::io::stderr().is_terminal()
         && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
+        && let Some(tty) = TtyProgress::start()
     {
-        Box::new(TtyProgress::start())
-    } else {
-        Box::new(LineProgress { quiet })
+        return Box::new(tty);
     }
+    Box::new(LineProgress { quiet })
 }
 
 struct TtyState {
     started: Instant,
     phase: String,
     last: Option<(LiveFigures, Instant)>,
-    tick: usize,
-    color: bool,
-    width: usize,
 }
 
-/// A status line redrawn in place every half second.
+/// A status line redrawn in place twice a second by `indicatif` (the spinner,
+/// the redraw and the lines printed above it); the figures are ours
+/// ([`status_line`]).
 pub struct TtyProgress {
     state: Arc<Mutex<TtyState>>,
-    stop: Option<Sender<()>>,
-    ticker: Option<JoinHandle<()>>,
+    bar: ProgressBar,
 }
 
 impl TtyProgress {
-    pub fn start() -> TtyProgress {
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.parse::<usize>().ok())
-            .unwrap_or(150)
-            .clamp(40, 400);
+    /// `None` when the terminal line cannot be set up (then the caller falls
+    /// back to one line per interval).
+    pub fn start() -> Option<TtyProgress> {
         let state = Arc::new(Mutex::new(TtyState {
             started: Instant::now(),
             phase: "starting".into(),
             last: None,
-            tick: 0,
-            color: std::env::var_os("NO_COLOR").is_none(),
-            width,
         }));
-        let (tx, rx) = channel::<()>();
         let st = state.clone();
-        let ticker = std::thread::Builder::new()
-            .name("mb-progress".into())
-            .spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) =
-                    rx.recv_timeout(Duration::from_millis(500))
-                {
-                    if let Ok(mut s) = st.lock() {
-                        s.tick += 1;
-                        draw(&s);
-                    }
-                }
-            })
-            .ok();
-        TtyProgress {
-            state,
-            stop: Some(tx),
-            ticker,
-        }
+        let draw = move |_: &ProgressState, w: &mut dyn fmt::Write| {
+            if let Ok(s) = st.lock() {
+                let _ = w.write_str(&figures(&s));
+            }
+        };
+        let style = ProgressStyle::with_template("{spinner} {figures}")
+            .ok()?
+            .tick_strings(&["|", "/", "-", "\\", " "])
+            .with_key("figures", draw);
+        let bar = ProgressBar::new_spinner().with_style(style);
+        bar.enable_steady_tick(Duration::from_millis(500));
+        Some(TtyProgress { state, bar })
     }
 }
 
@@ -121,8 +107,14 @@ pub fn status_line(
 ) -> (String, String) {
     const SPIN: [char; 4] = ['|', '/', '-', '\\'];
     let spin = SPIN[tick % SPIN.len()];
+    let (line, verdict) = figures_line(phase, live, since);
+    (format!("{spin} {line}"), verdict)
+}
+
+/// The status line after the spinner, and the verdict word.
+fn figures_line(phase: &str, live: Option<&LiveFigures>, since: f64) -> (String, String) {
     let Some(p) = live else {
-        return (format!("{spin} {phase}"), String::new());
+        return (phase.to_string(), String::new());
     };
     let elapsed = p.elapsed_s + since;
     let remaining = (p.remaining_s - since).max(0.0);
@@ -136,7 +128,7 @@ pub fn status_line(
     let verdict = if p.passing { "passing" } else { "FAILING" };
     (
         format!(
-            "{spin} {verdict} {:<8} {} [{bar}] {} left | IOPS {:.0}{target} | db read {:.2} ms (<= {:.0}) | log write {:.2} ms (<= {:.0}) | errors {}",
+            "{verdict} {:<8} {} [{bar}] {} left | IOPS {:.0}{target} | db read {:.2} ms (<= {:.0}) | log write {:.2} ms (<= {:.0}) | errors {}",
             p.phase,
             clock(elapsed),
             clock(remaining),
@@ -151,35 +143,36 @@ pub fn status_line(
     )
 }
 
-fn draw(s: &TtyState) {
+/// The figures as drawn now: the clock moves on between intervals, the line
+/// fits the terminal, the verdict is coloured (unless `NO_COLOR`).
+fn figures(s: &TtyState) -> String {
     let (line, verdict) = match &s.last {
-        Some((f, at)) => status_line(&s.phase, Some(f), at.elapsed().as_secs_f64(), s.tick),
+        Some((f, at)) => figures_line(&s.phase, Some(f), at.elapsed().as_secs_f64()),
         None => {
-            let (l, v) = status_line(&s.phase, None, 0.0, s.tick);
+            let (l, v) = figures_line(&s.phase, None, 0.0);
             (
                 format!("{l} ({})", clock(s.started.elapsed().as_secs_f64())),
                 v,
             )
         }
     };
-    let line: String = line.chars().take(s.width - 1).collect();
-    let line = if s.color && !verdict.is_empty() {
-        let code = if verdict == "passing" { "32" } else { "31;1" };
-        line.replacen(&verdict, &format!("\x1b[{code}m{verdict}\x1b[0m"), 1)
+    let width = usize::from(Term::stderr().size().1).clamp(40, 400);
+    let line: String = line.chars().take(width - 3).collect();
+    if verdict.is_empty() {
+        return line;
+    }
+    let styled = style(&verdict).for_stderr();
+    let styled = if verdict == "passing" {
+        styled.green()
     } else {
-        line
+        styled.red().bold()
     };
-    let mut e = std::io::stderr().lock();
-    let _ = write!(e, "\r\x1b[2K{line}");
-    let _ = e.flush();
+    line.replacen(&verdict, &styled.to_string(), 1)
 }
 
 impl Progress for TtyProgress {
     fn phase(&mut self, text: &str) {
         if let Ok(mut s) = self.state.lock() {
-            let mut e = std::io::stderr().lock();
-            let _ = writeln!(e, "\r\x1b[2Kmailbench: {text}");
-            drop(e);
             // After the load (verification, stopping) the phase text replaces
             // the figures line; during it, messages just scroll above.
             if s.last.is_none() || text.starts_with("verifying") || text.starts_with("interrupted")
@@ -187,34 +180,27 @@ impl Progress for TtyProgress {
                 s.phase = text.to_string();
                 s.last = None;
             }
-            draw(&s);
         }
+        // Drawing reads the state: its lock is released first.
+        self.bar.println(format!("mailbench: {text}"));
     }
     fn interval(&mut self, p: &LiveFigures) {
         if let Ok(mut s) = self.state.lock() {
             s.phase = p.phase.clone();
             s.last = Some((p.clone(), Instant::now()));
-            draw(&s);
         }
+        self.bar.tick();
     }
 }
 
 impl Drop for TtyProgress {
     fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.ticker.take() {
-            let _ = h.join();
-        }
         // Leave the last figures on screen.
-        if let Ok(s) = self.state.lock()
-            && s.last.is_some()
-        {
-            draw(&s);
-            let _ = writeln!(std::io::stderr());
+        let figures = self.state.lock().is_ok_and(|s| s.last.is_some());
+        if figures {
+            self.bar.abandon();
         } else {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+            self.bar.finish_and_clear();
         }
     }
 }

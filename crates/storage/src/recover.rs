@@ -1017,6 +1017,11 @@ impl Replay {
         } else {
             0.0
         };
+        r.db_writes_per_read = if self.db_read.ops > 0 {
+            self.db_write.ops as f64 / self.db_read.ops as f64
+        } else {
+            0.0
+        };
         r.db_read = verify::figures(&self.db_read, secs);
         r.db_write = verify::figures(&self.db_write, secs);
         r.log_read = verify::figures(&self.log_read, secs);

@@ -30,6 +30,10 @@ pub struct ReplayResult {
     pub cpu_seconds: f64,
     pub seconds_per_log_file: f64,
     pub db_reads_per_log_file: f64,
+    /// Database write operations per database read operation during replay (the
+    /// published soft-recovery shape is about 0.01). Absent in older results.
+    #[serde(default)]
+    pub db_writes_per_read: f64,
     pub db_read: ClassFigures,
     pub db_write: ClassFigures,
     pub log_read: ClassFigures,

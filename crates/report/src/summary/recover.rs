@@ -121,7 +121,7 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
     for r in rs {
         let _ = writeln!(
             o,
-            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file, {:.3} db writes per read; CPU {:.2} s; {}",
+            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file{}; CPU {:.2} s; {}",
             r.name,
             r.records,
             r.transactions,
@@ -129,7 +129,11 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
             r.updates_skipped,
             r.uncommitted_updates_dropped,
             r.db_reads_per_log_file,
-            r.db_writes_per_read,
+            if r.db_writes_per_read > 0.0 {
+                format!(", {:.3} db writes per read", r.db_writes_per_read)
+            } else {
+                String::new()
+            },
             r.cpu_seconds,
             r.stopped
         );

@@ -7,20 +7,8 @@ use std::fmt::Write as _;
 /// MB, elapsed, MB/s, average and sum) and the read I/O.
 pub fn render(r: &BackupResult) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "mailbench storage backup test — {}", r.verdict.label());
-    let _ = writeln!(o, "{}", "=".repeat(78));
-    let _ = writeln!(o, "\nTest Summary");
-    let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
-    for reason in &r.verdict.reasons {
-        let _ = writeln!(o, "    - {reason}");
-    }
-    let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
-    let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
-    let _ = writeln!(
-        o,
-        "  Started / Ended         {} / {}",
-        r.run.started, r.run.ended
-    );
+    super::test_summary_head(&mut o, "mailbench storage backup test", &r.verdict, &r.run);
+    super::version_and_times(&mut o, &r.run);
     let _ = writeln!(
         o,
         "  Reads                   {} KiB sequential, {} in flight per database, all databases at once",

@@ -10,6 +10,31 @@ pub mod storage;
 pub mod verify;
 
 use mailbench_results::AnyResult;
+use mailbench_results::verdict::{RunHeader, Verdict};
+use std::fmt::Write as _;
+
+/// The opening every storage summary shares: title, rule, "Test Summary",
+/// the verdict with its reasons, and the machine's name.
+fn test_summary_head(o: &mut String, title: &str, verdict: &Verdict, run: &RunHeader) {
+    let _ = writeln!(o, "{title} — {}", verdict.label());
+    let _ = writeln!(o, "{}", "=".repeat(78));
+    let _ = writeln!(o, "\nTest Summary");
+    let _ = writeln!(o, "  Overall Test Result     {}", verdict.label());
+    for reason in &verdict.reasons {
+        let _ = writeln!(o, "    - {reason}");
+    }
+    let _ = writeln!(o, "  Machine Name            {}", run.host.hostname);
+}
+
+/// The tool's version and the run's start and end, as every storage summary prints them.
+fn version_and_times(o: &mut String, run: &RunHeader) {
+    let _ = writeln!(o, "  mailbench Version       {}", run.tool_version);
+    let _ = writeln!(
+        o,
+        "  Started / Ended         {} / {}",
+        run.started, run.ended
+    );
+}
 
 /// summary.txt of a result of any kind.
 pub fn render(r: &AnyResult) -> String {

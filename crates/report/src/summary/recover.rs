@@ -7,20 +7,8 @@ use std::fmt::Write as _;
 /// layout, the I/O during replay, then the checksum statistics.
 pub fn render(r: &RecoverResult) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "mailbench storage recover test — {}", r.verdict.label());
-    let _ = writeln!(o, "{}", "=".repeat(78));
-    let _ = writeln!(o, "\nTest Summary");
-    let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
-    for reason in &r.verdict.reasons {
-        let _ = writeln!(o, "    - {reason}");
-    }
-    let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
-    let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
-    let _ = writeln!(
-        o,
-        "  Started / Ended         {} / {}",
-        r.run.started, r.run.ended
-    );
+    super::test_summary_head(&mut o, "mailbench storage recover test", &r.verdict, &r.run);
+    super::version_and_times(&mut o, &r.run);
     let _ = writeln!(
         o,
         "  Profile                 {} (page {}, log file {})",

@@ -18,30 +18,17 @@ fn lat(c: &ClassFigures) -> String {
 pub fn render(r: &StorageResult) -> String {
     let mut o = String::new();
     let s = &r.spec;
-    let _ = writeln!(
-        o,
-        "mailbench storage {} test — {}",
-        format!("{:?}", s.test_type).to_lowercase(),
-        r.verdict.label()
+    let title = format!(
+        "mailbench storage {} test",
+        format!("{:?}", s.test_type).to_lowercase()
     );
-    let _ = writeln!(o, "{}", "=".repeat(78));
-    let _ = writeln!(o, "\nTest Summary");
-    let _ = writeln!(o, "  Overall Test Result     {}", r.verdict.label());
-    for reason in &r.verdict.reasons {
-        let _ = writeln!(o, "    - {reason}");
-    }
-    let _ = writeln!(o, "  Machine Name            {}", r.run.host.hostname);
+    super::test_summary_head(&mut o, &title, &r.verdict, &r.run);
     let _ = writeln!(
         o,
         "  Operating System        {} (kernel {})",
         r.run.host.os, r.run.host.kernel
     );
-    let _ = writeln!(o, "  mailbench Version       {}", r.run.tool_version);
-    let _ = writeln!(
-        o,
-        "  Started / Ended         {} / {}",
-        r.run.started, r.run.ended
-    );
+    super::version_and_times(&mut o, &r.run);
     let _ = writeln!(
         o,
         "  Measured Window         {:.0} s after {:.0} s warm-up ({} intervals){}",

@@ -32,9 +32,11 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Reads and parses `path`; errors name the file and the line.
     pub fn load(path: &Path) -> Result<ConfigFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::usage(format!("cannot read config file {}: {e}", path.display()))
-        })?;
+        let text = crate::limits::read_text_capped(
+            path,
+            crate::limits::MAX_CONFIG_FILE_BYTES,
+            "config file",
+        )?;
         Self::parse(&text, path)
     }
 

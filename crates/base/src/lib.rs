@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod host;
 pub mod interrupt;
+pub mod limits;
 pub mod rundir;
 pub mod units;
 

@@ -190,8 +190,39 @@ pub fn claim_folder(dir: &Path, dry_run: bool) -> Result<()> {
         env!("CARGO_PKG_VERSION"),
         crate::host::now_rfc3339()
     );
-    std::fs::write(dir.join(MANIFEST), text)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(MANIFEST))
+        .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| Error::usage(format!("cannot write in folder {}: {e}", dir.display())))
+}
+
+/// Makes room for mailbench to create `name` in `dir`, a folder [`claim_folder`]
+/// claimed: whatever has that name there (a file of an earlier run, or a
+/// symlink, which is removed and never followed) goes; a folder of that name is
+/// refused. The caller then creates the file new (`create_new`, `O_NOFOLLOW`),
+/// so a write never lands outside the folder or in a file mailbench did not make.
+pub fn make_room(dir: &Path, name: &str) -> Result<PathBuf> {
+    if !dir.join(MANIFEST).is_file() {
+        return Err(Error::runtime(format!(
+            "{} is not a folder mailbench claimed (no {MANIFEST}); refusing to write {name} there",
+            dir.display()
+        )));
+    }
+    let path = dir.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => Err(Error::runtime(format!(
+            "{} is a folder: remove it or give another folder",
+            path.display()
+        ))),
+        Ok(_) => {
+            std::fs::remove_file(&path).map_err(|e| Error::io("cannot replace", &path, e))?;
+            Ok(path)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
+        Err(e) => Err(Error::io("cannot inspect", &path, e)),
+    }
 }
 
 #[cfg(test)]

@@ -131,7 +131,8 @@ pub fn probe(dir: &Path) -> Capabilities {
 /// O_DSYNC (every write durable on completion).
 pub fn open_file(path: &Path, create: bool, direct: bool, dsync: bool) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut flags = 0;
+    // A file mailbench may create is never reached through a symlink.
+    let mut flags = if create { libc::O_NOFOLLOW } else { 0 };
     if direct {
         flags |= libc::O_DIRECT;
     }
@@ -143,6 +144,22 @@ pub fn open_file(path: &Path, create: bool, direct: bool, dsync: bool) -> std::i
         .write(true)
         .create(create)
         .truncate(false)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// Creates `path`, which must not exist (not even as a symlink): a file
+/// mailbench writes never replaces or reaches through anything already there.
+pub fn create_new_file(path: &Path, direct: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NOFOLLOW;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
         .custom_flags(flags)
         .open(path)
 }
@@ -193,6 +210,18 @@ pub fn free_space(path: &Path) -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Whether this process may create files in the folder `dir`, asked of the
+/// kernel (`faccessat(2)` with the effective ids) without creating anything.
+pub fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: c is a valid NUL-terminated path; no pointer is kept.
+    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
+    rc == 0
 }
 
 /// Allocates `len` bytes of disk for `file` (fallocate), so later writes cannot

@@ -980,6 +980,10 @@ mynetworks = 127.0.0.0/8
 virtual_mailbox_domains = {LOCAL_DOMAIN}
 virtual_alias_maps = texthash:{pf}/etc/virtual
 virtual_transport = lmtp:inet:127.0.0.1:{lmtp}
+# No local delivery: no system alias table (/etc/aliases.db may not exist)
+alias_maps =
+alias_database =
+local_recipient_maps =
 maillog_file = {pf}/maillog
 maillog_file_prefixes = {root}
 smtpd_banner = $myhostname ESMTP

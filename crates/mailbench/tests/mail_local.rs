@@ -229,6 +229,13 @@ fn a_long_interval_does_not_delay_the_end() {
         "{}",
         v["warnings"]
     );
+    // A clean run on the generated configuration: the servers log no error
+    // (e.g. none about a system table outside the local folder).
+    assert!(
+        !v["warnings"].to_string().contains("servers logged errors"),
+        "{}",
+        v["warnings"]
+    );
 }
 
 /// Ctrl-C during `mail setup` stops it within seconds with a partial,

@@ -210,7 +210,6 @@ fn emit_config_writes_the_storage_test() {
         "io_engine",
         "cache_size",
         "verify",
-        "allow_block_device",
     ];
     for k in st.keys() {
         assert!(

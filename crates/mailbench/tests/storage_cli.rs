@@ -85,6 +85,26 @@ fn a_short_run_writes_results_that_match_its_verdict() {
         .unwrap();
     assert_eq!(maint, 262144.0, "maintenance reads are 256 KiB");
     assert_eq!(r["verify"]["bad_total"], 0);
+    // The process's CPU: over the measured window, within the whole run's, and
+    // per I/O of the window (every class).
+    let host = &r["host_performance"];
+    let window_cpu = host["mailbench_cpu_s"].as_f64().unwrap();
+    let run_cpu = host["mailbench_run_cpu_s"].as_f64().unwrap();
+    assert!(
+        window_cpu > 0.0 && window_cpu <= run_cpu + 1e-9,
+        "window CPU within the whole run's: {host}"
+    );
+    let all_ios: u64 = total["classes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["ops"].as_u64().unwrap())
+        .sum();
+    let per_io = host["mailbench_cpu_us_per_io"].as_f64().unwrap();
+    assert!(
+        (per_io - window_cpu * 1e6 / all_ios as f64).abs() <= 1e-6 * per_io,
+        "CPU per I/O is the window's CPU over the window's I/Os: {host}"
+    );
     // The summary has the published sections, the log its phases.
     let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
     for s in [

@@ -132,8 +132,9 @@ impl LatencyHist {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|e| format!("histogram is not valid base64: {e}"))?;
+        let plain = inflate_capped(&bytes)?;
         let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
+            .deserialize(&mut plain.as_slice())
             .map_err(|e| format!("histogram is not a valid HdrHistogram V2 blob: {e:?}"))?;
         let mut out = LatencyHist::new();
         out.h
@@ -145,6 +146,56 @@ impl LatencyHist {
     pub fn inner(&self) -> &Histogram<u64> {
         &self.h
     }
+}
+
+/// HdrHistogram V2 cookies: compressed (DEFLATE) and plain.
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9314;
+const V2_COOKIE: u32 = 0x1c84_9313;
+/// The widest histogram read: 1 µs to about 12 days at 3 significant digits
+/// (what mailbench writes is 1 µs to an hour): the counts it allocates stay small.
+const MAX_READ_HIGHEST: u64 = 1 << 40;
+
+/// The plain V2 form of an encoded histogram, expanded at most to
+/// [`MAX_HISTOGRAM_DECODED_BYTES`](mailbench_base::limits::MAX_HISTOGRAM_DECODED_BYTES),
+/// with a header whose range and precision stay within what mailbench writes:
+/// a hostile result cannot make a reader allocate without bound.
+fn inflate_capped(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let cap = mailbench_base::limits::MAX_HISTOGRAM_DECODED_BYTES;
+    let be32 = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let be64 = |b: &[u8], at: usize| -> Option<u64> {
+        Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    };
+    let plain = match be32(bytes, 0) {
+        Some(V2_COMPRESSED_COOKIE) => {
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(bytes.get(8..).unwrap_or_default())
+                .take(cap as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("histogram is not valid DEFLATE data: {e}"))?;
+            if out.len() > cap {
+                return Err(format!(
+                    "histogram expands to more than {} MiB: not one mailbench wrote",
+                    cap >> 20
+                ));
+            }
+            out
+        }
+        Some(V2_COOKIE) if bytes.len() <= cap => bytes.to_vec(),
+        _ => return Err("histogram is not a V2 HdrHistogram blob".into()),
+    };
+    // cookie, payload length, normalizing offset, significant digits, lowest, highest.
+    let digits = be32(&plain, 12).ok_or("histogram header is cut short")?;
+    let highest = be64(&plain, 24).ok_or("histogram header is cut short")?;
+    if be32(&plain, 0) != Some(V2_COOKIE) || digits > SIGFIG as u32 || highest > MAX_READ_HIGHEST {
+        return Err(format!(
+            "histogram header out of range ({digits} significant digits, highest {highest}): \
+             not one mailbench wrote"
+        ));
+    }
+    Ok(plain)
 }
 
 #[cold]

@@ -33,15 +33,11 @@ impl CoreSeconds {
     /// Busy and iowait percentages between two readings of this core.
     pub fn usage_since(&self, earlier: &CoreSeconds) -> (f64, f64) {
         let d = |a: f64, b: f64| (a - b).max(0.0);
-        let busy = d(self.busy, earlier.busy);
-        let idle = d(self.idle, earlier.idle);
-        let iow = d(self.iowait, earlier.iowait);
-        let total = busy + idle + iow;
-        if total <= 0.0 {
-            (0.0, 0.0)
-        } else {
-            (100.0 * busy / total, 100.0 * iow / total)
-        }
+        crate::system::busy_iowait_pct(
+            d(self.busy, earlier.busy),
+            d(self.idle, earlier.idle),
+            d(self.iowait, earlier.iowait),
+        )
     }
 }
 
@@ -443,27 +439,18 @@ const USER_HZ: f64 = 100.0;
 
 /// Per-core seconds from the `cpuN` lines of /proc/stat.
 pub fn parse_proc_cores(stat: &str) -> BTreeMap<String, CoreSeconds> {
-    stat.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let name = f.next()?.strip_prefix("cpu")?;
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let v: Vec<f64> = f.filter_map(|x| x.parse::<f64>().ok()).collect();
-            if v.len() < 5 {
-                return None;
-            }
-            // user nice system idle iowait irq softirq steal (guest is inside user)
-            let busy: f64 = v.iter().take(8).sum::<f64>() - v[3] - v[4];
-            Some((
-                name.to_string(),
+    crate::system::cpu_lines(stat)
+        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(n, t)| {
+            let secs = |ticks: u64| ticks as f64 / USER_HZ;
+            (
+                n.to_string(),
                 CoreSeconds {
-                    busy: busy / USER_HZ,
-                    idle: v[3] / USER_HZ,
-                    iowait: v[4] / USER_HZ,
+                    busy: secs(t.busy),
+                    idle: secs(t.idle),
+                    iowait: secs(t.iowait),
                 },
-            ))
+            )
         })
         .collect()
 }

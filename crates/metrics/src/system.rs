@@ -45,34 +45,47 @@ impl CpuTimes {
         Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
     }
 
+    /// The all-CPU `cpu ` line of /proc/stat.
     pub fn parse(stat: &str) -> Option<CpuTimes> {
-        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        if v.len() < 5 {
-            return None;
-        }
-        // user nice system idle iowait irq softirq steal ...
-        let idle = v[3];
-        let iowait = v[4];
-        let busy: u64 = v.iter().take(8).sum::<u64>() - idle - iowait;
-        Some(CpuTimes { busy, idle, iowait })
+        cpu_lines(stat).find(|(n, _)| n.is_empty()).map(|(_, t)| t)
     }
 
     /// Busy and iowait percentages of all CPUs between two readings.
     pub fn usage_since(&self, earlier: &CpuTimes) -> (f64, f64) {
-        let busy = self.busy.saturating_sub(earlier.busy) as f64;
-        let idle = self.idle.saturating_sub(earlier.idle) as f64;
-        let iow = self.iowait.saturating_sub(earlier.iowait) as f64;
-        let total = busy + idle + iow;
-        if total <= 0.0 {
-            (0.0, 0.0)
-        } else {
-            (100.0 * busy / total, 100.0 * iow / total)
+        let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
+        busy_iowait_pct(
+            d(self.busy, earlier.busy),
+            d(self.idle, earlier.idle),
+            d(self.iowait, earlier.iowait),
+        )
+    }
+}
+
+/// Every `cpu…` line of /proc/stat: the suffix (`""` for all CPUs, `"0"`,
+/// `"1"`, ... per core) and its times in USER_HZ ticks; lines too short to
+/// hold idle and iowait are passed over.
+pub fn cpu_lines(stat: &str) -> impl Iterator<Item = (&str, CpuTimes)> {
+    stat.lines().filter_map(|l| {
+        let mut f = l.split_whitespace();
+        let name = f.next()?.strip_prefix("cpu")?;
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 5 {
+            return None;
         }
+        // user nice system idle iowait irq softirq steal (guest is inside user)
+        let (idle, iowait) = (v[3], v[4]);
+        let busy: u64 = v.iter().take(8).sum::<u64>() - idle - iowait;
+        Some((name, CpuTimes { busy, idle, iowait }))
+    })
+}
+
+/// Busy and iowait percentages of busy + idle + iowait time (0 without time).
+pub fn busy_iowait_pct(busy: f64, idle: f64, iowait: f64) -> (f64, f64) {
+    let total = busy + idle + iowait;
+    if total <= 0.0 {
+        (0.0, 0.0)
+    } else {
+        (100.0 * busy / total, 100.0 * iowait / total)
     }
 }
 

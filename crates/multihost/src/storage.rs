@@ -16,6 +16,9 @@ use crate::{Transport, from_unix_ms, to_unix_ms, wait_until};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
 use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_results::ranks::{
+    BackupTotals, PerRank, RankResult, RankTotals, Ranks, RanksFailed, RecoverTotals, WithRanks,
+};
 use mailbench_results::storage::init::StorageInitResult;
 use mailbench_results::storage::verify::StorageVerifyResult;
 use mailbench_results::{AnyResult, RunHeader};
@@ -24,7 +27,7 @@ use mailbench_runner::files::{Doc, StorageDoc};
 use mailbench_storage::run::{LiveFigures, Progress};
 use mailbench_storage::spec::StorageSpec;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -70,12 +73,14 @@ pub struct Options {
     pub log_files: u64,
 }
 
-/// What the command hands back to the CLI for its output.
+/// What the command hands back to the CLI for its output: from the
+/// aggregate result (rank 0) or this rank's own.
 pub struct Outcome {
     pub status: ExitStatus,
     pub dir: PathBuf,
-    /// The aggregate result (rank 0) or this rank's own.
-    pub result: Value,
+    pub verdict: Verdict,
+    /// The `--json` line.
+    pub line: String,
     pub summary: String,
 }
 
@@ -521,10 +526,6 @@ fn failure_hook(
     Box::new(move |f: &Failure, all: &[Failure]| {
         let _g = written.lock();
         eprintln!("mailbench: FAIL: {}", f.reason);
-        let v = failure_value(cmd, &hosts, all);
-        if let Ok(text) = serde_json::to_vec_pretty(&v) {
-            let _ = write_atomic(&top.join("result.json"), &text);
-        }
         let summary = format!(
             "mailbench {} over {} ranks — FAIL\n{}\n",
             cmd.kind(),
@@ -534,72 +535,56 @@ fn failure_hook(
                 .collect::<Vec<_>>()
                 .join("\n")
         );
-        let _ = write_atomic(&top.join("summary.txt"), summary.as_bytes());
+        let failed = RanksFailed::new(cmd.kind(), &hosts, all);
+        mailbench_runner::output::write_failed(&top, &failed, Some(&summary));
         interrupt.raise();
     })
 }
 
-fn failure_value(cmd: Command, hosts: &[String], failures: &[Failure]) -> Value {
-    let mut header = mailbench_results::RunHeader::begin("storage-multihost");
-    header.finish(Duration::ZERO);
-    let mut v = serde_json::to_value(&header).unwrap_or_default();
-    v["command"] = json!(cmd.kind());
-    v["verdict"] = json!(Verdict {
-        status: Status::Fail,
-        reasons: failures.iter().map(|f| f.reason.clone()).collect(),
-    });
-    v["multihost"] = json!({ "hosts": hosts, "failures": failures });
-    v
+/// Rank 0 itself failed: say so, stop the others, write the Fail result,
+/// end the job.
+fn rank0_failed(ctx: &Ctx, c: &Coordinator, e: &Error) {
+    let msg = format!("rank 0 on host {} failed: {e}", ctx.host);
+    eprintln!("mailbench: {msg}");
+    c.stop_all(&msg);
+    let f = Failure {
+        rank: 0,
+        host: ctx.host.clone(),
+        reason: msg,
+        at: mailbench_base::host::now_rfc3339(),
+    };
+    let mut all = c.failures();
+    all.insert(0, f);
+    let failed = RanksFailed::new(ctx.cmd.kind(), &ctx.hosts, &all);
+    mailbench_runner::output::write_failed(&ctx.top, &failed, None);
+    if ctx.size > 1 {
+        ctx.t.abort(e.exit_status().code());
+    }
 }
 
 /// After the rank's own part: gather to rank 0, which writes the aggregate.
 fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
-    let own = match own {
+    let (dir, value) = match own {
         Ok(o) => o,
         Err(e) => {
             if let Some(m) = &ctx.member {
                 m.fail(&e.to_string());
             }
             if let Some(c) = &ctx.coord {
-                // Rank 0 itself failed: say so, stop the others, end the job.
-                let msg = format!("rank 0 on host {} failed: {e}", ctx.host);
-                eprintln!("mailbench: {msg}");
-                c.stop_all(&msg);
-                let f = Failure {
-                    rank: 0,
-                    host: ctx.host.clone(),
-                    reason: msg,
-                    at: mailbench_base::host::now_rfc3339(),
-                };
-                let mut all = c.failures();
-                all.insert(0, f);
-                let v = failure_value(ctx.cmd, &ctx.hosts, &all);
-                if let Ok(text) = serde_json::to_vec_pretty(&v) {
-                    let _ = write_atomic(&ctx.top.join("result.json"), &text);
-                }
-                if ctx.size > 1 {
-                    ctx.t.abort(e.exit_status().code());
-                }
+                rank0_failed(&ctx, c, &e);
             }
             return Err(e);
         }
     };
-    let (dir, value) = own;
     let part = Part {
         rank: ctx.rank,
         host: ctx.host.clone(),
         result: std::fs::read_to_string(dir.file("result.json")).unwrap_or_default(),
         intervals: std::fs::read_to_string(dir.file("intervals.jsonl")).unwrap_or_default(),
     };
-    let own_status = status_of(&value);
     if ctx.size == 1 {
         let summary = std::fs::read_to_string(dir.file("summary.txt")).unwrap_or_default();
-        return Ok(Outcome {
-            status: own_status,
-            dir: dir.path,
-            result: value,
-            summary,
-        });
+        return Ok(Outcome::of_value(&value, dir.path, summary));
     }
     ctx.phase("the gathering of results");
     let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
@@ -615,12 +600,7 @@ fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
     })?;
     if let Some(m) = ctx.member {
         m.done();
-        return Ok(Outcome {
-            status: own_status,
-            dir: dir.path,
-            result: value,
-            summary: String::new(),
-        });
+        return Ok(Outcome::of_value(&value, dir.path, String::new()));
     }
     let Some(coord) = ctx.coord else {
         return Err(Error::runtime("rank 0 has no coordinator"));
@@ -635,15 +615,8 @@ fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
                 .line(format!("a rank's result could not be read: {e}")),
         }
     }
-    let agg = aggregate(&ctx.top, ctx.cmd, &ctx.hosts, &parts, &failures)?;
+    let out = aggregate(&ctx.top, ctx.cmd, &ctx.hosts, &parts, &failures)?;
     coord.finish();
-    let status = status_of(&agg.0);
-    let out = Outcome {
-        status,
-        dir: ctx.top.clone(),
-        result: agg.0,
-        summary: agg.1,
-    };
     if !failures.is_empty() {
         // The failed rank cannot take part in MPI_Finalize: end the job.
         eprintln!("{}", out.summary);
@@ -653,38 +626,104 @@ fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
     Ok(out)
 }
 
-fn status_of(v: &Value) -> ExitStatus {
-    let s = v
-        .get("verdict")
-        .and_then(|v| v.get("status"))
-        .and_then(Value::as_str)
-        .unwrap_or("pass");
-    match s {
-        "pass" => ExitStatus::Pass,
-        "fail" => ExitStatus::Fail,
-        "interrupted" => ExitStatus::Interrupted,
-        _ => ExitStatus::Runtime,
+impl Outcome {
+    fn new(verdict: Verdict, line: String, dir: PathBuf, summary: String) -> Outcome {
+        Outcome {
+            status: verdict.exit_status(),
+            verdict,
+            line,
+            dir,
+            summary,
+        }
+    }
+
+    /// The outcome of a result of a known kind: its verdict and `--json` line.
+    fn of_result(r: &AnyResult, dir: PathBuf, summary: String) -> Outcome {
+        let line = mailbench_runner::output::json_line(r, &dir);
+        Outcome::new(r.verdict().clone(), line, dir, summary)
+    }
+
+    /// The outcome of a result value: typed when it is a kind's result,
+    /// else its verdict alone.
+    fn of_value(v: &Value, dir: PathBuf, summary: String) -> Outcome {
+        if let Ok(r) = AnyResult::from_value(v.clone()) {
+            return Outcome::of_result(&r, dir, summary);
+        }
+        let verdict = v
+            .get("verdict")
+            .and_then(|x| serde_json::from_value::<Verdict>(x.clone()).ok())
+            .unwrap_or(Verdict {
+                status: Status::Error,
+                reasons: vec!["the result has no verdict".into()],
+            });
+        let line = mailbench_runner::output::verdict_line(&verdict, &dir);
+        Outcome::new(verdict, line, dir, summary)
     }
 }
 
-/// Rank 0: one result from the ranks' parts (with failures named first).
-/// Returns the result value and summary text.
+/// A gathered rank's result file: (rank, host, path).
+type RankFile = (usize, String, PathBuf);
+
+/// Rank 0: one result from the ranks' parts (with failures named first),
+/// written through the runner's output path.
 fn aggregate(
     top: &Path,
     cmd: Command,
     hosts: &[String],
     parts: &[Part],
     failures: &[Failure],
-) -> Result<(Value, String)> {
+) -> Result<Outcome> {
     let dir = RunDir {
         path: top.to_path_buf(),
         log: TestLog::open(&top.join("test.log"))?,
     };
-    // Every rank's files beside rank 0's (copies when the ranks do not
-    // share the results folder), so `report merge rank-*/` works here.
+    let files = copy_rank_files(&dir, parts)?;
+    let fail_reasons: Vec<String> = failures.iter().map(|f| f.reason.clone()).collect();
+    for r in &fail_reasons {
+        dir.log.line(format!("FAIL: {r}"));
+    }
+    let gathered: Vec<usize> = parts.iter().map(|p| p.rank).collect();
+    let multihost = Ranks::of(hosts, &gathered, failures);
+    let failed_first = |summary: String| {
+        if fail_reasons.is_empty() {
+            summary
+        } else {
+            format!("FAIL: {}\n\n{summary}", fail_reasons.join("\nFAIL: "))
+        }
+    };
+    match cmd {
+        Command::Run => {
+            let (result, summary) = aggregate_run(&dir, &files, &fail_reasons)?;
+            let summary = failed_first(summary);
+            let with = WithRanks { result, multihost };
+            mailbench_runner::output::write_with(&dir, &with, &summary, true)?;
+            Ok(Outcome::of_result(&with.result, dir.path, summary))
+        }
+        Command::MailRun => {
+            let (result, summary) = crate::mail::aggregate(&dir, &files, &fail_reasons)?;
+            let summary = failed_first(summary);
+            let with = WithRanks { result, multihost };
+            mailbench_runner::output::write_with(&dir, &with, &summary, true)?;
+            Ok(Outcome::of_value(&with.result, dir.path, summary))
+        }
+        Command::Init | Command::Verify | Command::Backup | Command::Recover => {
+            let (result, summary) = aggregate_per_rank(cmd, &files, &fail_reasons)?;
+            let summary = failed_first(summary);
+            let line = mailbench_runner::output::verdict_line(&result.verdict, &dir.path);
+            let verdict = result.verdict.clone();
+            let with = WithRanks { result, multihost };
+            mailbench_runner::output::write_with(&dir, &with, &summary, false)?;
+            Ok(Outcome::new(verdict, line, dir.path, summary))
+        }
+    }
+}
+
+/// Every rank's files beside rank 0's (copies when the ranks do not share
+/// the results folder), so `report merge rank-*/` works here.
+fn copy_rank_files(dir: &RunDir, parts: &[Part]) -> Result<Vec<RankFile>> {
     let mut files = Vec::new();
     for p in parts {
-        let rd = top.join(format!("rank-{}", p.rank));
+        let rd = dir.path.join(format!("rank-{}", p.rank));
         let _ = std::fs::create_dir_all(&rd);
         let f = rd.join("result.json");
         if !f.exists() {
@@ -699,50 +738,15 @@ fn aggregate(
             p.rank, p.host
         ));
     }
-    let fail_reasons: Vec<String> = failures.iter().map(|f| f.reason.clone()).collect();
-    for r in &fail_reasons {
-        dir.log.line(format!("FAIL: {r}"));
-    }
-    let ranks_json: Vec<Value> = (0..hosts.len())
-        .map(|r| {
-            let failed = failures.iter().find(|f| f.rank == r);
-            json!({
-                "rank": r,
-                "host": hosts.get(r),
-                "result": parts.iter().any(|p| p.rank == r).then(|| format!("rank-{r}/result.json")),
-                "status": if failed.is_some() { "failed" } else if parts.iter().any(|p| p.rank == r) { "gathered" } else { "missing" },
-                "failure": failed.map(|f| f.reason.clone()),
-            })
-        })
-        .collect();
-    let multihost = json!({ "ranks": ranks_json, "failures": failures });
-    let (mut value, mut summary) = match cmd {
-        Command::Run => aggregate_run(&dir, &files, &fail_reasons)?,
-        Command::MailRun => crate::mail::aggregate(&dir, &files, &fail_reasons)?,
-        Command::Init | Command::Verify | Command::Backup | Command::Recover => {
-            aggregate_generic(cmd, &files, &fail_reasons)?
-        }
-    };
-    value["multihost"] = multihost;
-    if !fail_reasons.is_empty() {
-        summary = format!("FAIL: {}\n\n{summary}", fail_reasons.join("\nFAIL: "));
-    }
-    dir.write_json("result.json", &value)?;
-    dir.write("summary.txt", summary.as_bytes())?;
-    if matches!(cmd, Command::Run | Command::MailRun)
-        && let Err(e) = mailbench_runner::output::write_html(&dir)
-    {
-        dir.log.line(format!("report.html not written: {e}"));
-    }
-    Ok((value, summary))
+    Ok(files)
 }
 
 /// The same as `report merge` of the ranks' result files.
 fn aggregate_run(
     dir: &RunDir,
-    files: &[(usize, String, PathBuf)],
+    files: &[RankFile],
     failures: &[String],
-) -> Result<(Value, String)> {
+) -> Result<(AnyResult, String)> {
     let mut docs: Vec<StorageDoc> = Vec::new();
     for (_, _, f) in files {
         match mailbench_runner::files::load(f)? {
@@ -763,138 +767,178 @@ fn aggregate_run(
     if docs.len() == 1 {
         let d = &mut docs[0];
         judged(&mut d.result);
-        let text =
-            mailbench_runner::files::summary(&AnyResult::StorageRun(Box::new(d.result.clone())));
+        let r = AnyResult::StorageRun(Box::new(d.result.clone()));
         let _ = std::fs::copy(
             d.source.with_file_name("intervals.jsonl"),
             dir.file("intervals.jsonl"),
         );
-        let v = serde_json::to_value(&d.result).map_err(|e| Error::runtime(e.to_string()))?;
-        return Ok((v, text));
+        let text = mailbench_runner::files::summary(&r);
+        return Ok((r, text));
     }
     let mut out = mailbench_runner::files::merge_storage(&docs)?;
     judged(&mut out.result);
-    let value = serde_json::to_value(&out.result).map_err(|e| Error::runtime(e.to_string()))?;
     if !out.intervals.is_empty() {
         dir.write_jsonl("intervals.jsonl", &out.intervals)?;
     }
-    let summary = mailbench_runner::files::summary(&AnyResult::StorageRun(Box::new(out.result)));
-    Ok((value, summary))
+    let r = AnyResult::StorageRun(Box::new(out.result));
+    let summary = mailbench_runner::files::summary(&r);
+    Ok((r, summary))
+}
+
+/// A rank's own result file, typed.
+fn rank_result(f: &Path) -> Result<AnyResult> {
+    let text = std::fs::read_to_string(f)
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", f.display())))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| Error::runtime(format!("{}: {e}", f.display())))?;
+    AnyResult::from_value(v).map_err(|e| Error::runtime(format!("{}: {e}", f.display())))
+}
+
+/// Sums of the ranks' backups and replays, for the totals line.
+#[derive(Default)]
+struct Sums {
+    backup_mb: f64,
+    backup_s: f64,
+    backup_dbs: usize,
+    replayed: u64,
+    replay_s: f64,
+}
+
+/// The summary lines of one rank's own result; adds to `sums`.
+fn rank_lines(rank: usize, host: &str, r: &AnyResult, sums: &mut Sums) -> String {
+    let mut s = String::new();
+    match r {
+        AnyResult::StorageInit(r) => {
+            for d in &r.init.databases {
+                s.push_str(&format!("  rank {rank} {host}: {}\n", d.line()));
+            }
+        }
+        AnyResult::StorageBackup(r) => {
+            let mb = r.databases.iter().map(|d| d.size_mb).sum::<f64>();
+            let (dbs, secs) = (r.databases.len(), r.seconds);
+            sums.backup_mb += mb;
+            sums.backup_s = sums.backup_s.max(secs);
+            sums.backup_dbs += dbs;
+            s.push_str(&format!(
+                "  rank {rank} {host}: {dbs} databases, {mb:.0} MB in {secs:.1} s, {:.1} MB/s\n",
+                r.total_mb_per_s
+            ));
+        }
+        AnyResult::StorageRecover(r) => {
+            for i in &r.instances {
+                let (files, secs) = (i.log_files_replayed, i.seconds);
+                sums.replayed += files;
+                sums.replay_s += secs;
+                s.push_str(&format!(
+                    "  rank {rank} {host}: {} replayed {files} log files in {secs:.2} s \
+                     ({:.4} s per log file)\n",
+                    i.name, i.seconds_per_log_file
+                ));
+            }
+        }
+        AnyResult::StorageVerify(r) => {
+            s.push_str(&format!(
+                "  rank {rank} {host}: {} databases, {} bad pages or log blocks\n",
+                r.verify.databases.len(),
+                r.verify.bad_total
+            ));
+        }
+        other => s.push_str(&format!(
+            "  rank {rank} {host}: a {} result\n",
+            other.kind()
+        )),
+    }
+    s
+}
+
+/// The totals of backup and recover over the ranks, and their line.
+fn totals(cmd: Command, sums: &Sums) -> Option<(RankTotals, String)> {
+    match cmd {
+        Command::Backup => {
+            // The ranks read at the same time: total MB/s over the slowest rank's time.
+            let Sums {
+                backup_mb,
+                backup_s,
+                backup_dbs,
+                ..
+            } = *sums;
+            let mb_per_s = if backup_s > 0.0 {
+                backup_mb / backup_s
+            } else {
+                0.0
+            };
+            Some((
+                RankTotals::Backup(BackupTotals {
+                    databases: backup_dbs,
+                    size_mb: backup_mb,
+                    seconds: backup_s,
+                    total_mb_per_s: mb_per_s,
+                }),
+                format!(
+                    "  all ranks: {backup_dbs} databases, {backup_mb:.0} MB in {backup_s:.1} s, \
+                     {mb_per_s:.1} MB/s\n"
+                ),
+            ))
+        }
+        Command::Recover => {
+            let (replayed, replay_s) = (sums.replayed, sums.replay_s);
+            let per = if replayed > 0 {
+                replay_s / replayed as f64
+            } else {
+                0.0
+            };
+            Some((
+                RankTotals::Recover(RecoverTotals {
+                    log_files_replayed: replayed,
+                    seconds_sum: replay_s,
+                    seconds_per_log_file: per,
+                }),
+                format!(
+                    "  all ranks: {replayed} log files replayed, {replay_s:.2} s in sum, \
+                     {per:.4} s per log file\n"
+                ),
+            ))
+        }
+        Command::Init | Command::Verify | Command::Run | Command::MailRun => None,
+    }
 }
 
 /// Every rank's own result under `hosts`, one verdict from their reasons
 /// (failed ranks first), totals for backup and recover.
-fn aggregate_generic(
+fn aggregate_per_rank(
     cmd: Command,
-    files: &[(usize, String, PathBuf)],
+    files: &[RankFile],
     failures: &[String],
-) -> Result<(Value, String)> {
+) -> Result<(PerRank, String)> {
     let mut hosts = Vec::new();
     let mut reasons = Vec::new();
     let mut summary = format!("mailbench {} over {} ranks\n", cmd.kind(), files.len());
-    let (mut backup_mb, mut backup_s, mut backup_dbs) = (0.0f64, 0.0f64, 0usize);
-    let (mut replayed, mut replay_s) = (0u64, 0.0f64);
+    let mut sums = Sums::default();
     for (rank, host, f) in files {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", f.display())))?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| Error::runtime(format!("{}: {e}", f.display())))?;
-        if let Some(rs) = v["verdict"]["reasons"].as_array() {
-            for r in rs.iter().filter_map(Value::as_str) {
-                reasons.push(format!("rank {rank} on host {host}: {r}"));
-            }
+        let r = rank_result(f)?;
+        for x in &r.verdict().reasons {
+            reasons.push(format!("rank {rank} on host {host}: {x}"));
         }
-        match cmd {
-            Command::Init => {
-                for d in v["init"]["databases"].as_array().into_iter().flatten() {
-                    summary.push_str(&format!(
-                        "  rank {rank} {host}: {} {} {} ({:.0} MB/s)\n",
-                        d["name"].as_str().unwrap_or(""),
-                        d["action"].as_str().unwrap_or(""),
-                        d["path"].as_str().unwrap_or(""),
-                        d["mb_per_s"].as_f64().unwrap_or(0.0)
-                    ));
-                }
-            }
-            Command::Backup => {
-                let mb = v["databases"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|d| d["size_mb"].as_f64())
-                    .sum::<f64>();
-                backup_mb += mb;
-                let (dbs, secs) = (
-                    v["databases"].as_array().map(Vec::len).unwrap_or(0),
-                    v["seconds"].as_f64().unwrap_or(0.0),
-                );
-                backup_s = backup_s.max(secs);
-                backup_dbs += dbs;
-                summary.push_str(&format!(
-                    "  rank {rank} {host}: {dbs} databases, {mb:.0} MB in {secs:.1} s, {:.1} MB/s\n",
-                    v["total_mb_per_s"].as_f64().unwrap_or(0.0)
-                ));
-            }
-            Command::Recover => {
-                for i in v["instances"].as_array().into_iter().flatten() {
-                    let files = i["log_files_replayed"].as_u64().unwrap_or(0);
-                    let secs = i["seconds"].as_f64().unwrap_or(0.0);
-                    replayed += files;
-                    replay_s += secs;
-                    summary.push_str(&format!(
-                        "  rank {rank} {host}: {} replayed {files} log files in {secs:.2} s \
-                         ({:.4} s per log file)\n",
-                        i["name"].as_str().unwrap_or(""),
-                        i["seconds_per_log_file"].as_f64().unwrap_or(0.0)
-                    ));
-                }
-            }
-            Command::Verify | Command::Run | Command::MailRun => {
-                summary.push_str(&format!(
-                    "  rank {rank} {host}: {} databases, {} bad pages or log blocks\n",
-                    v["verify"]["databases"]
-                        .as_array()
-                        .map(Vec::len)
-                        .unwrap_or(0),
-                    v["verify"]["bad_total"].as_u64().unwrap_or(0)
-                ));
-            }
-        }
-        hosts.push(json!({ "rank": rank, "host": host, "result": v }));
+        summary.push_str(&rank_lines(*rank, host, &r, &mut sums));
+        hosts.push(RankResult {
+            rank: *rank,
+            host: host.clone(),
+            result: r,
+        });
     }
-    let mut totals = Value::Null;
-    if cmd == Command::Backup {
-        // The ranks read at the same time: total MB/s over the slowest rank's time.
-        let mb_per_s = if backup_s > 0.0 {
-            backup_mb / backup_s
-        } else {
-            0.0
-        };
-        summary.push_str(&format!(
-            "  all ranks: {backup_dbs} databases, {backup_mb:.0} MB in {backup_s:.1} s, {mb_per_s:.1} MB/s\n"
-        ));
-        totals = json!({ "databases": backup_dbs, "size_mb": backup_mb, "seconds": backup_s, "total_mb_per_s": mb_per_s });
-    } else if cmd == Command::Recover {
-        let per = if replayed > 0 {
-            replay_s / replayed as f64
-        } else {
-            0.0
-        };
-        summary.push_str(&format!(
-            "  all ranks: {replayed} log files replayed, {replay_s:.2} s in sum, {per:.4} s per log file\n"
-        ));
-        totals = json!({ "log_files_replayed": replayed, "seconds_sum": replay_s, "seconds_per_log_file": per });
-    }
+    let totals = totals(cmd, &sums).map(|(t, line)| {
+        summary.push_str(&line);
+        t
+    });
     let verdict = Verdict::from_reasons(reasons).with_failures_first(failures);
     summary.push_str(&format!("Verdict: {}\n", verdict.label()));
-    let mut header = mailbench_results::RunHeader::begin(cmd.kind());
-    header.finish(Duration::ZERO);
-    let mut v = serde_json::to_value(&header).unwrap_or_default();
-    v["kind"] = json!(cmd.kind());
-    v["verdict"] = json!(verdict);
-    v["hosts"] = json!(hosts);
-    if !totals.is_null() {
-        v["totals"] = totals;
-    }
-    Ok((v, summary))
+    let mut run = mailbench_results::RunHeader::begin(cmd.kind());
+    run.finish(Duration::ZERO);
+    let result = PerRank {
+        run,
+        verdict,
+        hosts,
+        totals,
+    };
+    Ok((result, summary))
 }

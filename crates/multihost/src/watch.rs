@@ -184,14 +184,9 @@ pub struct Endpoint {
     pub addrs: Vec<String>,
 }
 
-/// A rank that failed, in words that name it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Failure {
-    pub rank: usize,
-    pub host: String,
-    pub reason: String,
-    pub at: String,
-}
+/// A rank that failed, in words that name it (the type of the result's
+/// `multihost.failures`).
+pub use mailbench_results::ranks::RankFailure as Failure;
 
 #[derive(Debug, Clone, Copy)]
 pub struct WatchOptions {

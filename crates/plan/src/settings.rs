@@ -123,6 +123,14 @@ pub fn input_name(key: &str) -> String {
     format!("--{} ([plan] {key})", key.replace('_', "-"))
 }
 
+/// Input maxima (see also `--scale`, at most 1).
+const MAX_MAILBOXES: f64 = 1e9;
+const MAX_MESSAGES_PER_DAY: f64 = 1e6;
+/// Retention, log keeping and replay lag: ten years.
+const MAX_DAYS: f64 = 3650.0;
+/// Headroom, growth and content index shares.
+const MAX_PCT: f64 = 1000.0;
+
 fn bad(key: &str, shown: impl std::fmt::Display, why: impl std::fmt::Display) -> Error {
     Error::usage(format!("{} = {shown}: {why}", input_name(key)))
 }
@@ -670,6 +678,23 @@ impl Settings {
             }
         };
 
+        // Upper bounds: past them the figures stop meaning anything (and the
+        // model's arithmetic leaves the range it is exact in).
+        for (key, x, max) in [
+            ("mailboxes", mailboxes as f64, MAX_MAILBOXES),
+            ("messages_per_day", messages_per_day, MAX_MESSAGES_PER_DAY),
+            ("replay_lag", replay_lag_days, MAX_DAYS),
+            ("headroom", headroom_pct, MAX_PCT),
+            ("retention_days", retention_days, MAX_DAYS),
+            ("growth", growth_pct, MAX_PCT),
+            ("content_index", content_index_pct, MAX_PCT),
+            ("log_days", log_days, MAX_DAYS),
+            ("move_share", move_share_pct, 100.0),
+        ] {
+            if x.is_nan() || x > max {
+                return Err(bad(key, x, format!("must be at most {max}")));
+            }
+        }
         Ok(Input {
             mailboxes,
             messages_per_day,

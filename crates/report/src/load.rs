@@ -103,8 +103,11 @@ pub fn result_path(path: &Path) -> PathBuf {
 /// Loads a result.json (or a run folder) with its intervals and test log.
 pub fn load(path: &Path) -> Result<Doc> {
     let file = result_path(path);
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| Error::usage(format!("cannot read result {}: {e}", file.display())))?;
+    let text = mailbench_base::limits::read_text_capped(
+        &file,
+        mailbench_base::limits::MAX_RESULT_FILE_BYTES,
+        "result",
+    )?;
     let raw = parse_lenient(&text).map_err(|e| {
         Error::usage(format!(
             "{} is not a mailbench result.json: {e}",
@@ -188,7 +191,11 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
 
 /// Reads a JSON-lines file; unreadable lines are counted, not fatal.
 fn read_intervals<T: serde::de::DeserializeOwned>(path: &Path) -> (Vec<T>, usize) {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = mailbench_base::limits::read_text_capped(
+        path,
+        mailbench_base::limits::MAX_RESULT_FILE_BYTES,
+        "intervals",
+    ) else {
         return (Vec::new(), 0);
     };
     let mut out = Vec::new();
@@ -204,7 +211,12 @@ fn read_intervals<T: serde::de::DeserializeOwned>(path: &Path) -> (Vec<T>, usize
 
 /// The last `max_lines` lines of a text file.
 fn read_tail(path: &Path, max_lines: usize) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = mailbench_base::limits::read_text_capped(
+        path,
+        mailbench_base::limits::MAX_RESULT_FILE_BYTES,
+        "test log",
+    )
+    .ok()?;
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= max_lines {
         return Some(text);

@@ -68,6 +68,7 @@ fn result(spec: &StorageSpec, host: &str, st: &Stats, secs: f64) -> StorageResul
             measured_s: secs,
             intervals: 1,
             interrupted: false,
+            ended_by_deadline: false,
         },
         init: None,
         instances: vec![InstanceResult {

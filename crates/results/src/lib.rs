@@ -10,6 +10,7 @@
 pub mod kind;
 pub mod mail;
 pub mod merged;
+pub mod ranks;
 pub mod storage;
 pub mod verdict;
 

@@ -3,6 +3,7 @@
 //! percentiles from added histograms) plus `merged`: the sources and one
 //! section per host (`H`, the kind's own per-host figures).
 
+use crate::verdict::RunHeader;
 use mailbench_base::host::HostInfo;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,30 @@ pub fn merged_host<'a>(labels: impl Iterator<Item = &'a str>, hosts: &[HostInfo]
         cpus: hosts.iter().map(|h| h.cpus).sum(),
         memory_bytes: hosts.iter().map(|h| h.memory_bytes).sum(),
     }
+}
+
+/// The header of a merged result of `kind`: every host named (`labels`,
+/// the hosts' OS and kernel in common, CPUs and memory summed), the earliest
+/// start (of the inputs that have one), the latest end, the longest duration.
+pub fn merged_header<'a>(
+    kind: &str,
+    inputs: &[&RunHeader],
+    labels: impl Iterator<Item = &'a str>,
+) -> RunHeader {
+    let mut header = RunHeader::begin(kind);
+    let hosts: Vec<HostInfo> = inputs.iter().map(|h| h.host.clone()).collect();
+    header.host = merged_host(labels, &hosts);
+    header.started = (inputs.iter().map(|h| h.started.as_str()))
+        .filter(|x| !x.is_empty())
+        .min()
+        .unwrap_or_default()
+        .to_string();
+    header.ended = (inputs.iter().map(|h| h.ended.as_str()))
+        .max()
+        .unwrap_or_default()
+        .to_string();
+    header.duration_s = (inputs.iter().map(|h| h.duration_s)).fold(0.0, f64::max);
+    header
 }
 
 /// Labels for the inputs of a merge: inputs that are merges themselves keep

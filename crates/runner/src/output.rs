@@ -3,7 +3,7 @@
 //! host or many, writes its result through here, so every run folder holds
 //! the same files.
 
-use mailbench_base::rundir::RunDir;
+use mailbench_base::rundir::{RunDir, write_atomic};
 use mailbench_base::{Error, Result};
 use mailbench_results::AnyResult;
 use mailbench_results::verdict::Verdict;
@@ -23,18 +23,45 @@ pub struct Output {
 /// report.html (from result.json and the intervals.jsonl and test.log beside
 /// it). A report that cannot be rendered is said on stderr; the result stands.
 pub fn write_files(dir: &RunDir, result: &AnyResult) -> Result<PathBuf> {
-    let value = result
-        .to_value()
+    write_with(
+        dir,
+        result,
+        &mailbench_report::summary::render(result),
+        true,
+    )
+}
+
+/// The same path for a result whose result.json holds more than its kind's
+/// type or whose summary the caller words (a result gathered from ranks:
+/// the ranks' section beside it, failed ranks named ahead of the summary):
+/// result.json, summary.txt, and report.html when `html`.
+pub fn write_with(
+    dir: &RunDir,
+    result: &impl Serialize,
+    summary: &str,
+    html: bool,
+) -> Result<PathBuf> {
+    let value = serde_json::to_value(result)
         .map_err(|e| Error::runtime(format!("cannot encode the result: {e}")))?;
     let path = dir.write_json("result.json", &value)?;
-    dir.write(
-        "summary.txt",
-        mailbench_report::summary::render(result).as_bytes(),
-    )?;
-    if let Err(e) = mailbench_report::write_html_value(&dir.path, &value) {
+    dir.write("summary.txt", summary.as_bytes())?;
+    if html && let Err(e) = mailbench_report::write_html_value(&dir.path, &value) {
         eprintln!("mailbench: report.html not written: {e}");
     }
     Ok(path)
+}
+
+/// The files of a run that has just failed, written from a thread that has
+/// no run folder open (a rank lost; the job may be killed next): result.json
+/// and, when given, summary.txt in `top`, each replaced atomically; a file
+/// that cannot be written is left as it was.
+pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) {
+    if let Ok(text) = serde_json::to_vec_pretty(result) {
+        let _ = write_atomic(&top.join("result.json"), &text);
+    }
+    if let Some(s) = summary {
+        let _ = write_atomic(&top.join("summary.txt"), s.as_bytes());
+    }
 }
 
 /// [`write_files`], then what the run says on stdout: the `--json` line, or
@@ -108,6 +135,16 @@ pub fn json_line(result: &AnyResult, dir: &Path) -> String {
         _ => serde_json::to_string(&head),
     };
     text.unwrap_or_default()
+}
+
+/// The `--json` line of a result that is not one kind's type (a test over
+/// ranks that failed, a per-rank aggregate): the verdict and the folder.
+pub fn verdict_line(verdict: &Verdict, dir: &Path) -> String {
+    serde_json::to_string(&Head {
+        verdict,
+        result_dir: dir,
+    })
+    .unwrap_or_default()
 }
 
 #[derive(Serialize)]
@@ -216,15 +253,4 @@ struct MailSetupLine<'a> {
     #[serde(flatten)]
     head: Head<'a>,
     result: PathBuf,
-}
-
-/// report.html of the result.json already in `dir` (a result gathered from
-/// several hosts).
-pub fn write_html(dir: &RunDir) -> Result<()> {
-    let doc = mailbench_report::load(&dir.file("result.json"))?;
-    dir.write(
-        "report.html",
-        mailbench_report::render_html(&doc).as_bytes(),
-    )?;
-    Ok(())
 }

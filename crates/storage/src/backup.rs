@@ -24,26 +24,10 @@ pub fn run_backup(
 ) -> Result<BackupResult> {
     let started = Instant::now();
     let mut header = RunHeader::begin("storage-backup");
-    for inst in &spec.instances {
-        if !inst.db_path.exists() {
-            return Err(Error::usage(format!(
-                "{} does not exist: run `mailbench storage init` (same flags) first",
-                inst.db_path.display()
-            )));
-        }
-        read_header(&inst.db_path)?;
-    }
+    preflight(spec, to)?;
     if let Some(t) = to {
-        std::fs::create_dir_all(t)
-            .map_err(|e| Error::usage(format!("--to {}: cannot create it: {e}", t.display())))?;
-        for inst in &spec.instances {
-            if copy_path(t, inst) == inst.db_path {
-                return Err(Error::usage(format!(
-                    "--to {} would overwrite the database itself: give another folder",
-                    t.display()
-                )));
-            }
-        }
+        // The same ownership rule as every folder mailbench writes into.
+        mailbench_base::rundir::claim_folder(t, false)?;
     }
     dir.log.line(format!(
         "backup of {} databases, {} KiB reads, {} in flight each{}",
@@ -163,13 +147,73 @@ pub fn run_backup(
     Ok(res)
 }
 
-fn copy_path(to: &Path, inst: &InstanceSpec) -> PathBuf {
+/// Everything the backup checks before anything is written (the run folder
+/// included): the databases exist and are whole, and `--to` is usable.
+pub fn preflight(spec: &StorageSpec, to: Option<&Path>) -> Result<()> {
+    crate::init::check_existing(spec)?;
+    if let Some(t) = to {
+        check_target(spec, t)?;
+    }
+    Ok(())
+}
+
+/// Checks `--to` before anything is written: a folder (new, empty or
+/// mailbench's own; never a device or a file), not the databases' own files,
+/// with room for the copies. Exit 2 otherwise.
+pub fn check_target(spec: &StorageSpec, to: &Path) -> Result<()> {
+    if let Ok(m) = std::fs::metadata(to)
+        && !m.is_dir()
+    {
+        return Err(Error::usage(format!(
+            "--to {}: not a folder (a file or a device); give a folder for the copies",
+            to.display()
+        )));
+    }
+    mailbench_base::rundir::claim_folder(to, true)
+        .map_err(|e| Error::usage(format!("--to: {e}")))?;
+    let mut need = 0u64;
+    for inst in &spec.instances {
+        if copy_path(to, inst) == inst.db_path {
+            return Err(Error::usage(format!(
+                "--to {} would overwrite the database itself: give another folder",
+                to.display()
+            )));
+        }
+        // An earlier copy in the folder is replaced: its space comes back.
+        let old = std::fs::symlink_metadata(copy_path(to, inst))
+            .map(|m| if m.is_file() { m.len() } else { 0 })
+            .unwrap_or(0);
+        let size = std::fs::metadata(&inst.db_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        need += size.saturating_sub(old);
+    }
+    let anc = crate::spec::existing_ancestor(to);
+    let free = mailbench_io::free_space(anc)
+        .map_err(|e| Error::usage(format!("cannot read free space of {}: {e}", anc.display())))?;
+    if need > free {
+        return Err(Error::usage(format!(
+            "not enough free space for the copies in {}: they need {}, {} is available; give \
+             another --to folder",
+            to.display(),
+            mailbench_base::ByteSize(need),
+            mailbench_base::ByteSize(free)
+        )));
+    }
+    Ok(())
+}
+
+fn copy_name(inst: &InstanceSpec) -> String {
     let file = inst
         .db_path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "db".into());
-    to.join(format!("{}-{file}", inst.name))
+    format!("{}-{file}", inst.name)
+}
+
+fn copy_path(to: &Path, inst: &InstanceSpec) -> PathBuf {
+    to.join(copy_name(inst))
 }
 
 fn backup_one(
@@ -189,9 +233,9 @@ fn backup_one(
     );
     let copy = match to {
         Some(t) => {
-            let p = copy_path(t, inst);
+            let p = mailbench_base::rundir::make_room(t, &copy_name(inst))?;
             let direct = mailbench_io::probe(t).o_direct;
-            let f = mailbench_io::open_file(&p, true, direct, false)
+            let f = mailbench_io::create_new_file(&p, direct)
                 .map_err(|e| Error::io("cannot create the copy", &p, e))?;
             mailbench_io::preallocate(&f, header.page_count * ps)
                 .map_err(|e| Error::io("cannot allocate the copy", &p, e))?;

@@ -48,9 +48,16 @@ pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-fn crc_skipping(b: &[u8], at: usize) -> u32 {
-    let c = crc32c::crc32c(&b[..at]);
-    crc32c::crc32c_append(c, &b[at + 4..])
+/// CRC32C (Castagnoli, the iSCSI polynomial) of `b` without its four bytes at
+/// `at`. crc-fast folds with carry-less multiplies (VPCLMULQDQ/PCLMULQDQ where the
+/// CPU has them, detected at run time; tables elsewhere): 2–2.5× the speed of the
+/// SSE4.2 `crc32` instruction, and a page is checked on every read and sealed on
+/// every write (docs/ARCHITECTURE.md, "Performance notes").
+pub(crate) fn crc_skipping(b: &[u8], at: usize) -> u32 {
+    let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    d.update(&b[..at]);
+    d.update(&b[at + 4..]);
+    d.finalize() as u32
 }
 
 // ---------------------------------------------------------------- pages
@@ -84,18 +91,20 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Fills `buf` with pseudo-random bytes determined by `seed`: four xorshift64
+/// Fills `buf` with pseudo-random bytes determined by `seed`: eight xorshift64
 /// lanes (seeded by SplitMix64) of shifts and xors only, which the compiler runs
-/// side by side in vector registers — about twice the speed of one serial
-/// generator, for payload that only has to be incompressible and unique, not
-/// unpredictable. Database creation and every changed row go through here.
+/// side by side in vector registers — about three times the speed of one serial
+/// generator (1.5× four lanes), for payload that only has to be incompressible
+/// and unique, not unpredictable. Database creation and every changed row go
+/// through here.
 pub fn fill_random(buf: &mut [u8], seed: u64) {
-    let mut lanes = [0u64; 4];
+    const LANES: usize = 8;
+    let mut lanes = [0u64; LANES];
     for (k, l) in lanes.iter_mut().enumerate() {
         // xorshift must not start at 0.
         *l = splitmix(seed.wrapping_add((k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))) | 1;
     }
-    let mut chunks = buf.chunks_exact_mut(32);
+    let mut chunks = buf.chunks_exact_mut(LANES * 8);
     for c in &mut chunks {
         for l in lanes.iter_mut() {
             *l ^= *l << 13;
@@ -446,6 +455,53 @@ pub fn parse_log_file_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bit-at-a-time definition of CRC32C (reflected 0x82F63B78, init and
+    /// final xor all ones): the reference every fast path must match.
+    fn crc32c_bitwise(parts: &[&[u8]]) -> u32 {
+        let mut c = !0u32;
+        for p in parts {
+            for &x in *p {
+                c ^= u32::from(x);
+                for _ in 0..8 {
+                    c = if c & 1 == 1 {
+                        (c >> 1) ^ 0x82F6_3B78
+                    } else {
+                        c >> 1
+                    };
+                }
+            }
+        }
+        !c
+    }
+
+    /// The folding path (crc-fast), the SSE4.2 instruction path (crc32c crate) and
+    /// the bitwise definition agree on every length (short tails, the folding
+    /// blocks' edges, whole pages), at unaligned starts, skipping the CRC field.
+    #[test]
+    fn crc_paths_agree() {
+        assert_eq!(crc32c_bitwise(&[b"123456789"]), 0xE306_9283);
+        let mut data = vec![0u8; 70_000];
+        fill_random(&mut data, 7);
+        let mut lens: Vec<usize> = (0..300).collect();
+        lens.extend([511, 512, 513, 1023, 1024, 4095, 4096, 4097, 32_768, 65_536]);
+        for start in [0usize, 1, 3, 8, 13] {
+            for &len in &lens {
+                let b = &data[start..start + len];
+                let want = crc32c_bitwise(&[b]);
+                assert_eq!(crc32c::crc32c(b), want, "crc32c crate, len {len}");
+                let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+                d.update(b);
+                assert_eq!(d.finalize() as u32, want, "crc-fast, len {len} at {start}");
+                if len >= 8 {
+                    for at in [0, 4, len / 2, len - 4] {
+                        let skip = crc32c_bitwise(&[&b[..at], &b[at + 4..]]);
+                        assert_eq!(crc_skipping(b, at), skip, "len {len} skipping {at}");
+                    }
+                }
+            }
+        }
+    }
 
     /// Payload is the same for a seed, differs between seeds, and looks random:
     /// no 8-byte word repeats in a page and every byte value occurs.

@@ -31,6 +31,49 @@ fn progress_path(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// What a command needs of its databases before it writes anything (its run
+/// folder included): every database exists, is whole (not a creation left
+/// half-way) and has a readable header. Exit 2 otherwise, naming the file.
+pub fn check_existing(spec: &StorageSpec) -> Result<Vec<DbHeader>> {
+    let mut out = Vec::new();
+    for inst in &spec.instances {
+        if !inst.db_path.exists() {
+            return Err(Error::usage(format!(
+                "{} does not exist: run `mailbench storage init` (same flags) first",
+                inst.db_path.display()
+            )));
+        }
+        if progress_path(&inst.db_path).exists() {
+            return Err(Error::usage(format!(
+                "{} was not fully created (its creation was stopped): run `mailbench storage \
+                 init` (same flags) to finish it",
+                inst.db_path.display()
+            )));
+        }
+        out.push(read_header(&inst.db_path).map_err(|e| Error::usage(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// `storage run` before anything is written: a database that exists and is
+/// whole must have been shut down clean (else it needs its log replayed first).
+pub fn check_clean(spec: &StorageSpec) -> Result<()> {
+    for inst in &spec.instances {
+        if !inst.db_path.exists() || progress_path(&inst.db_path).exists() {
+            continue;
+        }
+        let h = read_header(&inst.db_path).map_err(|e| Error::usage(e.to_string()))?;
+        if !h.clean {
+            return Err(Error::usage(format!(
+                "{} was not shut down cleanly (a crash or kill left it needing log replay); run \
+                 `mailbench storage recover --log-files 0` (same flags) to replay its log, or give a new folder",
+                inst.db_path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Reads the header of an existing database.
 pub fn read_header(path: &Path) -> Result<DbHeader> {
     use std::io::Read;

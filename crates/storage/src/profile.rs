@@ -51,6 +51,15 @@ fn validate_thresholds(t: &ProfileThresholds) -> Result<()> {
     Ok(())
 }
 
+/// Background maintenance rate bounds (MB/s): below the minimum one read would
+/// wait for hours, above the maximum no disk keeps up.
+pub const MIN_MAINTENANCE_MB_PER_S: f64 = 0.001;
+pub const MAX_MAINTENANCE_MB_PER_S: f64 = 100_000.0;
+/// The longest a lazy commit waits for its log flush.
+pub const MAX_LOG_FLUSH_INTERVAL_MS: u64 = 10_000;
+/// Database copies at most (each adds a replication stream per instance).
+pub const MAX_COPIES: u32 = 16;
+
 impl ProfileExt for Profile {
     fn builtin_names() -> Vec<&'static str> {
         BUILTIN.iter().map(|(n, _)| *n).collect()
@@ -60,9 +69,11 @@ impl ProfileExt for Profile {
         let (origin, text) = match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             Some((n, t)) => (format!("built-in profile {n}"), t.to_string()),
             None if Path::new(name_or_path).is_file() => {
-                let t = std::fs::read_to_string(name_or_path).map_err(|e| {
-                    Error::usage(format!("cannot read profile file {name_or_path}: {e}"))
-                })?;
+                let t = mailbench_base::limits::read_text_capped(
+                    Path::new(name_or_path),
+                    mailbench_base::limits::MAX_CONFIG_FILE_BYTES,
+                    "profile file",
+                )?;
                 (format!("profile file {name_or_path}"), t)
             }
             None => {
@@ -164,8 +175,27 @@ impl ProfileExt for Profile {
         if !self.replication_read_size.0.is_multiple_of(4096) || self.replication_read_size.0 == 0 {
             return bad("replication_read_size", "must be a multiple of 4KiB");
         }
-        if self.maintenance_mb_per_s < 0.0 {
-            return bad("maintenance_mb_per_s", "must not be negative");
+        // NaN fails every comparison: ranges are written so that it is refused.
+        let m = self.maintenance_mb_per_s;
+        if !(m == 0.0 || (MIN_MAINTENANCE_MB_PER_S..=MAX_MAINTENANCE_MB_PER_S).contains(&m)) {
+            return bad(
+                "maintenance_mb_per_s",
+                &format!(
+                    "{m} must be 0 (off) or from {MIN_MAINTENANCE_MB_PER_S} to {MAX_MAINTENANCE_MB_PER_S}"
+                ),
+            );
+        }
+        if self.log_flush_interval_ms > MAX_LOG_FLUSH_INTERVAL_MS {
+            return bad(
+                "log_flush_interval_ms",
+                &format!("must be at most {MAX_LOG_FLUSH_INTERVAL_MS}"),
+            );
+        }
+        if self.log_buffer_flush.0 == 0 || self.log_buffer_flush.0 > lf {
+            return bad("log_buffer_flush", "must be from 1 byte to one log file");
+        }
+        if self.copies > MAX_COPIES {
+            return bad("copies", &format!("must be at most {MAX_COPIES}"));
         }
         if self.copies == 0 {
             return bad("copies", "must be at least 1");

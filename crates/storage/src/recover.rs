@@ -5,7 +5,10 @@
 //! (several reads in flight, ahead of the record being applied, neighbours read
 //! together), applies the after-image if the page is older than the record
 //! (record end LSN > page LSN), and keeps the page in a cache that is written
-//! back only under pressure and at the end. Only committed transactions are
+//! back only under pressure (every frame dirty; clean frames are evicted
+//! first) and in one sorted flush at the end, before the checkpoint moves to
+//! the end of the log. Its writes are thus the pages the crash left dirty.
+//! Only committed transactions are
 //! applied: the updates of a transaction whose commit record is missing at the
 //! end of the log are dropped. Replay stops at the end of the log, at a torn
 //! tail, or at a damaged block, and says where.
@@ -204,6 +207,9 @@ struct Replay {
     interrupted: bool,
     t0: Instant,
     cpu0: f64,
+    /// When the log was replayed and the final flush (checkpoint) began, and
+    /// the page writes done before it (under cache pressure).
+    flush_start: Option<(Instant, u64)>,
 }
 
 impl Replay {
@@ -315,6 +321,7 @@ impl Replay {
             interrupted: false,
             t0,
             cpu0: mailbench_metrics::system::thread_cpu_s(),
+            flush_start: None,
             header,
         })
     }
@@ -348,8 +355,10 @@ impl Replay {
                 }
                 let replayed =
                     self.log_done && self.queue.is_empty() && self.reads == 0 && self.chunks_idle();
-                if replayed {
+                if replayed && !flushing {
                     flushing = true;
+                    self.flush_start =
+                        Some((Instant::now(), self.db_write.ops + self.writes as u64));
                 }
                 if flushing {
                     progressed |= self.write_back(true);
@@ -1022,6 +1031,13 @@ impl Replay {
         } else {
             0.0
         };
+        let (t_flush, before) = self
+            .flush_start
+            .map(|(t, w)| (t.elapsed().as_secs_f64(), w))
+            .unwrap_or((0.0, self.db_write.ops));
+        r.db_writes_during_replay = before.min(self.db_write.ops);
+        r.db_writes_at_checkpoint = self.db_write.ops - r.db_writes_during_replay;
+        r.checkpoint_seconds = t_flush;
         r.db_read = verify::figures(&self.db_read, secs);
         r.db_write = verify::figures(&self.db_write, secs);
         r.log_read = verify::figures(&self.log_read, secs);

@@ -2,12 +2,13 @@
 //! every instance through warm-up and the measured window, sample the host and
 //! the disks, verify, judge, and write the results.
 
-use crate::engine::{Control, Event, Instance, InstanceSetup};
+use crate::engine::{ABORT_DRAIN, Control, Event, Instance, InstanceSetup};
 use crate::init::{self, read_header};
 use crate::spec::{SpecExt, StorageSpec};
 use crate::stats::{Class, ClassFigures, Stats};
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
+use mailbench_base::limits;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, Result};
 use mailbench_metrics::system::{
@@ -293,6 +294,17 @@ pub fn run(
     let mut interrupted = false;
     let mut stop_sent = false;
     let mut abort_at: Option<Instant> = None;
+    // The hard deadline: the end of the measured window plus the shutdown
+    // grace. At it I/O stops (abort), whatever the shutdown still has to do.
+    let grace = spec
+        .shutdown_grace
+        .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
+    let hard_deadline = t0 + spec.warmup + spec.duration + grace;
+    let mut ended_by_deadline = false;
+    // Once I/O was told to stop: the latest the instances may take to report
+    // (their own drain, then a margin); past it the result is written without them.
+    let mut give_up_at: Option<Instant> = None;
+    let mut gave_up = false;
     let mut measuring = false;
     // This process's CPU: over the measured window (summed over its intervals,
     // read as each completes), and over the whole load (warm-up to shutdown).
@@ -302,25 +314,23 @@ pub fn run(
 
     while finished.iter().any(|f| !f) {
         let elapsed = t0.elapsed().as_secs_f64();
+        let now = Instant::now();
+        if !interrupted && interrupt.raised() {
+            // Ctrl-C / SIGTERM, also during the shutdown: write back what fits
+            // in a moment, then stop I/O.
+            interrupted = true;
+            log.line("interrupted: stopping");
+            progress.phase("interrupted: stopping (a partial result is kept)");
+            let soon = now + limits::INTERRUPT_WRITE_BACK;
+            abort_at = Some(abort_at.map_or(soon, |a| a.min(soon)));
+        }
         if !stop_sent {
-            if interrupt.raised() {
-                interrupted = true;
-                log.line("interrupted: stopping");
-                progress.phase("interrupted: stopping (a partial result is kept)");
-            }
             let failing = !errors.is_empty();
             if interrupted || failing || elapsed >= measure_to {
                 ctl.stop.store(true, Ordering::Relaxed);
                 stop_sent = true;
-                // Ctrl-C must end within 2 s: write back what fits, then abort.
-                abort_at = Some(
-                    Instant::now()
-                        + if interrupted {
-                            Duration::from_millis(1200)
-                        } else {
-                            Duration::from_secs(120)
-                        },
-                );
+                let by_deadline = (now + grace).min(hard_deadline);
+                abort_at = Some(abort_at.map_or(by_deadline, |a| a.min(by_deadline)));
                 log.line(if failing {
                     "phase: stopping after an error"
                 } else {
@@ -329,11 +339,27 @@ pub fn run(
             }
         }
         if let Some(a) = abort_at
-            && Instant::now() >= a
+            && now >= a
             && !ctl.abort.load(Ordering::Relaxed)
         {
             ctl.abort.store(true, Ordering::Relaxed);
-            log.line("shutdown took too long: leaving databases for recovery");
+            give_up_at = Some(now + ABORT_DRAIN + limits::STOP_WAIT);
+            if !interrupted {
+                ended_by_deadline = true;
+                log.line(format!(
+                    "hard deadline: the shutdown did not finish within the {} grace; I/O stopped, \
+                     databases left for recovery",
+                    humantime::format_duration(grace)
+                ));
+                progress.phase("hard deadline reached: I/O stopped (a partial result is kept)");
+            }
+        }
+        if let Some(g) = give_up_at
+            && now >= g
+        {
+            gave_up = true;
+            log.line("instances did not stop in time: writing the result without them");
+            break;
         }
         if !measuring && elapsed >= measure_from {
             measuring = true;
@@ -485,14 +511,18 @@ pub fn run(
         }
     }
     for h in handles.into_iter().flatten() {
-        let _ = h.join();
+        // A thread that did not stop in time is left behind (its I/O ends with
+        // the process); joining it could wait forever.
+        if !gave_up || h.is_finished() {
+            let _ = h.join();
+        }
     }
     let _ = intervals_file.flush();
     let self_cpu = mailbench_metrics::system::process_cpu_s() - self_cpu0;
 
     // Phase 3: verification.
     let mut verify_result = None;
-    if spec.verify && !interrupted {
+    if spec.verify && !interrupted && !ended_by_deadline {
         progress.phase("verifying every page and log block");
         log.line("phase: verification");
         match verify::verify_all(spec, interrupt) {
@@ -599,6 +629,14 @@ pub fn run(
     let mut verdict = judge(spec, &totals, verify_result.as_ref(), &errors, measured_s);
     if interrupted {
         verdict = Verdict { status: Status::Interrupted, reasons: vec!["The run was interrupted before its measured window ended; the figures are partial.".into()] };
+    } else if ended_by_deadline {
+        verdict.status = Status::Error;
+        verdict.reasons.push(format!(
+            "The shutdown did not finish within its {} grace after the measured window: I/O was \
+             stopped and the databases were left needing recovery (`mailbench storage recover \
+             --log-files 0`, same flags); the result is partial.",
+            humantime::format_duration(grace)
+        ));
     }
     header.finish(started.elapsed());
     let result = StorageResult {
@@ -612,6 +650,7 @@ pub fn run(
             measured_s,
             intervals,
             interrupted,
+            ended_by_deadline,
         },
         init,
         instances,

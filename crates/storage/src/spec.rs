@@ -5,7 +5,7 @@
 use crate::profile::ProfileExt;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::units::serde_duration;
-use mailbench_base::{ByteSize, Error, Result};
+use mailbench_base::{ByteSize, Error, Result, limits};
 use mailbench_io::EngineChoice;
 pub use mailbench_results::storage::spec::{
     InstanceSpec, Profile, ProfileThresholds, StorageSpec, TestType, Thresholds,
@@ -167,10 +167,13 @@ pub struct StorageToml {
     pub warmup: Option<Duration>,
     #[serde(default, with = "serde_duration::option")]
     pub sample_interval: Option<Duration>,
+    /// `storage run`: how long the clean shutdown may take after the measured
+    /// window before I/O is stopped and the partial result written.
+    #[serde(default, with = "serde_duration::option")]
+    pub shutdown_grace: Option<Duration>,
     pub io_engine: Option<String>,
     pub cache_size: Option<ByteSize>,
     pub verify: Option<bool>,
-    pub allow_block_device: Option<bool>,
     pub open: Option<bool>,
     pub quick: Option<bool>,
     pub seed: Option<u64>,
@@ -240,10 +243,10 @@ impl StorageToml {
             duration: self.duration.or(file.duration),
             warmup: self.warmup.or(file.warmup),
             sample_interval: self.sample_interval.or(file.sample_interval),
+            shutdown_grace: self.shutdown_grace.or(file.shutdown_grace),
             io_engine: self.io_engine.or(file.io_engine),
             cache_size: self.cache_size.or(file.cache_size),
             verify: self.verify.or(file.verify),
-            allow_block_device: self.allow_block_device.or(file.allow_block_device),
             open: self.open.or(file.open),
             quick: self.quick.or(file.quick),
             seed: self.seed.or(file.seed),
@@ -276,9 +279,9 @@ pub trait SpecExt: Sized {
         host: &str,
     ) -> Result<Self>;
     /// Checks paths before anything is written: each folder is new, empty or
-    /// ours; no block devices unless allowed; enough free space for what is
-    /// still to be created.
-    fn check_paths(&self, allow_block_device: bool) -> Result<()>;
+    /// ours; no block devices; enough free space for what `space` says the
+    /// command still creates.
+    fn check_paths(&self, space: Space) -> Result<()>;
     fn engine_choice(&self) -> EngineChoice;
 }
 
@@ -399,11 +402,29 @@ impl SpecExt for StorageSpec {
                 ByteSize(ps)
             )));
         }
-        let cache_max = match t.cache_size {
+        let mut cache_max = match t.cache_size {
             Some(c) => c.0 / databases as u64,
             None if quick => 48 << 20,
             None => profile.cache_max_per_db.0,
         };
+        // The whole cache must fit in memory (allocated as the run goes: an
+        // abort on allocation would come after the databases were written).
+        // The profile's default shrinks to fit; a size asked for is refused.
+        if let Some(mem) = mailbench_metrics::system::Memory::read() {
+            let max = (mem.total_bytes as f64 * limits::MAX_CACHE_SHARE_OF_RAM) as u64;
+            let total = cache_max.saturating_mul(databases as u64);
+            if total > max && t.cache_size.is_none() {
+                cache_max = max / databases as u64;
+            } else if total > max {
+                return Err(Error::usage(format!(
+                    "`cache_size` gives {} over all databases: at most {} (80% of this \
+                     machine's {} of memory); give a smaller `cache_size`",
+                    ByteSize(total),
+                    ByteSize(max),
+                    ByteSize(mem.total_bytes)
+                )));
+            }
+        }
         let cache_min = profile.cache_min_per_db.0.min(cache_max);
         if cache_max < 64 * ps {
             return Err(Error::usage(format!(
@@ -462,6 +483,15 @@ impl SpecExt for StorageSpec {
         } else {
             (duration / 20).clamp(sample_interval, Duration::from_secs(600))
         });
+        limits::duration("duration", duration)?;
+        limits::duration("warmup", warmup)?;
+        let shutdown_grace = t.shutdown_grace.unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
+        if !(limits::MIN_SHUTDOWN_GRACE..=limits::MAX_SHUTDOWN_GRACE).contains(&shutdown_grace) {
+            return Err(Error::usage(format!(
+                "`shutdown_grace` = {}: use 1s to 1h",
+                humantime::format_duration(shutdown_grace)
+            )));
+        }
         let io_engine = t.io_engine.clone().unwrap_or_else(|| "auto".into());
         io_engine
             .parse::<EngineChoice>()
@@ -517,6 +547,7 @@ impl SpecExt for StorageSpec {
             duration,
             warmup,
             sample_interval,
+            shutdown_grace: Some(shutdown_grace),
             io_engine,
             cache_max_per_db: cache_max,
             cache_min_per_db: cache_min,
@@ -531,25 +562,22 @@ impl SpecExt for StorageSpec {
         })
     }
 
-    fn check_paths(&self, allow_block_device: bool) -> Result<()> {
+    fn check_paths(&self, space: Space) -> Result<()> {
         use std::os::unix::fs::FileTypeExt;
         for v in self.volumes.iter().chain(self.log_volumes.iter()) {
             if let Ok(m) = std::fs::metadata(v)
-                && m.file_type().is_block_device()
+                && (m.file_type().is_block_device() || m.file_type().is_char_device())
             {
-                return Err(Error::usage(if allow_block_device {
-                    format!(
-                        "{} is a block device: raw devices are not supported as database paths yet; \
-                             make a file system on it and give a folder",
-                        v.display()
-                    )
+                let kind = if m.file_type().is_block_device() {
+                    "block device"
                 } else {
-                    format!(
-                        "{} is a raw block device: refusing to write to it (give a folder, or \
-                             --allow-block-device)",
-                        v.display()
-                    )
-                }));
+                    "character device"
+                };
+                return Err(Error::usage(format!(
+                    "{} is a {kind}: mailbench writes its databases into a folder; make a file \
+                     system on the device, mount it and give a folder on it",
+                    v.display()
+                )));
             }
             mailbench_base::rundir::claim_folder(v, true)?;
             let anc = existing_ancestor(v);
@@ -561,6 +589,9 @@ impl SpecExt for StorageSpec {
                     v.display()
                 )));
             }
+        }
+        if space == Space::None {
+            return Ok(());
         }
         // Free space per file system (several folders may share one).
         use std::collections::BTreeMap;
@@ -598,15 +629,24 @@ impl SpecExt for StorageSpec {
     }
 }
 
+/// What a command still writes, for the free-space check of
+/// [`SpecExt::check_paths`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// init, run, recover with new log files: the databases still to be
+    /// created (with their growth reserve) and the log budget.
+    Create,
+    /// verify, backup (its copies are checked on their own folder), recover of
+    /// what a crash left: nothing new on the database and log folders, so a
+    /// full disk does not block them.
+    None,
+}
+
+/// Whether this process may create files in `dir` (an existing folder),
+/// asked of the kernel (`access(2)` with the effective ids), without
+/// creating anything there.
 fn writable(dir: &Path) -> bool {
-    let probe = dir.join(format!(".mailbench-probe-{}", std::process::id()));
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            true
-        }
-        Err(_) => false,
-    }
+    mailbench_io::writable(dir)
 }
 
 /// The nearest existing folder at or above `p`.
@@ -785,11 +825,13 @@ mod tests {
             ..Default::default()
         };
         let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
-        let e = s.check_paths(false).unwrap_err().to_string();
+        let e = s.check_paths(Space::Create).unwrap_err().to_string();
         assert!(
             e.contains("not enough free space") && e.contains("available"),
             "{e}"
         );
+        // What writes nothing new there (verify, backup, replay) is not blocked.
+        s.check_paths(Space::None).unwrap();
         assert!(!t.path().join("db").exists(), "nothing written");
 
         std::fs::create_dir(t.path().join("mine")).unwrap();
@@ -804,7 +846,7 @@ mod tests {
             Path::new("/x"),
         )
         .unwrap();
-        let e = s.check_paths(false).unwrap_err().to_string();
+        let e = s.check_paths(Space::None).unwrap_err().to_string();
         assert!(e.contains("notes.txt"), "{e}");
     }
 }

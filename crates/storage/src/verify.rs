@@ -381,10 +381,13 @@ pub(crate) fn scan_pages(
     let mut writes = 0usize;
     let mut jobs = 0usize;
     let mut done = Vec::new();
+    // Chunks read and not yet handed to the checksum pool.
+    let mut ready: Vec<Job> = Vec::new();
     loop {
         if interrupt.raised() {
             r.interrupted = true;
         }
+        let mut submitted = false;
         while !r.interrupted && next < header.page_count && reads < opts.depth {
             let Some(mut buf) = free.pop() else { break };
             let n = per_chunk.min(header.page_count - next);
@@ -398,12 +401,20 @@ pub(crate) fn scan_pages(
             });
             reads += 1;
             next += n;
+            submitted = true;
         }
-        if reads == 0 && writes == 0 && jobs == 0 {
+        // The next reads go to the kernel before the checksums start: a woken
+        // pool thread may take this CPU, and the disk must not wait for it.
+        if submitted && !ready.is_empty() {
+            io.wait(0, Some(Duration::ZERO), &mut done);
+        }
+        for job in ready.drain(..) {
+            pool.submit(job);
+        }
+        if reads == 0 && writes == 0 && jobs == 0 && done.is_empty() {
             break;
         }
-        done.clear();
-        if reads + writes > 0 {
+        if reads + writes > 0 && done.is_empty() {
             // Block on the device (no spinning): checked chunks are collected after
             // each completion, or within a millisecond.
             let t = if jobs == 0 {
@@ -422,7 +433,7 @@ pub(crate) fn scan_pages(
                     Ok(()) => {
                         r.read.bytes += c.buf.len() as u64;
                         jobs += 1;
-                        pool.submit(Job {
+                        ready.push(Job {
                             first_page: c.tag & !READ,
                             ps,
                             db_id: header.db_id,
@@ -453,7 +464,7 @@ pub(crate) fn scan_pages(
         }
         // Checked chunks: count, then copy or reuse the buffer.
         let mut got = Vec::new();
-        if reads + writes == 0 && jobs > 0 {
+        if reads + writes == 0 && jobs > 0 && ready.is_empty() {
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(c) => got.push(c),
                 Err(RecvTimeoutError::Timeout) => {}

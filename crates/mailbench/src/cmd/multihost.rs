@@ -11,7 +11,7 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_mail::options::Resolved;
 use mailbench_multihost::storage::{Command, Options, Outcome, Share, spec_for_rank};
-use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml};
+use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
 
 /// Flags of `storage` commands for tests over many hosts.
@@ -77,7 +77,12 @@ fn run(
         .or(cfg.output.clone())
         .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
     let section = cfg.section::<StorageToml>("storage")?;
-    let allow = args.allow_block_device || section.allow_block_device.unwrap_or(false);
+    let log_files = args.log_files.or(section.log_files).unwrap_or(500);
+    let space = match cmd {
+        Command::Verify | Command::Backup => Space::None,
+        Command::Recover if log_files == 0 => Space::None,
+        _ => Space::Create,
+    };
     let toml = args.to_toml();
     let resolve = |rank: usize, host: &str, hosts: &[String]| -> Result<StorageSpec> {
         let default_data = if hosts.len() > 1 {
@@ -93,21 +98,16 @@ fn run(
             ));
         }
         let spec = spec_for_rank(spec, rank, host, hosts)?;
-        spec.check_paths(allow)?;
+        spec.check_paths(space)?;
         Ok(spec)
     };
     let opts = Options {
         ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
         backup_to: args.backup_to.clone().or(section.backup_to.clone()),
-        log_files: args.log_files.or(section.log_files).unwrap_or(500),
+        log_files,
         ..options(start_at, global)?
     };
-    drive(cmd, Share::Storage(&resolve), &output, &opts, global, |r| {
-        serde_json::json!({
-            "transactional_iops": r.pointer("/total/transactional_iops"),
-            "target_iops": r.pointer("/total/target_iops"),
-        })
-    })
+    drive(cmd, Share::Storage(&resolve), &output, &opts, global)
 }
 
 /// The options every distributed command shares: `--start-at`, output
@@ -128,15 +128,14 @@ fn options(start_at: Option<&str>, global: &Global) -> Result<Options> {
 }
 
 /// Runs `cmd` as this rank's share; rank 0 prints the outcome. The `--json`
-/// line has the verdict, the result folder and the host count, plus what
-/// `figures` picks from the result.
+/// line is the one a single-host run of the kind prints (the verdict, the
+/// result folder, the host count and the kind's figures).
 fn drive(
     cmd: Command,
     share: Share,
     output: &Path,
     opts: &Options,
     global: &Global,
-    figures: impl Fn(&serde_json::Value) -> serde_json::Value,
 ) -> Result<ExitStatus> {
     let interrupt = Interrupt::install()?;
     let t = mailbench_multihost::world()?;
@@ -147,42 +146,19 @@ fn drive(
     if rank > 0 {
         return Ok(out.status);
     }
-    let mut json = serde_json::json!({
-        "verdict": out.result.get("verdict"),
-        "result_dir": out.dir,
-        "hosts": out.result.pointer("/merged/hosts").and_then(|h| h.as_array()).map(Vec::len),
-    });
-    if let (Some(line), serde_json::Value::Object(extra)) =
-        (json.as_object_mut(), figures(&out.result))
-    {
-        line.extend(extra);
-    }
-    print_outcome(&out, global, json);
+    print_outcome(&out, global);
     Ok(out.status)
 }
 
 /// Rank 0's output: the `--json` line, or the summary, verdict and folder.
-fn print_outcome(out: &Outcome, global: &Global, json: serde_json::Value) {
+fn print_outcome(out: &Outcome, global: &Global) {
     if global.json {
-        println!("{json}");
+        println!("{}", out.line);
     } else if !global.quiet {
         println!("{}", out.summary);
-        if let Some(v) = out.result.get("verdict") {
-            println!(
-                "Verdict: {}",
-                v.get("status")
-                    .and_then(|s| s.as_str())
-                    .unwrap_or("")
-                    .to_uppercase()
-            );
-            for r in v
-                .get("reasons")
-                .and_then(|r| r.as_array())
-                .into_iter()
-                .flatten()
-            {
-                println!("  - {}", r.as_str().unwrap_or(""));
-            }
+        println!("Verdict: {}", out.verdict.label());
+        for r in &out.verdict.reasons {
+            println!("  - {r}");
         }
         println!("Results: {}", out.dir.display());
     }
@@ -222,13 +198,6 @@ fn run_mail(
         output,
         &opts,
         global,
-        |r| {
-            serde_json::json!({
-                "users": r.get("users"),
-                "score_ms": r.pointer("/score/weighted_p95_ms"),
-                "mail_flow": r.get("mail_flow"),
-            })
-        },
     )
 }
 

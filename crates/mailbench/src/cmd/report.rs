@@ -103,7 +103,12 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
         }
     }
     if global.json {
-        println!("{}", serde_json::json!({ "written": written }));
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            written: &'a [String],
+        }
+        let line = serde_json::to_string(&Written { written: &written });
+        println!("{}", line.unwrap_or_default());
     } else if !global.quiet {
         for w in &written {
             println!("{w}");

@@ -10,7 +10,7 @@ use mailbench_results::storage::init::StorageInitResult;
 use mailbench_results::storage::run::StorageResult;
 use mailbench_results::storage::verify::StorageVerifyResult;
 use mailbench_results::{AnyResult, RunHeader, Verdict};
-use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml, TestType, Threads};
+use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml, TestType, Threads};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -102,6 +102,10 @@ pub struct StorageArgs {
     /// Sampling interval (default 15s).
     #[arg(long, value_parser = parse_duration)]
     pub sample_interval: Option<Duration>,
+    /// run: how long the clean shutdown after the measured window may take
+    /// before I/O is stopped and a partial result written (default 60s, 1s to 1h).
+    #[arg(long, value_parser = parse_duration)]
+    pub shutdown_grace: Option<Duration>,
     /// auto, uring or threads.
     #[arg(long)]
     pub io_engine: Option<String>,
@@ -114,9 +118,6 @@ pub struct StorageArgs {
     /// Attach existing databases (checking their headers) instead of creating.
     #[arg(long)]
     pub open: bool,
-    /// Allow a raw block device as a path.
-    #[arg(long)]
-    pub allow_block_device: bool,
     /// Random seed of the workload.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -155,10 +156,10 @@ impl StorageArgs {
             duration: self.duration,
             warmup: self.warmup,
             sample_interval: self.sample_interval,
+            shutdown_grace: self.shutdown_grace,
             io_engine: self.io_engine.clone(),
             cache_size: self.cache_size,
             verify: self.no_verify.then_some(false),
-            allow_block_device: self.allow_block_device.then_some(true),
             open: self.open.then_some(true),
             quick: self.quick.then_some(true),
             seed: self.seed,
@@ -176,14 +177,10 @@ pub fn resolve(
     args: &StorageArgs,
     cfg: &ConfigFile,
     global: &Global,
+    space: Space,
 ) -> Result<(StorageSpec, PathBuf)> {
     let spec = StorageSpec::resolve(args.to_toml(), cfg, Path::new("./mailbench-data"))?;
-    let allow = args.allow_block_device
-        || cfg
-            .section::<StorageToml>("storage")?
-            .allow_block_device
-            .unwrap_or(false);
-    spec.check_paths(allow)?;
+    spec.check_paths(space)?;
     let output = global
         .output
         .clone()
@@ -221,7 +218,7 @@ fn io_bench(a: &IoBenchArgs) -> Result<ExitStatus> {
 }
 
 fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global)?;
+    let (spec, output) = resolve(args, cfg, global, Space::Create)?;
     let report_cfg: mailbench_report::ReportConfig = cfg.section("report")?;
     let mut progress = mailbench_runner::progress::FanOut::default();
     progress.push(mailbench_runner::progress::terminal(global.quiet));
@@ -240,6 +237,7 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
         }
         None => None,
     };
+    mailbench_storage::init::check_clean(&spec)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-run")?;
     dir.log.set_echo(global.verbose);
@@ -257,7 +255,10 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
         spec.threads_auto = true;
         tuning = steps;
     }
-    let mut result = mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack)?;
+    let mut result = logged(
+        &dir,
+        mailbench_storage::run::run(&spec, &dir, &interrupt, &mut progress, ack),
+    )?;
     result.tuning = tuning;
     if let Some(m) = &metrics {
         m.finish(&format!("{:?}", result.verdict.status).to_lowercase());
@@ -273,6 +274,14 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
     Ok(status)
 }
 
+/// A command's error after its run folder exists goes into its test.log too.
+pub(super) fn logged<T>(dir: &RunDir, r: Result<T>) -> Result<T> {
+    if let Err(e) = &r {
+        dir.log.line(format!("error: {e}"));
+    }
+    r
+}
+
 /// What the common flags say about stdout.
 pub(super) fn out(global: &Global) -> mailbench_runner::Output {
     mailbench_runner::Output {
@@ -282,23 +291,21 @@ pub(super) fn out(global: &Global) -> mailbench_runner::Output {
 }
 
 fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global)?;
+    let (spec, output) = resolve(args, cfg, global, Space::Create)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-init")?;
     dir.log.set_echo(global.verbose);
     let started = std::time::Instant::now();
     let mut run = RunHeader::begin("storage-init");
-    let init = mailbench_storage::init::init_all(&spec, &dir.log, &interrupt)?;
+    let init = logged(
+        &dir,
+        mailbench_storage::init::init_all(&spec, &dir.log, &interrupt),
+    )?;
     run.finish(started.elapsed());
     let mut text = String::new();
     for d in &init.databases {
-        text.push_str(&format!(
-            "{} {} {} ({:.0} MB/s)\n",
-            d.name,
-            d.action,
-            d.path.display(),
-            d.mb_per_s
-        ));
+        text.push_str(&d.line());
+        text.push('\n');
     }
     text.push_str(&format!("Results: {}", dir.path.display()));
     let result = StorageInitResult {
@@ -315,12 +322,27 @@ fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result
 }
 
 fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global)?;
+    let (spec, output) = resolve(args, cfg, global, Space::None)?;
+    mailbench_storage::init::check_existing(&spec)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
+    dir.log.set_echo(global.verbose);
     let started = std::time::Instant::now();
     let header = RunHeader::begin("storage-verify");
-    let v = mailbench_storage::verify::verify_all(&spec, &interrupt)?;
+    dir.log.line(format!(
+        "storage verify: {} databases, every page and log block",
+        spec.instances.len()
+    ));
+    let v = logged(
+        &dir,
+        mailbench_storage::verify::verify_all(&spec, &interrupt),
+    )?;
+    for d in &v.databases {
+        dir.log.line(format!(
+            "{}: {} pages, {} bad checksum, {} wrong page number, {} bad log blocks",
+            d.name, d.pages_seen, d.bad_checksum_pages, d.wrong_page_number_pages, d.bad_log_blocks
+        ));
+    }
     let result = StorageVerifyResult::new(header, v, started.elapsed());
     let mut text = String::new();
     for d in &result.verify.databases {

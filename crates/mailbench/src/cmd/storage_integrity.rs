@@ -6,14 +6,15 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{ExitStatus, Result};
 use mailbench_results::AnyResult;
-use mailbench_storage::spec::StorageToml;
+use mailbench_storage::spec::{Space, StorageToml};
 
 pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global)?;
+    let (spec, output) = resolve(args, cfg, global, Space::None)?;
     let to = args
         .backup_to
         .clone()
         .or(cfg.section::<StorageToml>("storage")?.backup_to);
+    mailbench_storage::backup::preflight(&spec, to.as_deref())?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-backup")?;
     dir.log.set_echo(global.verbose);
@@ -26,7 +27,10 @@ pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<E
                 .unwrap_or_default()
         );
     }
-    let r = mailbench_storage::backup::run_backup(&spec, &dir, to.as_deref(), &interrupt)?;
+    let r = super::storage::logged(
+        &dir,
+        mailbench_storage::backup::run_backup(&spec, &dir, to.as_deref(), &interrupt),
+    )?;
     let status = r.verdict.exit_status();
     let result = AnyResult::StorageBackup(Box::new(r));
     let text = results_text(&result, &dir);
@@ -44,11 +48,17 @@ fn results_text(result: &AnyResult, dir: &RunDir) -> String {
 }
 
 pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global)?;
     let log_files = args
         .log_files
         .or(cfg.section::<StorageToml>("storage")?.log_files)
         .unwrap_or(500);
+    // Replaying what a crash left writes no new files: a full disk must not block it.
+    let space = if log_files == 0 {
+        Space::None
+    } else {
+        Space::Create
+    };
+    let (spec, output) = resolve(args, cfg, global, space)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-recover")?;
     dir.log.set_echo(global.verbose);
@@ -58,8 +68,10 @@ pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
             eprintln!("mailbench: {t}");
         }
     };
-    let r =
-        mailbench_storage::recover::run_recover(&spec, &dir, log_files, &interrupt, &mut phase)?;
+    let r = super::storage::logged(
+        &dir,
+        mailbench_storage::recover::run_recover(&spec, &dir, log_files, &interrupt, &mut phase),
+    )?;
     let status = r.verdict.exit_status();
     let result = AnyResult::StorageRecover(Box::new(r));
     let text = results_text(&result, &dir);

@@ -109,7 +109,7 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
     for r in rs {
         let _ = writeln!(
             o,
-            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file{}; CPU {:.2} s; {}",
+            "  {}: {} records, {} transactions, {} updates applied, {} already on the page, {} uncommitted dropped; {:.1} db reads per log file{}{}; CPU {:.2} s; {}",
             r.name,
             r.records,
             r.transactions,
@@ -119,6 +119,14 @@ pub fn soft_recovery_table(rs: &[ReplayResult]) -> String {
             r.db_reads_per_log_file,
             if r.db_writes_per_read > 0.0 {
                 format!(", {:.3} db writes per read", r.db_writes_per_read)
+            } else {
+                String::new()
+            },
+            if r.db_writes_at_checkpoint > 0 || r.db_writes_during_replay > 0 {
+                format!(
+                    " ({} during replay, {} in the final flush of {:.2} s)",
+                    r.db_writes_during_replay, r.db_writes_at_checkpoint, r.checkpoint_seconds
+                )
             } else {
                 String::new()
             },

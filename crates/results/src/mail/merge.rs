@@ -19,9 +19,8 @@
 use crate::mail::judge::{self, Criteria, Figures};
 use crate::mail::profile::{Profile, TaskKind};
 use crate::mail::run::*;
-use crate::merged::{Merged, common_or_mixed, host_labels, merged_host};
+use crate::merged::{Merged, common_or_mixed, host_labels, merged_header};
 use crate::verdict::{RunHeader, Status, Verdict};
-use mailbench_base::host::HostInfo;
 use mailbench_base::{Error, Result};
 use mailbench_metrics::LatencyHist;
 use mailbench_metrics::system::DiskRates;
@@ -700,20 +699,12 @@ fn merge_verdict(inputs: &[Input], out: &MailRunResult) -> Verdict {
 }
 
 fn merge_header(inputs: &[Input], merged: &Merged<MailHost>) -> RunHeader {
-    let mut header = RunHeader::begin("mail-run");
-    let hosts: Vec<HostInfo> = inputs.iter().map(|i| i.r().run.host.clone()).collect();
-    header.host = merged_host(merged.hosts.iter().map(|h| h.label.as_str()), &hosts);
-    header.started = (inputs.iter().map(|i| i.r().run.started.as_str()))
-        .filter(|x| !x.is_empty())
-        .min()
-        .unwrap_or_default()
-        .to_string();
-    header.ended = (inputs.iter().map(|i| i.r().run.ended.as_str()))
-        .max()
-        .unwrap_or_default()
-        .to_string();
-    header.duration_s = (inputs.iter().map(|i| i.r().run.duration_s)).fold(0.0, f64::max);
-    header
+    let headers: Vec<&RunHeader> = inputs.iter().map(|i| &i.r().run).collect();
+    merged_header(
+        "mail-run",
+        &headers,
+        merged.hosts.iter().map(|h| h.label.as_str()),
+    )
 }
 
 /// Config (users summed, the lowest first user), target (`mixed: ...` where

@@ -17,6 +17,19 @@ pub struct InitDb {
     pub mb_per_s: f64,
 }
 
+impl InitDb {
+    /// Its line in the printed summary: `db1 created /path (812 MB/s)`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} {} ({:.0} MB/s)",
+            self.name,
+            self.action,
+            self.path.display(),
+            self.mb_per_s
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, JsonSchema)]
 pub struct InitSummary {
     pub databases: Vec<InitDb>,

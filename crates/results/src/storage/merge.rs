@@ -3,7 +3,7 @@
 //! counts, and percentiles come from added histograms (never averaged).
 //! Per-host sections are kept (`merged.hosts`).
 
-use crate::merged::{Merged, host_labels, merged_host, prefixed, weighted};
+use crate::merged::{Merged, host_labels, merged_header, prefixed, weighted};
 use crate::storage::init::InitSummary;
 use crate::storage::run::{HostPerf, IntervalRecord, StorageResult, Totals, Window};
 use crate::storage::spec::Thresholds;
@@ -210,7 +210,7 @@ pub fn merge(inputs: &[MergeInput]) -> Result<MergeOutput> {
         .iter()
         .map(|r| r.spec.mailboxes)
         .try_fold(0u64, |a, m| m.map(|m| a + m));
-    result.run = merged_header(&rs, result.merged.as_ref());
+    result.run = storage_header(&rs, result.merged.as_ref());
     result.host = merged_host_perf(&rs);
     result.init = merged_init(&rs, &labels);
     result.verify = merged_verify(&rs, &labels);
@@ -225,6 +225,7 @@ pub fn merge(inputs: &[MergeInput]) -> Result<MergeOutput> {
         measured_s: rs.iter().map(|r| r.window.measured_s).fold(0.0, f64::max),
         intervals: rs.iter().map(|r| r.window.intervals).max().unwrap_or(0),
         interrupted: rs.iter().any(|r| r.window.interrupted),
+        ended_by_deadline: rs.iter().any(|r| r.window.ended_by_deadline),
     };
     let intervals = merge_intervals(inputs, &labels);
     if !intervals.is_empty() {
@@ -302,15 +303,10 @@ fn host_section(label: &str, d: &MergeInput) -> HostSection {
 
 /// The header of the merged result: every host named, the earliest start,
 /// the latest end, the longest duration.
-fn merged_header(rs: &[&StorageResult], merged: Option<&StorageMerged>) -> RunHeader {
-    let mut header = RunHeader::begin("storage-run");
-    let hosts: Vec<HostInfo> = rs.iter().map(|r| r.run.host.clone()).collect();
+fn storage_header(rs: &[&StorageResult], merged: Option<&StorageMerged>) -> RunHeader {
+    let headers: Vec<&RunHeader> = rs.iter().map(|r| &r.run).collect();
     let labels = merged.into_iter().flat_map(|m| m.hosts.iter());
-    header.host = merged_host(labels.map(|h| h.label.as_str()), &hosts);
-    header.started = (rs.iter().map(|r| r.run.started.clone()).min()).unwrap_or_default();
-    header.ended = (rs.iter().map(|r| r.run.ended.clone()).max()).unwrap_or_default();
-    header.duration_s = rs.iter().map(|r| r.run.duration_s).fold(0.0, f64::max);
-    header
+    merged_header("storage-run", &headers, labels.map(|h| h.label.as_str()))
 }
 
 fn merged_host_perf(rs: &[&StorageResult]) -> HostPerf {

@@ -34,6 +34,18 @@ pub struct ReplayResult {
     /// published soft-recovery shape is about 0.01). Absent in older results.
     #[serde(default)]
     pub db_writes_per_read: f64,
+    /// Database writes issued while the log was being replayed (only when
+    /// every cache frame held a dirty page). Absent in older results.
+    #[serde(default)]
+    pub db_writes_during_replay: u64,
+    /// Database writes of the final flush that makes the replayed state
+    /// durable before the checkpoint moves to the end of the log (the pages
+    /// left dirty by the crash). Absent in older results.
+    #[serde(default)]
+    pub db_writes_at_checkpoint: u64,
+    /// Seconds of that final flush, included in `seconds`. Absent in older results.
+    #[serde(default)]
+    pub checkpoint_seconds: f64,
     pub db_read: ClassFigures,
     pub db_write: ClassFigures,
     pub log_read: ClassFigures,

@@ -48,6 +48,11 @@ pub struct Window {
     pub measured_s: f64,
     pub intervals: u64,
     pub interrupted: bool,
+    /// The run reached its hard deadline (end of the measured window plus the
+    /// shutdown grace) before its shutdown finished: I/O was stopped, the
+    /// databases were left for recovery, the result is partial.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_by_deadline: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

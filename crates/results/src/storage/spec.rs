@@ -190,6 +190,15 @@ pub struct StorageSpec {
     #[serde(with = "serde_duration")]
     #[schemars(with = "String")]
     pub sample_interval: Duration,
+    /// `storage run`: the longest the clean shutdown may take after the measured
+    /// window (absent in older results: 120 s then, 60 s by default now).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "mailbench_base::units::serde_duration::option"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub shutdown_grace: Option<Duration>,
     pub io_engine: String,
     pub cache_max_per_db: u64,
     pub cache_min_per_db: u64,

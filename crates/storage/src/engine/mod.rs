@@ -101,7 +101,7 @@ const IO_DEPTH_PER_SESSION: usize = 4;
 const IO_DEPTH_EXTRA: usize = 64;
 const IO_DEPTH_MAX: usize = 1024;
 /// How long an aborting instance may take to finish its I/O in flight.
-const ABORT_DRAIN: Duration = Duration::from_millis(1500);
+pub const ABORT_DRAIN: Duration = Duration::from_millis(1500);
 /// The longest the loop waits with nothing to do and no timer due (stop switches
 /// are seen at least this often).
 const IDLE_WAIT: Duration = Duration::from_millis(50);
@@ -316,6 +316,10 @@ impl Instance {
         if !aborting {
             self.drive_writeback();
             self.drive_checkpoint(now);
+        }
+        // Background streams only while transactions run: a stopping instance
+        // must not keep generating the I/O its shutdown waits to reach zero.
+        if self.accepting() {
             self.drive_maintenance(now);
             self.drive_replication();
         }
@@ -358,7 +362,8 @@ impl Instance {
             self.next_paced_start(),
             self.next_log_flush_due().filter(|_| timers),
             self.next_checkpoint_due().filter(|_| timers),
-            self.next_maintenance_due().filter(|_| timers),
+            self.next_maintenance_due()
+                .filter(|_| timers && self.accepting()),
         ];
         let t = due
             .into_iter()

@@ -166,8 +166,17 @@ impl Wire {
         self.security.is_some()
     }
 
+    /// Writes `data` and flushes it: over TLS, `write_all` alone can return
+    /// with the last records still in the TLS layer's buffer (the socket was
+    /// full for a moment), so the server never sees the command and the answer
+    /// never comes. On plain TCP the flush does nothing.
     pub async fn write_all(&mut self, data: &[u8], deadline: Instant) -> OpResult<()> {
-        match tokio::time::timeout_at(deadline, self.io.write_all(data)).await {
+        let io = &mut self.io;
+        let write = async move {
+            io.write_all(data).await?;
+            io.flush().await
+        };
+        match tokio::time::timeout_at(deadline, write).await {
             Err(_) => Err(OpError::new(
                 ErrorKind::Timeout,
                 format!("write to {} timed out", self.peer),
@@ -326,5 +335,62 @@ mod tests {
         assert_eq!(unit_len(b"x {3+}\r\nabc {2}\r\nde\r\n"), Ok(Some(21)));
         assert!(unit_len(b"* 1 FETCH {999999999999}\r\n").is_err());
         assert_eq!(literal_len(b"a {x}"), None);
+    }
+
+    /// A stream that, like a TLS layer, keeps written bytes until flushed.
+    struct Buffering {
+        pending: Vec<u8>,
+        sent: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Buffering {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Buffering {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            b: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.pending.extend_from_slice(b);
+            std::task::Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let p = std::mem::take(&mut self.pending);
+            if let Ok(mut sent) = self.sent.lock() {
+                sent.extend_from_slice(&p);
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_reaches_the_peer_through_a_buffering_layer() {
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let io = Buffering {
+            pending: Vec::new(),
+            sent: sent.clone(),
+        };
+        let mut w = Wire::from_io(Box::new(io), "test".into());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        w.write_all(b"DONE\r\n", deadline).await.unwrap();
+        assert_eq!(sent.lock().unwrap().as_slice(), b"DONE\r\n");
+        assert_eq!(w.bytes_out, 6);
     }
 }

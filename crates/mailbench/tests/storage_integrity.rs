@@ -506,6 +506,79 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     // ends early now), which verify reports as newer than the log.
     assert_eq!(v[0]["bad_checksum_pages"], 0, "{v}");
     assert_eq!(v[0]["wrong_page_number_pages"], 0, "{v}");
+    assert_eq!(v[0]["lost_log_tail"], true, "{v}");
+    lost_log_tail_is_refused_until_accepted(dir);
+}
+
+fn run_folders(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("results")).unwrap().count()
+}
+
+/// After a replay stopped at damage, the databases stay marked: run, verify and
+/// backup refuse them (exit 2, nothing written, the database file and the flag
+/// named) until the loss is accepted, and every later result says so.
+fn lost_log_tail_is_refused_until_accepted(dir: &Path) {
+    let db = db_path(dir, 0);
+    let r = latest_result(dir, "storage-recover");
+    let lost = r["spec"]["lost_log_tail"]
+        .as_array()
+        .expect("recover names the lost tails");
+    assert!(lost.iter().any(|p| p == db.to_str().unwrap()), "{lost:?}");
+    for (sub, extra) in [
+        ("run", &["--duration", "2s", "--warmup", "0s"][..]),
+        ("verify", &[][..]),
+        ("backup", &[][..]),
+    ] {
+        let before = run_folders(dir);
+        let o = storage(dir, sub, extra).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{sub}: {}", text(&o));
+        let t = text(&o);
+        assert!(
+            t.contains(db.to_str().unwrap()) && t.contains("--accept-lost-log-tail"),
+            "{sub}: the database file and the flag named: {t}"
+        );
+        assert_eq!(run_folders(dir), before, "{sub}: nothing written");
+    }
+    let o = storage(
+        dir,
+        "run",
+        &[
+            "--duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--accept-lost-log-tail",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = latest_result(dir, "storage-run");
+    let lost = r["spec"]["lost_log_tail"]
+        .as_array()
+        .expect("the run says so");
+    assert!(lost.iter().any(|p| p == db.to_str().unwrap()), "{lost:?}");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("storage-run")
+        })
+        .collect();
+    runs.sort();
+    let summary = std::fs::read_to_string(runs.pop().unwrap().join("summary.txt")).unwrap();
+    assert!(summary.contains("Lost Log Tail"), "{summary}");
+    assert_eq!(r["verify"]["databases"][0]["lost_log_tail"], true);
+    // The mark outlives the run: the next one still needs the flag.
+    let o = storage(dir, "verify", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = storage(dir, "verify", &["--accept-lost-log-tail"])
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
 }
 
 #[test]

@@ -176,10 +176,17 @@ pub fn check_page(buf: &[u8], db_id: u64, page_no: u64) -> Result<PageHeader, Pa
 
 // ---------------------------------------------------------------- database header (page 0)
 
+/// Header version of a database that lost its log tail. Its byte 37 says so;
+/// the version is raised with it so that a mailbench older than the mark
+/// refuses the database instead of using it silently. Headers without the mark
+/// stay at [`FORMAT_VERSION`], readable by every version.
+pub const DBHDR_VERSION_LOST_TAIL: u16 = 2;
+
 /// Page 0 of every database: what it is and how it was left.
 /// `0 magic | 4 version u16 | 8 db_id | 16 page_size u32 | 20 log_file_size u32 |
-///  24 page_count u64 | 32 crc | 36 clean u8 | 40 profile name (32 bytes) |
-///  72 created unix secs u64`, rest of the page random.
+///  24 page_count u64 | 32 crc | 36 clean u8 | 37 lost_log_tail u8 |
+///  40 profile name (32 bytes) | 72 created unix secs u64`, rest of the page
+/// random. Version 1 (byte 37 zero) or 2 (byte 37 one, [`DBHDR_VERSION_LOST_TAIL`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbHeader {
     pub db_id: u64,
@@ -188,6 +195,10 @@ pub struct DbHeader {
     pub page_count: u64,
     /// Shut down cleanly: every dirty page written, nothing to replay.
     pub clean: bool,
+    /// A replay stopped at a damaged log block: the transactions logged after
+    /// it are lost. Kept for the life of the database; `storage run`, verify
+    /// and backup refuse it until the user accepts the loss.
+    pub lost_log_tail: bool,
     pub profile: String,
     pub created: u64,
 }
@@ -198,12 +209,18 @@ impl DbHeader {
         rng.fill_bytes(buf);
         buf[..128].fill(0);
         put_u32(buf, 0, DBHDR_MAGIC);
-        put_u16(buf, 4, FORMAT_VERSION);
+        let version = if self.lost_log_tail {
+            DBHDR_VERSION_LOST_TAIL
+        } else {
+            FORMAT_VERSION
+        };
+        put_u16(buf, 4, version);
         put_u64(buf, 8, self.db_id);
         put_u32(buf, 16, self.page_size);
         put_u32(buf, 20, self.log_file_size);
         put_u64(buf, 24, self.page_count);
         buf[36] = u8::from(self.clean);
+        buf[37] = u8::from(self.lost_log_tail);
         let name = self.profile.as_bytes();
         let n = name.len().min(32);
         buf[40..40 + n].copy_from_slice(&name[..n]);
@@ -216,7 +233,8 @@ impl DbHeader {
         if buf.len() < 4096 || get_u32(buf, 0) != DBHDR_MAGIC {
             return Err("not a mailbench database (no header magic)".into());
         }
-        if get_u16(buf, 4) != FORMAT_VERSION {
+        let version = get_u16(buf, 4);
+        if version != FORMAT_VERSION && version != DBHDR_VERSION_LOST_TAIL {
             return Err(format!(
                 "database format version {} is not supported",
                 get_u16(buf, 4)
@@ -233,6 +251,7 @@ impl DbHeader {
             log_file_size: get_u32(buf, 20),
             page_count: get_u64(buf, 24),
             clean: buf[36] != 0,
+            lost_log_tail: version == DBHDR_VERSION_LOST_TAIL || buf[37] != 0,
             profile: String::from_utf8_lossy(&name[..end]).into_owned(),
             created: get_u64(buf, 72),
         })
@@ -563,12 +582,30 @@ mod tests {
             log_file_size: 1 << 20,
             page_count: 99,
             clean: true,
+            lost_log_tail: false,
             profile: "exchange2013".into(),
             created: 17,
         };
         let mut b = vec![0u8; 32768];
         h.encode(&mut b);
         assert_eq!(DbHeader::decode(&b).unwrap(), h);
+        assert_eq!(
+            (get_u16(&b, 4), b[37]),
+            (FORMAT_VERSION, 0),
+            "unmarked: version 1"
+        );
+        let marked = DbHeader {
+            lost_log_tail: true,
+            ..h.clone()
+        };
+        let mut m = vec![0u8; 32768];
+        marked.encode(&mut m);
+        assert_eq!(DbHeader::decode(&m).unwrap(), marked);
+        assert_eq!(
+            (get_u16(&m, 4), m[37]),
+            (DBHDR_VERSION_LOST_TAIL, 1),
+            "marked: version 2, so older readers refuse it"
+        );
         b[36] = 0;
         assert!(DbHeader::decode(&b).unwrap_err().contains("checksum"));
         let c = Checkpoint {

@@ -74,6 +74,39 @@ pub fn check_clean(spec: &StorageSpec) -> Result<()> {
     Ok(())
 }
 
+/// The flag that accepts databases which lost their log tail.
+pub const ACCEPT_LOST_LOG_TAIL: &str = "--accept-lost-log-tail";
+
+/// The databases of the spec whose header says they lost their log tail (a
+/// replay stopped at a damaged log block), as paths. Without `accept` the first
+/// of them refuses the command (a usage error: exit 2, before anything is
+/// written). Databases that do not exist yet, are half-created or unreadable are
+/// left to the other checks.
+pub fn check_lost_log_tail(spec: &StorageSpec, accept: bool) -> Result<Vec<String>> {
+    let mut lost = Vec::new();
+    for inst in &spec.instances {
+        if !inst.db_path.exists() || progress_path(&inst.db_path).exists() {
+            continue;
+        }
+        let Ok(h) = read_header(&inst.db_path) else {
+            continue;
+        };
+        if !h.lost_log_tail {
+            continue;
+        }
+        if !accept {
+            return Err(Error::usage(format!(
+                "{} lost the tail of its log: a replay stopped at a damaged log block, so the \
+                 transactions logged after it are gone. Pass {ACCEPT_LOST_LOG_TAIL} to use it \
+                 anyway (every result will say so), or create new databases in another folder",
+                inst.db_path.display()
+            )));
+        }
+        lost.push(inst.db_path.display().to_string());
+    }
+    Ok(lost)
+}
+
 /// Reads the header of an existing database.
 pub fn read_header(path: &Path) -> Result<DbHeader> {
     use std::io::Read;
@@ -323,6 +356,7 @@ fn init_one(
         log_file_size: spec.profile.log_file_size.0 as u32,
         page_count: inst.pages,
         clean: true,
+        lost_log_tail: false,
         profile: spec.profile.name.clone(),
         created: mailbench_base::host::unix_now() as u64,
     };

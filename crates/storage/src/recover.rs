@@ -962,7 +962,8 @@ impl Replay {
     }
 
     /// Makes the replayed state durable and marks the database clean (only if
-    /// every page was replayed and written), then fills the result.
+    /// every page was replayed and written) — and as having lost its log tail
+    /// when replay stopped at damage — then fills the result.
     fn finish(&mut self, r: &mut ReplayResult) {
         if !self.txn_buf.is_empty() {
             self.dropped += self.txn_buf.len() as u64;
@@ -994,6 +995,9 @@ impl Replay {
                 .and_then(|_| {
                     let mut h = self.header.clone();
                     h.clean = true;
+                    // What was logged after a damaged block is gone: the database
+                    // keeps saying so (format::DbHeader::lost_log_tail).
+                    h.lost_log_tail |= self.damaged;
                     let mut buf = AlignedBuf::new(self.ps);
                     h.encode(buf.as_mut_slice());
                     use std::os::unix::fs::FileExt;
@@ -1155,7 +1159,13 @@ pub fn run_recover(
     let mut reasons = Vec::new();
     for r in res.prior_recovery.iter().chain(res.instances.iter()) {
         if r.log_damaged {
-            reasons.push(format!("The log of {} is damaged: {}.", r.name, r.stopped));
+            reasons.push(format!(
+                "The log of {} is damaged: {}. The database is marked as having lost its log \
+                 tail: storage run, verify and backup use it only with {}.",
+                r.name,
+                r.stopped,
+                init::ACCEPT_LOST_LOG_TAIL
+            ));
         }
         if r.needed && !r.clean && r.errors.is_empty() {
             reasons.push(format!("{} was not left consistent by the replay.", r.name));

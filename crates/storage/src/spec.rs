@@ -559,6 +559,7 @@ impl SpecExt for StorageSpec {
             growth_reserve_bytes: (pages * ps) as f64 as u64 * reserve_pct as u64 / 100,
             log_space_bytes: log_space,
             profile,
+            lost_log_tail: Vec::new(),
         })
     }
 

@@ -582,6 +582,7 @@ pub(crate) fn verify_db(
         io_errors: pages.io_errors,
         first_error: pages.first_error,
         clean: header.clean,
+        lost_log_tail: header.lost_log_tail,
     })
 }
 

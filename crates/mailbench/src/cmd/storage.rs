@@ -132,6 +132,11 @@ pub struct StorageArgs {
     /// backup: also write the copy to this folder, then verify it.
     #[arg(long = "to", value_name = "DIR")]
     pub backup_to: Option<PathBuf>,
+    /// run, verify, backup: use databases that lost the tail of their log (a
+    /// replay stopped at a damaged log block); every result says so. Command
+    /// line only: the loss is accepted per command.
+    #[arg(long)]
+    pub accept_lost_log_tail: bool,
     #[command(flatten)]
     pub multihost: super::multihost::MultiArgs,
 }
@@ -238,11 +243,12 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
         None => None,
     };
     mailbench_storage::init::check_clean(&spec)?;
+    let mut spec = spec;
+    spec.lost_log_tail = accepted_lost_log_tail(&spec, args, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-run")?;
     dir.log.set_echo(global.verbose);
     let ack = std::env::var_os("MAILBENCH_ACK_STREAM").is_some();
-    let mut spec = spec;
     let mut tuning = Vec::new();
     if spec.threads_auto {
         let mut write = |d: &RunDir, r: &StorageResult| {
@@ -274,6 +280,26 @@ fn storage_run(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
     Ok(status)
 }
 
+/// The databases that lost their log tail, when `--accept-lost-log-tail` is
+/// given (said on stderr); without it, the refusal (exit 2, nothing written).
+pub(super) fn accepted_lost_log_tail(
+    spec: &StorageSpec,
+    args: &StorageArgs,
+    global: &Global,
+) -> Result<Vec<String>> {
+    let lost = mailbench_storage::init::check_lost_log_tail(spec, args.accept_lost_log_tail)?;
+    if !global.quiet {
+        for db in &lost {
+            eprintln!(
+                "mailbench: warning: {db} lost the tail of its log (accepted with \
+                 {}); the result says so",
+                mailbench_storage::init::ACCEPT_LOST_LOG_TAIL
+            );
+        }
+    }
+    Ok(lost)
+}
+
 /// A command's error after its run folder exists goes into its test.log too.
 pub(super) fn logged<T>(dir: &RunDir, r: Result<T>) -> Result<T> {
     if let Err(e) = &r {
@@ -291,7 +317,9 @@ pub(super) fn out(global: &Global) -> mailbench_runner::Output {
 }
 
 fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global, Space::Create)?;
+    let (mut spec, output) = resolve(args, cfg, global, Space::Create)?;
+    // init only opens existing databases: it reports a lost log tail, never refuses.
+    spec.lost_log_tail = mailbench_storage::init::check_lost_log_tail(&spec, true)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-init")?;
     dir.log.set_echo(global.verbose);
@@ -324,6 +352,7 @@ fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result
 fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
     let (spec, output) = resolve(args, cfg, global, Space::None)?;
     mailbench_storage::init::check_existing(&spec)?;
+    accepted_lost_log_tail(&spec, args, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-verify")?;
     dir.log.set_echo(global.verbose);

@@ -9,12 +9,13 @@ use mailbench_results::AnyResult;
 use mailbench_storage::spec::{Space, StorageToml};
 
 pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
-    let (spec, output) = resolve(args, cfg, global, Space::None)?;
+    let (mut spec, output) = resolve(args, cfg, global, Space::None)?;
     let to = args
         .backup_to
         .clone()
         .or(cfg.section::<StorageToml>("storage")?.backup_to);
     mailbench_storage::backup::preflight(&spec, to.as_deref())?;
+    spec.lost_log_tail = super::storage::accepted_lost_log_tail(&spec, args, global)?;
     let interrupt = Interrupt::install()?;
     let dir = RunDir::create(&output, "storage-backup")?;
     dir.log.set_echo(global.verbose);
@@ -68,10 +69,13 @@ pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<
             eprintln!("mailbench: {t}");
         }
     };
-    let r = super::storage::logged(
+    let mut r = super::storage::logged(
         &dir,
         mailbench_storage::recover::run_recover(&spec, &dir, log_files, &interrupt, &mut phase),
     )?;
+    // Recovery is how a database comes to lose its log tail: it never refuses
+    // one, its result names those that have (this replay's or an earlier one's).
+    r.spec.lost_log_tail = mailbench_storage::init::check_lost_log_tail(&spec, true)?;
     let status = r.verdict.exit_status();
     let result = AnyResult::StorageRecover(Box::new(r));
     let text = results_text(&result, &dir);

@@ -10,6 +10,7 @@ pub fn storage_init(r: &StorageInitResult) -> String {
         "mailbench storage init — {}\n\nDatabase Creation\n",
         r.verdict.label()
     );
+    super::lost_log_tail(&mut o, &r.spec.lost_log_tail);
     let _ = writeln!(
         o,
         "  {:<8} {:<8} {:>12} {:>12} {:>9} {:>9}  path",

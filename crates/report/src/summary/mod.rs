@@ -36,6 +36,17 @@ fn version_and_times(o: &mut String, run: &RunHeader) {
     );
 }
 
+/// The databases used although they lost the tail of their log, one line each.
+fn lost_log_tail(o: &mut String, dbs: &[String]) {
+    for db in dbs {
+        let _ = writeln!(
+            o,
+            "  Lost Log Tail           {db} (a replay stopped at a damaged log block; \
+             the transactions after it are gone)"
+        );
+    }
+}
+
 /// summary.txt of a result of any kind.
 pub fn render(r: &AnyResult) -> String {
     match r {

@@ -9,6 +9,7 @@ pub fn render(r: &RecoverResult) -> String {
     let mut o = String::new();
     super::test_summary_head(&mut o, "mailbench storage recover test", &r.verdict, &r.run);
     super::version_and_times(&mut o, &r.run);
+    super::lost_log_tail(&mut o, &r.spec.lost_log_tail);
     let _ = writeln!(
         o,
         "  Profile                 {} (page {}, log file {})",

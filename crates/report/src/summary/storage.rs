@@ -29,6 +29,7 @@ pub fn render(r: &StorageResult) -> String {
         r.run.host.os, r.run.host.kernel
     );
     super::version_and_times(&mut o, &r.run);
+    super::lost_log_tail(&mut o, &s.lost_log_tail);
     let _ = writeln!(
         o,
         "  Measured Window         {:.0} s after {:.0} s warm-up ({} intervals){}",

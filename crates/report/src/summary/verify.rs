@@ -61,6 +61,13 @@ pub fn render_checksum(v: &VerifySummary) -> String {
         if let Some(e) = &d.first_error {
             let _ = writeln!(o, "           {} read errors; first: {e}", d.io_errors);
         }
+        if d.lost_log_tail {
+            let _ = writeln!(
+                o,
+                "           lost log tail: a replay stopped at a damaged log block; the \
+                 transactions after it are gone"
+            );
+        }
     }
     let mb: f64 = v.databases.iter().map(|d| d.mb).sum();
     let _ = writeln!(

@@ -209,6 +209,11 @@ pub struct StorageSpec {
     pub thresholds: Thresholds,
     pub growth_reserve_bytes: u64,
     pub log_space_bytes: u64,
+    /// The databases used although they lost their log tail (a replay stopped
+    /// at a damaged log block: what was logged after it is gone), accepted with
+    /// `--accept-lost-log-tail`. Absent when none (and in older results).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_log_tail: Vec<String>,
 }
 
 impl StorageSpec {

@@ -37,6 +37,10 @@ pub struct VerifyDb {
     /// Whether the database header says it was shut down cleanly.
     #[serde(default)]
     pub clean: bool,
+    /// The database header says a replay stopped at a damaged log block: what
+    /// was logged after it is lost (absent when not, and in older results).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost_log_tail: bool,
 }
 
 impl VerifyDb {

@@ -13,6 +13,7 @@
 #        (defaults: ./mailbench-bench 30 1GiB 256MiB 50: the 16 paced databases get 1/8 of
 #        their size as cache, and the paced run targets 50 % of the unpaced run's IOPS)
 # MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
+# SECTIONS="fio pacing" (the default) runs both parts; SECTIONS=fio or SECTIONS=pacing one of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-./mailbench-bench}; secs=${2:-30}; size=${3:-1GiB}; psize=${4:-256MiB}; ppct=${5:-50}
@@ -49,9 +50,11 @@ EOF
 }
 ratio() { python3 -c "a='$1'; print('n/a' if a=='n/a' else round(float(a)/$2, 2))"; }
 
+sections=${SECTIONS:-fio pacing}
+echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ " $sections " == *" fio "* ]]; then
 common=(--databases 2 --db-size "$size" --threads 8 --no-verify --sample-interval 5s \
   --output "$dir/results" -q)
-echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 $mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
 $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
 read -r w1 r1 iops1 n1 <<<"$(figures "$(latest)")"
@@ -73,6 +76,8 @@ rm -rf "$dir/db"
 echo "== CPU per I/O, 2 x $size, 8 threads, ${secs} s (µs; window = measured window, run = whole run)"
 echo "no warm-up:  mailbench window $w1 run $r1 ($iops1 transactional IOPS, $n1 I/Os)   fio $fio_us ($fio_iops IOPS)   ratio window $(ratio "$w1" "$fio_us") run $(ratio "$r1" "$fio_us")"
 echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 I/Os)   fio $fio_us   ratio window $(ratio "$w2" "$fio_us") run $(ratio "$r2" "$fio_us")"
+fi
+[[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }
 
 echo "== pacing: 16 x $psize, cache 1/8 of each, 32 threads, 10 s warm-up, ${secs} s"
 pcache=$(python3 -c "s='$psize'.lower(); u={'kib':1<<10,'mib':1<<20,'gib':1<<30}; \

@@ -347,13 +347,14 @@ impl Instance {
     }
 
     /// How long to wait for completions, and for how many: not at all after
-    /// progress; else for one I/O if any is in flight, until the next timer is
+    /// progress when a transaction could start at once (else the wait's system
+    /// call also hands over what the step queued); else for one I/O if any is in flight, until the next timer is
     /// due — the interval, a paced transaction (if a session is free to run it),
     /// a log flush, a checkpoint, a maintenance read — or [`IDLE_WAIT`]. No
     /// polling: an idle or paced instance wakes only when it has work. An
     /// aborting instance only waits for its I/O in flight.
     fn wait_plan(&self, now: Instant, progressed: bool, aborting: bool) -> (usize, Duration) {
-        if progressed {
+        if progressed && (aborting || self.can_start_now(now)) {
             return (0, Duration::ZERO);
         }
         let timers = !aborting;

@@ -342,7 +342,6 @@ fn pts(t: &[f64], v: &[f64], div: f64) -> Vec<(f64, f64)> {
 
 fn storage_charts(d: &StorageDoc, s: &Series) -> String {
     let r = &d.result;
-    let th = &r.spec.thresholds;
     let max_t = s.t.iter().cloned().fold(0.0, f64::max);
     let ax = time_axis(max_t);
     let mut bands = vec![Band {
@@ -359,6 +358,34 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
     }
     let mut o = String::from(r#"<div class="charts">"#);
 
+    charts_iops_and_latency(d, s, &ax, &bands, &mut o);
+    charts_percentiles_and_instances(d, &mut o);
+    charts_per_host(d, &mut o);
+    charts_host(s, &ax, &bands, &mut o);
+    o.push_str("</div>");
+    if d.intervals.is_empty() {
+        o.push_str(r#"<p class="note">No interval data (intervals.jsonl missing or empty): the time charts are empty.</p>"#);
+    }
+    if d.bad_interval_lines > 0 {
+        let _ = write!(
+            o,
+            r#"<p class="note">{} lines of intervals.jsonl could not be read and were skipped.</p>"#,
+            d.bad_interval_lines
+        );
+    }
+    o
+}
+
+/// IOPS by class, then read and write latency over time with the thresholds.
+fn charts_iops_and_latency(
+    d: &StorageDoc,
+    s: &Series,
+    ax: &TimeAxis,
+    bands: &[Band],
+    o: &mut String,
+) {
+    let r = &d.result;
+    let th = &r.spec.thresholds;
     // 1. Transactional IOPS by class.
     let mut c = LineChart::new(
         "chart-iops",
@@ -367,7 +394,7 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         "I/O per second",
     );
     c.y_scale = YScale::Auto;
-    c.bands = bands.clone();
+    c.bands = bands.to_vec();
     c.lines.push(Line::new(
         "transactional (reads + writes)",
         "#1f2328",
@@ -412,7 +439,7 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         let title = format!("{} latency over time", capitalize(class_title(n)));
         let mut c = LineChart::new(id, &title, ax.label, "latency (ms)");
         c.y_scale = YScale::Auto;
-        c.bands = bands.clone();
+        c.bands = bands.to_vec();
         if let (Some(a), Some(p)) = (s.avg.get(n), s.p99.get(n)) {
             c.lines
                 .push(Line::new("average", class_color(n), pts(&s.t, a, ax.div)));
@@ -437,7 +464,12 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
             ),
         ));
     }
+}
 
+/// Percentile curves and per-instance IOPS bars.
+fn charts_percentiles_and_instances(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let th = &r.spec.thresholds;
     // 4. Percentile curves.
     let mut c = LineChart::new(
         "chart-percentiles",
@@ -543,7 +575,10 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         }),
         "Average and 99th percentile per database over the measured window, against the average limits.",
     ));
+}
 
+/// Per-host bars of a merged result.
+fn charts_per_host(d: &StorageDoc, o: &mut String) {
     // Per-host bars for merged results.
     if let Some(m) = &d.result.merged {
         o.push_str(&figure(
@@ -574,7 +609,10 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
             "Each host's own transactional IOPS; the aggregate is their sum.",
         ));
     }
+}
 
+/// The host's CPU and memory over time.
+fn charts_host(s: &Series, ax: &TimeAxis, bands: &[Band], o: &mut String) {
     // 6. Host CPU and memory.
     let mut c = LineChart::new(
         "chart-host",
@@ -582,7 +620,7 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         ax.label,
         "percent",
     );
-    c.bands = bands;
+    c.bands = bands.to_vec();
     c.y_max = Some(100.0);
     c.lines.push(Line::new(
         "CPU busy %",
@@ -600,18 +638,6 @@ fn storage_charts(d: &StorageDoc, s: &Series) -> String {
         svg::line_chart(&c),
         "Whole-host CPU (busy, and waiting for I/O) and memory in use, per interval.",
     ));
-    o.push_str("</div>");
-    if d.intervals.is_empty() {
-        o.push_str(r#"<p class="note">No interval data (intervals.jsonl missing or empty): the time charts are empty.</p>"#);
-    }
-    if d.bad_interval_lines > 0 {
-        let _ = write!(
-            o,
-            r#"<p class="note">{} lines of intervals.jsonl could not be read and were skipped.</p>"#,
-            d.bad_interval_lines
-        );
-    }
-    o
 }
 
 fn capitalize(s: &str) -> String {
@@ -640,17 +666,29 @@ fn lat_cells(c: Option<&ClassFigures>, avg_lim: Option<f64>, max_lim: Option<f64
 const LAT_HEAD: [&str; 6] = ["avg", "p50", "p95", "p99", "p99.9", "max"];
 
 fn storage_tables(d: &StorageDoc, s: &Series) -> String {
+    let mut o = String::new();
+    tables_criteria(d, &mut o);
+    tables_test_summary(d, &mut o);
+    tables_sizing(d, &mut o);
+    tables_system_parameters(d, &mut o);
+    tables_database_configuration(d, &mut o);
+    tables_transactional_io(d, &mut o);
+    tables_background_io(d, &mut o);
+    tables_total_io(d, &mut o);
+    tables_host_performance(d, s, &mut o);
+    tables_per_host(d, &mut o);
+    tables_creation_and_checks(d, &mut o);
+    o
+}
+
+/// The pass criteria: each limit, the measured figure and pass or fail.
+fn tables_criteria(d: &StorageDoc, o: &mut String) {
     let r = &d.result;
     let t = &r.total;
     let th = &r.spec.thresholds;
-    let sp = &r.spec;
-    let p = &sp.profile;
-    let mut o = String::new();
     let cls = |n: &str| t.classes.get(n);
     let rd = cls("db_read").map(|c| c.latency_ms).unwrap_or_default();
     let lw = cls("log_write").map(|c| c.latency_ms).unwrap_or_default();
-
-    // Criteria.
     o.push_str(r#"<h2 id="criteria">Pass Criteria</h2>"#);
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut crit = |name: &str, measured: String, limit: String, bad: bool| {
@@ -732,8 +770,13 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         &["criterion", "measured", "limit", "result"],
         &rows,
     ));
+}
 
-    // Test Summary.
+/// The test summary: verdict, machine, what ran and when.
+fn tables_test_summary(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let sp = &r.spec;
+    let p = &sp.profile;
     o.push_str(r#"<h2 id="test-summary">Test Summary</h2>"#);
     let h = &r.run.host;
     o.push_str(&kv(
@@ -780,8 +823,13 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
             ("Result File", d.source.display().to_string()),
         ],
     ));
+}
 
-    // Database Sizing and Throughput.
+/// Database sizing and throughput.
+fn tables_sizing(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let t = &r.total;
+    let sp = &r.spec;
     o.push_str(r#"<h2 id="sizing">Database Sizing and Throughput</h2>"#);
     let tl = &t.transaction_latency_ms;
     let mut rows = vec![
@@ -838,8 +886,14 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     }
     rows.push(("Log Space Reserved", bytes(sp.log_space_bytes as f64)));
     o.push_str(&kv("sizing-table", &rows));
+}
 
-    // System Parameters.
+/// The system parameters: profile, threads, cache, flush, engine.
+fn tables_system_parameters(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let th = &r.spec.thresholds;
+    let sp = &r.spec;
+    let p = &sp.profile;
     o.push_str(r#"<h2 id="system-parameters">System Parameters</h2>"#);
     o.push_str(&kv(
         "system-parameters-table",
@@ -917,6 +971,12 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
             ("Random Seed", sp.seed.to_string()),
         ],
     ));
+}
+
+/// Each database's configuration, and the thread tuning steps when `--threads auto` ran.
+fn tables_database_configuration(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let sp = &r.spec;
     o.push_str("<h3>Database Configuration</h3>");
     let rows: Vec<Vec<String>> = sp
         .instances
@@ -968,8 +1028,12 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
             &rows,
         ));
     }
+}
 
-    // Transactional I/O per instance.
+/// Transactional I/O per instance.
+fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let th = &r.spec.thresholds;
     o.push_str(r#"<h2 id="transactional-io">Transactional I/O Performance</h2>"#);
     let inst_rows: Vec<Vec<String>> = r
         .instances
@@ -1049,8 +1113,13 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         &head,
         &lat_rows,
     ));
+}
 
-    // Background maintenance and log replication.
+/// Background maintenance and log replication I/O.
+fn tables_background_io(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let sp = &r.spec;
+    let p = &sp.profile;
     for (n, id, title) in [
         (
             "maintenance_read",
@@ -1089,8 +1158,13 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
     if !p.maintenance {
         o.push_str(r#"<p class="note">Background maintenance is off in this profile.</p>"#);
     }
+}
 
-    // Total I/O.
+/// Total I/O over all instances.
+fn tables_total_io(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
+    let t = &r.total;
+    let th = &r.spec.thresholds;
     o.push_str(r#"<h2 id="total-io">Total I/O Performance</h2>"#);
     let mut rows: Vec<Vec<String>> = Vec::new();
     for n in CLASS_ORDER {
@@ -1143,8 +1217,11 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         x => x,
     }));
     o.push_str(&table("total-io-table", &[], &head, &rows));
+}
 
-    // Host System Performance.
+/// The host's CPU, memory and disks over the run.
+fn tables_host_performance(d: &StorageDoc, s: &Series, o: &mut String) {
+    let r = &d.result;
     o.push_str(r#"<h2 id="host-performance">Host System Performance</h2>"#);
     let stat = |f: &dyn Fn(&Sample) -> f64| -> (String, String, String) {
         if s.measured.is_empty() {
@@ -1226,8 +1303,10 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
             &rows,
         ));
     }
+}
 
-    // Per-host sections.
+/// One section per host of a merged result.
+fn tables_per_host(d: &StorageDoc, o: &mut String) {
     if let Some(m) = &d.result.merged {
         o.push_str(r#"<h2 id="hosts">Per-Host Results</h2>"#);
         let rows: Vec<Vec<String>> = m
@@ -1294,8 +1373,11 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         ));
         o.push_str(r#"<p class="note">Aggregate figures above: rates are sums over hosts, averages are weighted by operation counts, percentiles come from the hosts' added histograms.</p>"#);
     }
+}
 
-    // Creation, verification.
+/// Creation, verification and the errors list.
+fn tables_creation_and_checks(d: &StorageDoc, o: &mut String) {
+    let r = &d.result;
     if let Some(i) = &r.init {
         o.push_str(r#"<h2 id="init">Database Creation</h2>"#);
         let rows: Vec<Vec<String>> = i
@@ -1373,14 +1455,11 @@ fn storage_tables(d: &StorageDoc, s: &Series) -> String {
         }
         o.push_str("</ul>");
     }
-    o
 }
 
 pub fn storage_page(d: &StorageDoc) -> String {
     let r = &d.result;
     let s = series(d);
-    let t = &r.total;
-    let th = &r.spec.thresholds;
     let mut b = String::new();
     let test = format!("{:?}", r.spec.test_type).to_lowercase();
     let hostname = &r.run.host.hostname;
@@ -1416,6 +1495,24 @@ pub fn storage_page(d: &StorageDoc) -> String {
         ),
         ("Command", r.run.command_line.join(" ")),
     ]));
+    storage_tiles(d, &mut b);
+    b.push_str(r#"<h2 id="charts">Charts</h2>"#);
+    b.push_str(&storage_charts(d, &s));
+    b.push_str(&storage_tables(d, &s));
+    b.push_str(&test_log(d.test_log.as_deref()));
+    let title = format!(
+        "mailbench storage {test} — {} — {}",
+        hostname,
+        r.verdict.label()
+    );
+    page(&title, &b, &d.raw)
+}
+
+/// The headline tiles: IOPS, read and log write latency, transactions, errors.
+fn storage_tiles(d: &StorageDoc, b: &mut String) {
+    let r = &d.result;
+    let t = &r.total;
+    let th = &r.spec.thresholds;
     let rd = t
         .classes
         .get("db_read")
@@ -1479,16 +1576,6 @@ pub fn storage_page(d: &StorageDoc) -> String {
         Some(errs > 0),
     ));
     b.push_str("</div>");
-    b.push_str(r#"<h2 id="charts">Charts</h2>"#);
-    b.push_str(&storage_charts(d, &s));
-    b.push_str(&storage_tables(d, &s));
-    b.push_str(&test_log(d.test_log.as_deref()));
-    let title = format!(
-        "mailbench storage {test} — {} — {}",
-        hostname,
-        r.verdict.label()
-    );
-    page(&title, &b, &d.raw)
 }
 
 // ---------------------------------------------------------------------------

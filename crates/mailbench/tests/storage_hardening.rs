@@ -379,3 +379,111 @@ fn run_refuses_an_unclean_database_before_creating_its_run_folder() {
     assert!(text(&o).contains("not shut down cleanly"), "{}", text(&o));
     assert_eq!(run_dirs(t.path()).len(), 1, "only init's folder");
 }
+
+/// Sends SIGINT to `child` and waits (bounded) for it to end; its exit code.
+fn interrupt_and_wait(child: &mut std::process::Child) -> Option<i32> {
+    let sent = std::time::Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(20),
+            "did not stop within 20 s of SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) until `cond` holds: the sign that a phase has begun.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Ctrl-C during `storage init` (every write slowed so that creation cannot end
+/// first): exit 130, an interrupted result.json, and a later init finishes the
+/// database where it stopped.
+#[test]
+fn ctrl_c_during_init_writes_an_interrupted_result() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let mut child = bin()
+        .current_dir(dir)
+        .args(["storage", "init", "--path"])
+        .arg(dir.join("data"))
+        .arg("--output")
+        .arg(dir.join("results"))
+        .args(ONE)
+        .env("MAILBENCH_FAULTS", "delay_ms=500,delay_share=1.0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The progress file exists from the first write until the header is written.
+    let progress = dir.join("data").join("DB01.mdb.init");
+    wait_for("database creation", || progress.exists());
+    assert_eq!(interrupt_and_wait(&mut child), Some(130));
+    let r = last_result(dir);
+    assert_eq!(r["kind"], "storage-init");
+    assert_eq!(r["verdict"]["status"], "interrupted", "{r}");
+    assert!(progress.exists(), "the creation stays resumable");
+    let o = storage(dir, "init", &[], None);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        last_result(dir)["init"]["databases"][0]["action"],
+        "resumed"
+    );
+}
+
+/// Ctrl-C while `storage run` waits for `--start-at`: exit 130 and an
+/// interrupted result.json with the databases it made ready.
+#[test]
+fn ctrl_c_while_waiting_for_the_start_time_writes_an_interrupted_result() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    let at = humantime::format_rfc3339_seconds(at).to_string();
+    let mut child = bin()
+        .current_dir(dir)
+        .args(["storage", "run", "--path"])
+        .arg(dir.join("data"))
+        .arg("--output")
+        .arg(dir.join("results"))
+        .args(ONE)
+        .args([
+            "--duration",
+            "5s",
+            "--sample-interval",
+            "1s",
+            "--start-at",
+            &at,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the wait for the start time", || {
+        run_dirs(dir).iter().any(|d| {
+            std::fs::read_to_string(d.join("test.log"))
+                .unwrap_or_default()
+                .contains("the load starts at")
+        })
+    });
+    assert_eq!(interrupt_and_wait(&mut child), Some(130));
+    let r = last_result(dir);
+    assert_eq!(r["kind"], "storage-run");
+    assert_eq!(r["verdict"]["status"], "interrupted", "{r}");
+    assert_eq!(r["window"]["interrupted"], true);
+    assert_eq!(r["init"]["databases"][0]["name"], "DB01", "{r}");
+}

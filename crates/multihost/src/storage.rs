@@ -422,7 +422,14 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
                 );
             }
             let init = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
-            ctx.start_together(&dir.log, "databases ready")?;
+            match ctx.start_together(&dir.log, "databases ready") {
+                // Ctrl-C before the start: a partial result all the same.
+                Err(Error::Interrupted) => {
+                    let r = mailbench_storage::run::interrupted_before_start(&spec, &dir, init)?;
+                    return written(dir, AnyResult::StorageRun(Box::new(r)));
+                }
+                other => other?,
+            };
             ctx.phase("the load");
             let mut progress = RankProgress {
                 seq: 0,

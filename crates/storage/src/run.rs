@@ -666,6 +666,24 @@ pub fn run(
     Ok(result)
 }
 
+/// The partial result of a run interrupted while it waited for its start time
+/// (`--start-at`): the databases ready, nothing measured.
+pub fn interrupted_before_start(
+    spec: &StorageSpec,
+    dir: &RunDir,
+    init: crate::init::InitSummary,
+) -> Result<StorageResult> {
+    finish_early(
+        spec,
+        dir,
+        RunHeader::begin("storage-run"),
+        Instant::now(),
+        "interrupted while waiting for the start time",
+        Status::Interrupted,
+        Some(init),
+    )
+}
+
 fn finish_early(
     spec: &StorageSpec,
     dir: &RunDir,

@@ -325,10 +325,26 @@ fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result
     dir.log.set_echo(global.verbose);
     let started = std::time::Instant::now();
     let mut run = RunHeader::begin("storage-init");
-    let init = logged(
-        &dir,
-        mailbench_storage::init::init_all(&spec, &dir.log, &interrupt),
-    )?;
+    let (init, verdict) = match mailbench_storage::init::init_all(&spec, &dir.log, &interrupt) {
+        // Ctrl-C: a partial result, and the creation resumes where it stopped.
+        Err(mailbench_base::Error::Interrupted) => {
+            dir.log.line("stopped: interrupted");
+            let init = mailbench_results::storage::init::InitSummary {
+                seconds: started.elapsed().as_secs_f64(),
+                ..Default::default()
+            };
+            let verdict = Verdict {
+                status: mailbench_results::Status::Interrupted,
+                reasons: vec![
+                    "Database creation was interrupted: run `mailbench storage init` again \
+                     (same flags) to finish it where it stopped."
+                        .into(),
+                ],
+            };
+            (init, verdict)
+        }
+        r => (logged(&dir, r)?, Verdict::from_reasons(Vec::new())),
+    };
     run.finish(started.elapsed());
     let mut text = String::new();
     for d in &init.databases {
@@ -338,7 +354,7 @@ fn storage_init(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result
     text.push_str(&format!("Results: {}", dir.path.display()));
     let result = StorageInitResult {
         run,
-        verdict: Verdict::from_reasons(Vec::new()),
+        verdict,
         init,
         spec,
         rank: None,

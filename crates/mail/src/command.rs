@@ -543,12 +543,22 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         lists: prepared.topo.lists.len(),
         setup: setup_report.as_ref().map(crate::result::setup_figures),
     };
+    let window = steady_window(&o, &profile)?;
+    let steady = crate::steady::section(
+        &o.steady,
+        &window,
+        &ctl.intervals,
+        &(ctl.queue.iter())
+            .map(|q| (q.t_s, q.length as f64))
+            .collect::<Vec<_>>(),
+        &profile,
+        prepared.topo.users.len(),
+        o.delivery_within,
+    );
     let server = match &server_series {
         Some(series) => {
-            let day = (
-                o.ramp_up.as_secs_f64(),
-                (o.ramp_up + o.day_length).as_secs_f64(),
-            );
+            // The server's figures over the steady window.
+            let day = (window.from_s, window.to_s);
             let compression = profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9);
             let n = prepared.topo.users.len() as u64;
             let section = crate::servermetrics::finish(series, &run, day, n, compression, &o)?;
@@ -558,6 +568,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     };
     let measured = crate::result::Measured {
         server,
+        steady: (!interrupted).then_some(steady),
         queue_local: queue_etc.is_some(),
         host: HostFigures {
             cpu_busy_pct: ctl.cpu_busy_pct,
@@ -585,12 +596,23 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     };
     let result = crate::result::build(id, &o, &profile, &stats, measured);
     run.log.line(format!(
-        "mail run done: {} (score {:.0} ms)",
+        "mail run done: {} (response time {:.0} ms)",
         result.verdict.label(),
-        result.score.weighted_p95_ms
+        result
+            .steady
+            .as_ref()
+            .and_then(|s| s.judged_ms())
+            .unwrap_or(result.score.weighted_p95_ms)
     ));
     drop(prepared);
     Ok(MailRun { dir: run, result })
+}
+
+/// The run's steady window (`--steady`, checked when the options were
+/// resolved).
+fn steady_window(o: &Resolved, profile: &Profile) -> Result<crate::steady::Window> {
+    let spec: crate::steady::SteadySpec = o.steady.parse().map_err(Error::usage)?;
+    spec.resolve(o.ramp_up, o.day_length, profile.day)
 }
 
 #[derive(Default)]
@@ -603,6 +625,8 @@ struct CtlResult {
     drain_s: f64,
     /// The run reached its hard time limit and its users were aborted.
     hard_stopped: bool,
+    /// Every line written to intervals.jsonl.
+    intervals: Vec<MailInterval>,
 }
 
 /// How often the controller checks the end of the day and of the drain and
@@ -801,8 +825,9 @@ async fn controller<'h>(
             disk: disk_rates,
             generators: None,
         };
-        let line = serde_json::to_string(&line).unwrap_or_default();
-        let _ = writeln!(intervals, "{line}");
+        let text = serde_json::to_string(&line).unwrap_or_default();
+        let _ = writeln!(intervals, "{text}");
+        res.intervals.push(line);
         if !out.quiet && !out.json {
             // One compact line per interval (live progress; -q silences it).
             let g = snap.glance();

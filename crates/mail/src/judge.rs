@@ -66,7 +66,7 @@ mod tests {
         assert_eq!(
             v.reasons,
             vec![
-                "the weighted 95th-percentile task time is 1500 ms, over the 1000 ms limit",
+                "the response time (weighted 95th percentile) is 1500 ms, over the 1000 ms limit",
                 "3 errors (1.00 % of operations; allowed 0 %): 2 connect, 1 timeout",
                 "only 90.0 % of deliveries arrived within 60s (needed 95 %)",
                 "the server queue did not drain: 4 messages still queued at the end",

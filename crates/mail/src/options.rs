@@ -96,6 +96,8 @@ pub struct MailOptions {
     pub server_metrics: Option<Vec<String>>,
     /// The store volume's block devices on the server host (node exporter names).
     pub server_disk: Option<Vec<String>>,
+    /// The measured steady window, FROM-TO (`25%-75%`, `2h-6h`).
+    pub steady: Option<String>,
 }
 
 macro_rules! overlay {
@@ -144,7 +146,8 @@ impl MailOptions {
             poll_interval,
             start_at,
             server_metrics,
-            server_disk
+            server_disk,
+            steady
         );
         self
     }
@@ -263,6 +266,12 @@ impl ResolveExt for Resolved {
         }
         let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
         check_ranges(o)?;
+        let steady = o
+            .steady
+            .clone()
+            .unwrap_or_else(mailbench_results::mail::config::default_steady);
+        let spec: crate::steady::SteadySpec = steady.parse().map_err(Error::usage)?;
+        spec.resolve(ramp_up, day_length, profile_day)?;
         Ok(Resolved {
             target,
             imap: o.imap.clone(),
@@ -303,6 +312,7 @@ impl ResolveExt for Resolved {
                 .unwrap_or(Duration::from_secs(5)),
             server_metrics,
             server_disk,
+            steady,
         })
     }
 }

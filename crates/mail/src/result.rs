@@ -33,6 +33,8 @@ pub(crate) struct Measured {
     /// The server's own figures (`--server-metrics`, the local target's
     /// /proc) and the scraper's warnings.
     pub server: Option<(ServerSection, Vec<String>)>,
+    /// The steady window's figures (None when interrupted).
+    pub steady: Option<mailbench_results::mail::steady::SteadySection>,
 }
 
 /// Who ran, against what.
@@ -255,6 +257,7 @@ pub(crate) fn build(
         },
         host: m.host,
         server,
+        steady: m.steady,
         disk: m
             .disk
             .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),
@@ -277,13 +280,18 @@ pub(crate) fn build(
 /// The figures the verdict is made from.
 pub(crate) fn figures(r: &MailRunResult, interrupted: bool) -> Figures {
     Figures {
-        score_ms: r.score.weighted_p95_ms,
+        score_ms: (r.steady.as_ref())
+            .and_then(|s| s.judged_ms())
+            .unwrap_or(r.score.weighted_p95_ms),
         total_errors: r.errors.total,
         error_rate_pct: r.errors.rate_pct,
         errors_by_kind: r.errors.by_kind.clone(),
         expected_deliveries: r.mail_flow.expected_deliveries,
         within_pct: r.delivery_latency.within_pct,
         queue_final: r.queue.final_length,
+        queue_steady: (r.steady.as_ref())
+            .and_then(|s| s.queue.as_ref())
+            .and_then(|q| q.reason()),
         interrupted,
         planned_tasks: r.generator.planned_tasks,
         executed_tasks: r.generator.executed_tasks,

@@ -13,9 +13,12 @@
 use crate::profile::{Profile, TaskKind};
 use mailbench_base::{Error, Result};
 use mailbench_metrics::LatencyHist;
-use serde::{Deserialize, Serialize};
+use mailbench_metrics::system::DiskRates;
+use mailbench_results::mail::run::MailInterval;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+pub use mailbench_results::mail::steady::{QueueJudgement, SteadySection, Window};
 
 /// One end of the steady window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,17 +77,6 @@ impl std::str::FromStr for SteadySpec {
     }
 }
 
-/// The run's phases, in seconds since its start.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Window {
-    /// The day begins after the ramp-up.
-    pub day_from_s: f64,
-    pub day_to_s: f64,
-    /// The measured steady window, inside the day.
-    pub from_s: f64,
-    pub to_s: f64,
-}
-
 impl SteadySpec {
     /// The window of a run with this ramp-up and (real) day, whose simulated
     /// day is `simulated`; a usage error when it is empty or leaves the day.
@@ -113,36 +105,6 @@ impl SteadySpec {
     }
 }
 
-impl Window {
-    /// The phase at `t_s`: `ramp_up` (logons and the day before the window),
-    /// `steady`, or `tail` (the rest of the day and the drain).
-    pub fn phase(&self, t_s: f64) -> &'static str {
-        if t_s < self.from_s {
-            "ramp_up"
-        } else if t_s <= self.to_s {
-            "steady"
-        } else {
-            "tail"
-        }
-    }
-
-    /// Whether the interval ending at `t_s`, `interval_s` long, belongs to the
-    /// window: its middle lies inside.
-    pub fn holds(&self, t_s: f64, interval_s: f64) -> bool {
-        let mid = t_s - interval_s / 2.0;
-        mid >= self.from_s && mid <= self.to_s
-    }
-
-    pub fn seconds(&self) -> f64 {
-        self.to_s - self.from_s
-    }
-
-    /// The window's share of the day.
-    pub fn share_of_day(&self) -> f64 {
-        self.seconds() / (self.day_to_s - self.day_from_s).max(1e-9)
-    }
-}
-
 /// One interval's figures (a line of intervals.jsonl, decoded).
 #[derive(Debug, Clone, Default)]
 pub struct Interval {
@@ -154,15 +116,17 @@ pub struct Interval {
     pub submitted: u64,
     pub delivered: u64,
     pub queue: Option<f64>,
+    /// The generator's host CPU busy over the interval, %.
+    pub cpu_busy_pct: f64,
+    pub disk: Option<DiskRates>,
 }
 
 /// The steady window's figures.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Steady {
     pub window: Option<Window>,
     pub intervals: usize,
     /// Per operation: the window's histogram.
-    #[serde(skip)]
     pub hists: BTreeMap<String, LatencyHist>,
     pub errors: BTreeMap<String, u64>,
     /// Response time: the weighted 95th percentile of the tasks, ms.
@@ -174,6 +138,10 @@ pub struct Steady {
     /// Per user per simulated day, from the window scaled to the whole day.
     pub submitted_per_user_per_day: f64,
     pub delivered_per_user_per_day: f64,
+    /// The generator's host CPU, averaged over the window's intervals, %.
+    pub cpu_busy_pct: f64,
+    /// The local store's disk, averaged over the window's intervals.
+    pub disk: Option<DiskRates>,
 }
 
 /// Σ(weight × the task's `q` quantile) / Σweight over the tasks that ran: the
@@ -194,6 +162,7 @@ pub fn steady(intervals: &[Interval], w: &Window, profile: &Profile, users: usiz
         window: Some(*w),
         ..Default::default()
     };
+    let mut disks = Vec::new();
     for iv in intervals.iter().filter(|i| w.holds(i.t_s, i.interval_s)) {
         s.intervals += 1;
         for (op, h) in &iv.ops {
@@ -204,7 +173,15 @@ pub fn steady(intervals: &[Interval], w: &Window, profile: &Profile, users: usiz
         }
         s.submitted += iv.submitted;
         s.delivered += iv.delivered;
+        s.cpu_busy_pct += iv.cpu_busy_pct;
+        if let Some(d) = &iv.disk {
+            disks.push(*d);
+        }
     }
+    if s.intervals > 0 {
+        s.cpu_busy_pct /= s.intervals as f64;
+    }
+    s.disk = mean_disk(&disks);
     s.response_time_ms = weighted_ms(profile, &s.hists, 0.95);
     s.response_time_p50_ms = weighted_ms(profile, &s.hists, 0.50);
     let per_day = |n: u64| {
@@ -219,24 +196,86 @@ pub fn steady(intervals: &[Interval], w: &Window, profile: &Profile, users: usiz
     s
 }
 
-// ---- the queue criterion --------------------------------------------------------
-
-/// How the server queue behaved over the steady window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct QueueJudgement {
-    pub samples: usize,
-    /// Least-squares slope of the queue length, messages per hour (real time).
-    pub slope_per_hour: f64,
-    /// What that slope adds over the whole window, messages.
-    pub rise: f64,
-    /// The last sample in the window.
-    pub last: f64,
-    pub average: f64,
-    pub max: f64,
-    /// The limit both `rise` and `last` must stay within.
-    pub limit: f64,
-    pub holds: bool,
+fn mean_disk(d: &[DiskRates]) -> Option<DiskRates> {
+    if d.is_empty() {
+        return None;
+    }
+    let n = d.len() as f64;
+    let avg = |f: fn(&DiskRates) -> f64| d.iter().map(f).sum::<f64>() / n;
+    Some(DiskRates {
+        reads_per_s: avg(|x| x.reads_per_s),
+        writes_per_s: avg(|x| x.writes_per_s),
+        read_bytes_per_s: avg(|x| x.read_bytes_per_s),
+        write_bytes_per_s: avg(|x| x.write_bytes_per_s),
+        read_latency_ms: avg(|x| x.read_latency_ms),
+        write_latency_ms: avg(|x| x.write_latency_ms),
+        utilisation_pct: avg(|x| x.utilisation_pct),
+        queue_depth: avg(|x| x.queue_depth),
+    })
 }
+
+/// The lines of intervals.jsonl as the window's inputs (a histogram that
+/// does not decode counts as empty).
+pub fn intervals_of(lines: &[MailInterval]) -> Vec<Interval> {
+    lines
+        .iter()
+        .map(|l| Interval {
+            t_s: l.t_s,
+            interval_s: l.interval_s,
+            ops: (l.ops.iter())
+                .map(|(k, op)| {
+                    let h = LatencyHist::from_base64(&op.hist).unwrap_or_default();
+                    (k.clone(), h)
+                })
+                .collect(),
+            errors: (l.ops.iter())
+                .filter(|(_, op)| op.errors > 0)
+                .map(|(k, op)| (k.clone(), op.errors))
+                .collect(),
+            submitted: l.submitted,
+            delivered: l.delivered,
+            queue: l.queue_length.map(|q| q as f64),
+            cpu_busy_pct: l.cpu_busy_pct,
+            disk: l.disk,
+        })
+        .collect()
+}
+
+/// The `steady` section of the result: the window's figures and the queue
+/// criterion over it (`queue`: the run's samples, seconds and length).
+pub fn section(
+    spec: &str,
+    w: &Window,
+    lines: &[MailInterval],
+    queue: &[(f64, f64)],
+    profile: &Profile,
+    users: usize,
+    delivery_within: Duration,
+) -> SteadySection {
+    let s = steady(&intervals_of(lines), w, profile, users);
+    let per_s = s.submitted as f64 / w.seconds().max(1e-9);
+    let limit = default_queue_limit(per_s, delivery_within);
+    SteadySection {
+        spec: spec.to_string(),
+        window: Some(*w),
+        intervals: s.intervals as u64,
+        response_time_ms: s.response_time_ms,
+        response_time_p50_ms: s.response_time_p50_ms,
+        tasks: (s.hists.iter())
+            .map(|(k, h)| (k.clone(), h.summary().into()))
+            .collect(),
+        errors: s.errors.values().sum(),
+        submitted: s.submitted,
+        delivered: s.delivered,
+        submitted_per_user_per_day: s.submitted_per_user_per_day,
+        delivered_per_user_per_day: s.delivered_per_user_per_day,
+        host_cpu_busy_pct: s.cpu_busy_pct,
+        disk: s.disk,
+        queue: judge_queue(queue, w, limit),
+    }
+}
+
+// ---- the queue criterion --------------------------------------------------------
 
 /// The queue limit by Little's law: a queue holding more than the messages
 /// submitted in `delivery_within` means the average message waits longer than
@@ -280,30 +319,11 @@ pub fn judge_queue(samples: &[(f64, f64)], w: &Window, limit: f64) -> Option<Que
     })
 }
 
-impl QueueJudgement {
-    /// The verdict's sentence when the criterion fails.
-    pub fn reason(&self) -> Option<String> {
-        if self.holds {
-            return None;
-        }
-        Some(if self.last > self.limit {
-            format!(
-                "the server queue did not return to near zero in the steady window: {:.0} messages at its end (limit {:.0})",
-                self.last, self.limit
-            )
-        } else {
-            format!(
-                "the server queue grew through the steady window: +{:.0} messages over it ({:.0} per hour; limit {:.0})",
-                self.rise, self.slope_per_hour, self.limit
-            )
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::profile::ProfileExt;
+    use mailbench_results::mail::run::IntervalOp;
     use proptest::prelude::*;
 
     fn window() -> Window {
@@ -375,6 +395,8 @@ mod tests {
             submitted,
             delivered: 2 * submitted,
             queue: Some(0.0),
+            cpu_busy_pct: 50.0,
+            disk: None,
         }
     }
 
@@ -425,6 +447,61 @@ mod tests {
         assert!(judge_queue(&[(1.0, 500.0), (50.0, 0.0)], &w, 1.0).is_none());
         assert_eq!(default_queue_limit(0.5, Duration::from_secs(60)), 30.0);
         assert_eq!(default_queue_limit(0.0, Duration::from_secs(60)), 1.0);
+    }
+
+    #[test]
+    fn the_section_judges_the_window_from_the_interval_lines() {
+        let p = Profile::load("mmb3").unwrap();
+        let lines: Vec<MailInterval> = (1..=22)
+            .map(|k| {
+                let t = 5.0 * k as f64;
+                let slow = !(35.0..=85.0).contains(&(t - 2.5));
+                let mut h = LatencyHist::new();
+                h.record_us(if slow { 5_000_000 } else { 200_000 });
+                MailInterval {
+                    t_s: t,
+                    interval_s: 5.0,
+                    ops: [("read".to_string(), IntervalOp::of(&h, 0))].into(),
+                    submitted: 2,
+                    cpu_busy_pct: if slow { 90.0 } else { 30.0 },
+                    ..Default::default()
+                }
+            })
+            .collect();
+        // The queue grows through the window: the criterion fails on it.
+        let queue: Vec<(f64, f64)> = (0..22).map(|k| (5.0 * k as f64, 3.0 * k as f64)).collect();
+        let s = section(
+            "25%-75%",
+            &window(),
+            &lines,
+            &queue,
+            &p,
+            10,
+            Duration::from_secs(60),
+        );
+        assert_eq!(s.intervals, 10);
+        assert!(
+            (s.response_time_ms - 200.0).abs() < 2.0,
+            "{}",
+            s.response_time_ms
+        );
+        assert_eq!(s.judged_ms(), Some(s.response_time_ms));
+        assert!((s.host_cpu_busy_pct - 30.0).abs() < 1e-9);
+        assert_eq!(s.submitted, 20);
+        let q = s.queue.unwrap();
+        assert!(!q.holds && q.reason().is_some(), "{q:?}");
+        // No task inside the window: nothing to judge there.
+        let empty = section(
+            "25%-75%",
+            &window(),
+            &[],
+            &[],
+            &p,
+            10,
+            Duration::from_secs(60),
+        );
+        assert_eq!(empty.judged_ms(), None);
+        assert!(empty.queue.is_none());
     }
 
     proptest! {

@@ -119,6 +119,43 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     }
     assert!(files > 100, "user1's Inbox has only {files} messages");
     assert!(v["score"]["weighted_p95_ms"].as_f64().unwrap() > 0.0);
+    // The steady window (the middle half of the 3-minute day) is measured:
+    // its response time and per-task figures, the flow scaled to the day,
+    // and the queue judged over it (the local target's queue is sampled).
+    let st = &v["steady"];
+    assert_eq!(st["spec"], "25%-75%", "{st}");
+    assert_eq!(st["window"]["from_s"].as_f64(), Some(10.0 + 45.0), "{st}");
+    assert_eq!(st["window"]["to_s"].as_f64(), Some(10.0 + 135.0), "{st}");
+    assert!(st["intervals"].as_u64().unwrap() >= 10, "{st}");
+    let rt = st["response_time_ms"].as_f64().unwrap();
+    let p50 = st["response_time_p50_ms"].as_f64().unwrap();
+    assert!(rt > 0.0 && p50 > 0.0 && p50 <= rt, "{st}");
+    assert!(st["tasks"]["read"]["count"].as_u64().unwrap() > 0, "{st}");
+    let per_day = st["submitted_per_user_per_day"].as_f64().unwrap();
+    assert!(
+        per_day > 40.0 && per_day < 170.0,
+        "mmb3 submits 85 a day: {st}"
+    );
+    assert!(st["queue"]["samples"].as_u64().unwrap() >= 2, "{st}");
+    let summary = std::fs::read_to_string(
+        std::fs::read_dir(out3.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("summary.txt"),
+    )
+    .unwrap();
+    assert!(
+        summary.contains("Response time (weighted p95)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("over the steady window 25%-75%"),
+        "{summary}"
+    );
+    assert!(!summary.contains("score"), "{summary}");
     assert!(v["delivery_latency"]["summary"]["count"].as_u64().unwrap() == delivered);
     assert_eq!(v["queue"]["final"], 0);
     // Per-interval histograms are recoverable.

@@ -275,6 +275,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
             expected_deliveries: expected,
             within_pct,
             queue_final: Some(queue_final),
+            queue_steady: None,
             interrupted: false,
             planned_tasks: planned,
             executed_tasks: executed,

@@ -101,7 +101,11 @@ pub fn mail_page(d: &MailDoc) -> String {
         ("Command", cmd.clone()),
     ]));
 
-    let score = fnum(r, "score.weighted_p95_ms").unwrap_or(0.0);
+    // The steady window's response time (judged) when the result has one.
+    let score = fnum(r, "steady.response_time_ms")
+        .filter(|_| fnum(r, "steady.intervals").unwrap_or(0.0) > 0.0)
+        .or_else(|| fnum(r, "score.weighted_p95_ms"))
+        .unwrap_or(0.0);
     let limit = fnum(r, "score.limit_ms").unwrap_or(1000.0);
     let compression = fnum(r, "window.compression").unwrap_or(1.0).max(1e-9);
     let within_pct = fnum(r, "delivery_latency.within_pct");
@@ -110,7 +114,7 @@ pub fn mail_page(d: &MailDoc) -> String {
     b.push_str(r#"<div class="tiles">"#);
     b.push_str(&tile(
         "fig-score",
-        "Weighted 95th percentile",
+        "Response time (weighted 95th percentile)",
         &format!("{} ms", num(score)),
         &format!("limit {} ms", num(limit)),
         Some(score > limit),
@@ -328,7 +332,7 @@ pub fn mail_page(d: &MailDoc) -> String {
     ));
     let _ = write!(
         b,
-        r#"<p class="note">Weighted 95th percentile score: <b>{} ms</b> (limit {} ms).</p>"#,
+        r#"<p class="note">Response time (weighted 95th percentile): <b>{} ms</b> (limit {} ms).</p>"#,
         esc(&num(score)),
         esc(&num(limit))
     );

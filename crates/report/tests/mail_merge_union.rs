@@ -178,6 +178,7 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
             expected_deliveries: expected,
             within_pct,
             queue_final: None,
+            queue_steady: None,
             interrupted: false,
             planned_tasks: o.planned,
             executed_tasks: o.executed,

@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// names it (sdb, nvme0n1, dm-2); repeatable [default: every whole disk].
     #[arg(long, value_name = "DEVICE")]
     pub server_disk: Vec<String>,
+    /// The measured steady window, FROM-TO as shares of the day (25%-75%)
+    /// or simulated times of day (2h-6h) [default: 25%-75%, the middle half].
+    #[arg(long, value_name = "FROM-TO")]
+    pub steady: Option<String>,
 }
 
 fn common_options(c: &CommonArgs) -> MailOptions {
@@ -192,6 +196,7 @@ fn run_options(r: &RunArgs) -> MailOptions {
         start_at: r.start_at.clone(),
         server_metrics: (!r.server_metrics.is_empty()).then(|| r.server_metrics.clone()),
         server_disk: (!r.server_disk.is_empty()).then(|| r.server_disk.clone()),
+        steady: r.steady.clone(),
         ..common_options(&r.common)
     }
 }

@@ -105,12 +105,7 @@ pub fn mail_run(r: &MailRunResult) -> String {
         w.drain_s,
     );
     tasks_table(&mut s, r);
-    let _ = writeln!(
-        s,
-        "\nWeighted 95th-percentile score   {} ms (limit {} ms)\n",
-        fmt_ms(r.score.weighted_p95_ms),
-        fmt_ms(r.score.limit_ms)
-    );
+    response_time_lines(&mut s, r);
     flow_lines(&mut s, r);
     figures_lines(&mut s, r);
     let _ = writeln!(s, "\nVerdict           {}", r.verdict.label());
@@ -121,6 +116,53 @@ pub fn mail_run(r: &MailRunResult) -> String {
         s.push_str(&hosts_text(m));
     }
     s
+}
+
+/// The response time (weighted 95th percentile): the steady window's, which
+/// the verdict judges, beside the whole day's; older results have the day's.
+fn response_time_lines(s: &mut String, r: &MailRunResult) {
+    let Some(st) = r.steady.as_ref().filter(|st| st.judged_ms().is_some()) else {
+        let _ = writeln!(
+            s,
+            "\nResponse time (weighted p95)     {} ms (limit {} ms)\n",
+            fmt_ms(r.score.weighted_p95_ms),
+            fmt_ms(r.score.limit_ms)
+        );
+        return;
+    };
+    let (from, to) = st.window.map(|w| (w.from_s, w.to_s)).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "\nResponse time (weighted p95)     {} ms (limit {} ms), weighted p50 {} ms",
+        fmt_ms(st.response_time_ms),
+        fmt_ms(r.score.limit_ms),
+        fmt_ms(st.response_time_p50_ms)
+    );
+    let _ = writeln!(
+        s,
+        "  over the steady window {} of the day ({from:.0}-{to:.0} s, {} intervals); the whole day {} ms",
+        st.spec,
+        st.intervals,
+        fmt_ms(r.score.weighted_p95_ms)
+    );
+    let _ = writeln!(
+        s,
+        "  in the window: {:.1} submitted and {:.1} delivered per user per day, host CPU {:.1} %",
+        st.submitted_per_user_per_day, st.delivered_per_user_per_day, st.host_cpu_busy_pct
+    );
+    if let Some(q) = &st.queue {
+        let _ = writeln!(
+            s,
+            "  server queue in the window: average {:.1}, max {:.0}, at its end {:.0}, trend {:+.0} (limit {:.0}): {}",
+            q.average,
+            q.max,
+            q.last,
+            q.rise,
+            q.limit,
+            if q.holds { "holds" } else { "fails" }
+        );
+    }
+    s.push('\n');
 }
 
 fn tasks_table(s: &mut String, r: &MailRunResult) {

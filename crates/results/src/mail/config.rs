@@ -107,6 +107,15 @@ pub struct MailConfig {
     /// names them (`--server-disk`; empty: every whole disk).
     #[serde(default)]
     pub server_disk: Vec<String>,
+    /// The measured steady window, FROM-TO as shares of the day (`25%-75%`)
+    /// or simulated times (`2h-6h`) (`--steady`; absent in older results).
+    #[serde(default = "default_steady")]
+    pub steady: String,
+}
+
+/// The middle half of the day.
+pub fn default_steady() -> String {
+    "25%-75%".into()
 }
 
 impl MailConfig {

@@ -50,6 +50,9 @@ pub struct Figures {
     pub within_pct: f64,
     /// The last server queue length sampled (None: no queue to sample).
     pub queue_final: Option<u64>,
+    /// Why the queue criterion over the steady window failed (None: it
+    /// held, or there was no queue to judge).
+    pub queue_steady: Option<String>,
     pub interrupted: bool,
     pub planned_tasks: u64,
     /// Tasks completed, failed or skipped.
@@ -126,16 +129,20 @@ fn kind_rank(name: &str) -> usize {
         .unwrap_or(KIND_ORDER.len())
 }
 
-/// The verdict (PRODUCT.md §4): pass only if the score, the error rate, the
-/// deliveries in time, the queue and the planned tasks all hold; otherwise
-/// one plain sentence per failed criterion. An interrupted run is
-/// `interrupted` whatever the figures, and its planned tasks are not judged.
-pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
-    let mut reasons = Vec::new();
+/// The criteria of a mail run, in the order the verdict lists them.
+pub const CRITERIA: [&str; 5] = ["response_time", "errors", "delivery", "queue", "tasks"];
+
+/// Every failed criterion (a [`CRITERIA`] name) with its plain sentence, in
+/// the verdict's order. An interrupted run's planned tasks are not judged.
+pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
     if f.score_ms > c.max_score_ms {
-        reasons.push(format!(
-            "the weighted 95th-percentile task time is {:.0} ms, over the {:.0} ms limit",
-            f.score_ms, c.max_score_ms
+        out.push((
+            "response_time",
+            format!(
+                "the response time (weighted 95th percentile) is {:.0} ms, over the {:.0} ms limit",
+                f.score_ms, c.max_score_ms
+            ),
         ));
     }
     if f.error_rate_pct > c.max_error_rate_pct
@@ -144,36 +151,58 @@ pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
         let mut kinds: Vec<(&String, &u64)> = f.errors_by_kind.iter().collect();
         kinds.sort_by_key(|(k, _)| kind_rank(k));
         let kinds: Vec<String> = kinds.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        reasons.push(format!(
-            "{} errors ({:.2} % of operations; allowed {} %): {}",
-            f.total_errors,
-            f.error_rate_pct,
-            c.max_error_rate_pct,
-            kinds.join(", ")
+        out.push((
+            "errors",
+            format!(
+                "{} errors ({:.2} % of operations; allowed {} %): {}",
+                f.total_errors,
+                f.error_rate_pct,
+                c.max_error_rate_pct,
+                kinds.join(", ")
+            ),
         ));
     }
     if f.expected_deliveries > 0 && f.within_pct < c.delivery_pct {
-        reasons.push(format!(
-            "only {} % of deliveries arrived within {:?} (needed {} %)",
-            pct_down(f.within_pct),
-            c.delivery_within,
-            c.delivery_pct
+        out.push((
+            "delivery",
+            format!(
+                "only {} % of deliveries arrived within {:?} (needed {} %)",
+                pct_down(f.within_pct),
+                c.delivery_within,
+                c.delivery_pct
+            ),
         ));
+    }
+    if let Some(r) = &f.queue_steady {
+        out.push(("queue", r.clone()));
     }
     if let Some(q) = f.queue_final
         && q > 0
     {
-        reasons.push(format!(
-            "the server queue did not drain: {q} messages still queued at the end"
+        out.push((
+            "queue",
+            format!("the server queue did not drain: {q} messages still queued at the end"),
         ));
     }
     if !f.interrupted && f.executed_tasks < f.planned_tasks {
-        reasons.push(format!(
-            "{} of {} planned tasks did not run",
-            f.planned_tasks - f.executed_tasks,
-            f.planned_tasks
+        out.push((
+            "tasks",
+            format!(
+                "{} of {} planned tasks did not run",
+                f.planned_tasks - f.executed_tasks,
+                f.planned_tasks
+            ),
         ));
     }
+    out
+}
+
+/// The verdict (PRODUCT.md §4): pass only if the response time, the error
+/// rate, the deliveries in time, the queue and the planned tasks all hold;
+/// otherwise one plain sentence per failed criterion ([`failures`]). An
+/// interrupted run is `interrupted` whatever the figures.
+pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
+    let reasons = failures(f, c).into_iter().map(|(_, r)| r).collect();
     let mut v = Verdict::from_reasons(reasons);
     if f.interrupted {
         v.status = Status::Interrupted;

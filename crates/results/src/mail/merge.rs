@@ -342,6 +342,8 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
     out.errors = merge_errors(&inputs);
     out.host = merge_host_figures(&inputs);
     out.disk = merge_disk(&inputs, users);
+    // The steady window is not merged: the aggregate is judged on the day.
+    out.steady = None;
     out.generator = merge_generator(
         &inputs,
         users as f64 * first.window.simulated_day_s / 3600.0,
@@ -678,6 +680,7 @@ fn merge_verdict(inputs: &[Input], out: &MailRunResult) -> Verdict {
         expected_deliveries: out.mail_flow.expected_deliveries,
         within_pct: out.delivery_latency.within_pct,
         queue_final: out.queue.final_length,
+        queue_steady: None,
         interrupted: !interrupted.is_empty(),
         planned_tasks: out.generator.planned_tasks,
         executed_tasks: out.generator.executed_tasks,

@@ -6,3 +6,4 @@ pub mod judge;
 pub mod merge;
 pub mod profile;
 pub mod run;
+pub mod steady;

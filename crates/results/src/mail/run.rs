@@ -46,6 +46,10 @@ pub struct MailRunResult {
     /// results and when nothing was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSection>,
+    /// The figures of the steady window the verdict judges (absent in older
+    /// results and in merges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<crate::mail::steady::SteadySection>,
     pub generator: Generator,
     pub warnings: Vec<String>,
     pub verdict: Verdict,
@@ -116,7 +120,8 @@ pub struct MailWindow {
     pub drain_s: f64,
 }
 
-/// The weighted 95th-percentile score.
+/// The weighted 95th-percentile response time over every sample of the day
+/// (the verdict judges the steady window's, `steady.response_time_ms`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Score {
     pub weighted_p95_ms: f64,

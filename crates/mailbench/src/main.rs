@@ -41,6 +41,8 @@ pub struct Global {
     pub verbose: bool,
 }
 
+// Parsed once per process: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Sizing: mailboxes + profile -> target IOPS, capacity, disks, copy layout, a storage config.

@@ -95,8 +95,6 @@ fn pairs(v: &[(&str, String)]) -> Block {
 
 fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
     let i = &p.inputs;
-    let m = &p.per_mailbox;
-    let d = &p.per_database;
     let l = &p.layout;
     let sites: Vec<String> = l
         .site_servers
@@ -123,6 +121,19 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
     );
     let mut out = Vec::new();
 
+    section_inputs(p, &sites, &mut out);
+    section_disk_model(p, &mut out);
+    section_per_mailbox(p, &mut out);
+    section_per_database(p, &mut out);
+    section_per_server(p, &mut out);
+    section_group_and_total(p, &mut out);
+    section_failure(p, layout, &mut out);
+    (title, out)
+}
+
+/// The sections "Inputs".
+fn section_inputs(p: &Plan, sites: &[String], out: &mut Vec<Section>) {
+    let i = &p.inputs;
     let mut inputs = vec![
         ("mailboxes", int(i.mailboxes)),
         (
@@ -171,7 +182,10 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
         title: "Inputs".into(),
         blocks: vec![pairs(&inputs)],
     });
+}
 
+/// The sections "Disk model".
+fn section_disk_model(p: &Plan, out: &mut Vec<Section>) {
     let dk = &p.disk;
     out.push(Section {
         title: "Disk model".into(),
@@ -233,7 +247,12 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ("usable space per RAID group", size(dk.usable_per_group)),
         ])],
     });
+}
 
+/// The sections "Per mailbox".
+fn section_per_mailbox(p: &Plan, out: &mut Vec<Section>) {
+    let i = &p.inputs;
+    let m = &p.per_mailbox;
     out.push(Section {
         title: "Per mailbox".into(),
         blocks: vec![pairs(&[
@@ -272,7 +291,12 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ),
         ])],
     });
+}
 
+/// The sections "Per database".
+fn section_per_database(p: &Plan, out: &mut Vec<Section>) {
+    let i = &p.inputs;
+    let d = &p.per_database;
     out.push(Section {
         title: "Per database".into(),
         blocks: vec![
@@ -337,7 +361,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ),
         ],
     });
+}
 
+/// The section "Per server (group 1 of N)".
+fn section_per_server(p: &Plan, out: &mut Vec<Section>) {
+    let i = &p.inputs;
     let failure_col = p.inputs.failure != crate::input::Failure::None;
     let mut headers = vec![
         "server",
@@ -412,7 +440,10 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             ]),
         ],
     });
+}
 
+/// The sections "Group and total".
+fn section_group_and_total(p: &Plan, out: &mut Vec<Section>) {
     let g = &p.group;
     let t = &p.total;
     let both = |f: &dyn Fn(&crate::model::Totals) -> String| vec![f(g), f(t)];
@@ -461,7 +492,11 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
     });
 
     out.push(requirements_pane(p));
+}
 
+/// The sections "Failure", "Copy layout (activation preference left to right)", "Warnings".
+fn section_failure(p: &Plan, layout: bool, out: &mut Vec<Section>) {
+    let l = &p.layout;
     let f = &p.failure;
     let mut fl = vec![];
     match (&f.worst_scenario, &f.worst_server) {
@@ -543,7 +578,6 @@ fn sections(p: &Plan, layout: bool) -> (String, Vec<Section>) {
             p.warnings.iter().map(|w| format!("warning: {w}")).collect()
         })],
     });
-    (title, out)
 }
 
 /// The requirements per database copy, per server (the most loaded one), per group

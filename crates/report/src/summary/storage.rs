@@ -48,6 +48,16 @@ pub fn render(r: &StorageResult) -> String {
         r.run.command_line.join(" ")
     );
 
+    sizing_text(r, &mut o);
+    parameters_text(r, &mut o);
+    transactional_text(r, &mut o);
+    background_text(r, &mut o);
+    host_text(r, &mut o);
+    o
+}
+
+/// Database sizing and throughput, and the creation figures when the run created databases.
+fn sizing_text(r: &StorageResult, o: &mut String) {
     let t = &r.total;
     let _ = writeln!(o, "\nDatabase Sizing and Throughput");
     let target = t
@@ -97,7 +107,11 @@ pub fn render(r: &StorageResult) -> String {
             );
         }
     }
+}
 
+/// The system parameters: profile, threads, cache, flush, engine, thresholds.
+fn parameters_text(r: &StorageResult, o: &mut String) {
+    let s = &r.spec;
     let _ = writeln!(o, "\nSystem Parameters");
     let p = &s.profile;
     let _ = writeln!(
@@ -154,7 +168,10 @@ pub fn render(r: &StorageResult) -> String {
         if r.o_direct { "yes" } else { "no" }
     );
     let _ = writeln!(o, "  Thresholds              {}", s.thresholds.describe());
+}
 
+/// Transactional I/O per instance.
+fn transactional_text(r: &StorageResult, o: &mut String) {
     let _ = writeln!(
         o,
         "\nTransactional I/O Performance (latency in ms: avg p50 p95 p99 max)"
@@ -196,7 +213,11 @@ pub fn render(r: &StorageResult) -> String {
     for i in &r.instances {
         let _ = writeln!(o, "  {:<6} {}", i.name, lat(&i.classes["db_write"]));
     }
+}
 
+/// Background maintenance, log replication and total I/O.
+fn background_text(r: &StorageResult, o: &mut String) {
+    let t = &r.total;
     let _ = writeln!(o, "\nBackground Database Maintenance I/O Performance");
     let _ = writeln!(
         o,
@@ -256,7 +277,10 @@ pub fn render(r: &StorageResult) -> String {
         "  transactions       {:>10.2}  response from intended start: avg {:.2} p95 {:.2} p99 {:.2} max {:.1} ms",
         t.transactions_per_s, tl.avg, tl.p95, tl.p99, tl.max
     );
+}
 
+/// The host's CPU, memory and disks; checksums, errors and where the details are.
+fn host_text(r: &StorageResult, o: &mut String) {
     let _ = writeln!(o, "\nHost System Performance");
     let _ = writeln!(
         o,
@@ -298,7 +322,6 @@ pub fn render(r: &StorageResult) -> String {
         "\nTest Log: test.log; per-interval histograms: {}",
         r.intervals_file
     );
-    o
 }
 
 /// The per-host part of summary.txt for a merged result.

@@ -35,7 +35,8 @@ pub enum FrameState {
     Reading,
     Clean,
     Dirty,
-    /// A write of this frame's snapshot is in flight.
+    /// A write of this frame's page (a snapshot of it, or its own buffer lent
+    /// to the write) is in flight.
     Writing,
 }
 
@@ -43,7 +44,8 @@ pub enum FrameState {
 pub struct Frame {
     pub page_no: u64,
     pub state: FrameState,
-    /// The page; lent to the read that fills it (empty while `Reading`).
+    /// The page; lent to the read that fills it (empty while `Reading`) or to
+    /// a one-page write (empty while that write is in flight).
     pub data: AlignedBuf,
     /// LSN of the last change applied to the page.
     pub lsn: u64,
@@ -190,14 +192,18 @@ impl Cache {
         None
     }
 
-    /// Lends frame `f`'s page buffer to a read straight into it; the read's
-    /// completion gives it back with [`Cache::restore_buf`].
+    /// Lends frame `f`'s page buffer to a read straight into it, or to a write
+    /// straight from it; the I/O's completion gives it back with
+    /// [`Cache::restore_buf`].
     pub fn lend_buf(&mut self, f: usize) -> AlignedBuf {
-        debug_assert_eq!(self.frames[f].state, FrameState::Reading);
+        debug_assert!(matches!(
+            self.frames[f].state,
+            FrameState::Reading | FrameState::Writing
+        ));
         std::mem::replace(&mut self.frames[f].data, AlignedBuf::empty())
     }
 
-    /// Gives frame `f` its page buffer back after a read into it.
+    /// Gives frame `f` its page buffer back after an I/O with it.
     pub fn restore_buf(&mut self, f: usize, buf: AlignedBuf) {
         assert_eq!(buf.len(), self.page_size, "a frame's buffer is one page");
         self.frames[f].data = buf;

@@ -16,6 +16,8 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 pub(super) struct PageWrite {
     frames: Vec<usize>,
+    /// The write goes straight from its one frame's buffer (lent, not copied).
+    lent: bool,
 }
 
 /// Write-back state: whether the dirty share passed the start threshold (and
@@ -176,13 +178,15 @@ impl Instance {
         }
     }
 
-    /// Seals the pages (header and checksum) and writes a snapshot of them:
-    /// sessions may change a page again while its write is in flight.
+    /// Seals the pages (header and checksum) and writes them. One page no
+    /// transaction holds goes straight from its frame, whose buffer is lent to
+    /// the write (a session that changes it meanwhile waits for the write);
+    /// other writes go from a snapshot (a session may change a page again while
+    /// its write is in flight).
     fn submit_page_write(&mut self, first_page: u64, frames: Vec<usize>) {
         let n = frames.len();
         let ps = self.ps;
-        let mut buf = self.pool.get(n * ps);
-        for (k, &f) in frames.iter().enumerate() {
+        for &f in &frames {
             let fr = &mut self.cache.frames[f];
             format::seal_page(
                 fr.data.as_mut_slice(),
@@ -190,10 +194,20 @@ impl Instance {
                 fr.page_no,
                 fr.lsn,
             );
-            buf.as_mut_slice()[k * ps..(k + 1) * ps].copy_from_slice(fr.data.as_slice());
         }
+        let lent = n == 1 && self.cache.frames[frames[0]].pins == 0;
+        let buf = if lent {
+            self.cache.lend_buf(frames[0])
+        } else {
+            let mut buf = self.pool.get(n * ps);
+            for (k, &f) in frames.iter().enumerate() {
+                let src = self.cache.frames[f].data.as_slice();
+                buf.as_mut_slice()[k * ps..(k + 1) * ps].copy_from_slice(src);
+            }
+            buf
+        };
         self.bg.note_write(first_page, n as u64);
-        let id = self.wb.writes.insert(PageWrite { frames });
+        let id = self.wb.writes.insert(PageWrite { frames, lent });
         self.wb.write_ios += 1;
         self.io.submit(IoRequest {
             file: self.db.clone(),
@@ -218,11 +232,16 @@ impl Instance {
             Ok(()) => st.bytes += c.buf.len() as u64,
             Err(_) => st.errors += 1,
         }
-        for f in w.frames {
+        for &f in &w.frames {
             self.cache.write_done(f, result.is_ok());
         }
         let offset = c.offset;
-        self.pool.put(c.buf);
+        if w.lent {
+            self.cache.restore_buf(w.frames[0], c.buf);
+            self.resume_waiters(w.frames[0]);
+        } else {
+            self.pool.put(c.buf);
+        }
         if let Err(e) = result {
             self.record_error(io_error_text(
                 "writing database",

@@ -433,7 +433,10 @@ impl Instance {
             if let Some(f) = self.cache.lookup(t.page) {
                 let fr = &mut self.cache.frames[f];
                 fr.pins += 1;
-                if fr.state == FrameState::Reading {
+                // A page whose buffer is lent to its write is changed only
+                // after the write (it reads on as it is).
+                let lent = fr.state == FrameState::Writing && fr.data.is_empty();
+                if fr.state == FrameState::Reading || (lent && t.modify > 0) {
                     fr.waiters.push(sid as u32);
                     txn.pending += 1;
                 }
@@ -591,9 +594,14 @@ impl Instance {
                 ));
             }
         }
-        let fr = &mut self.cache.frames[f];
-        fr.state = FrameState::Clean;
-        let waiters = std::mem::take(&mut fr.waiters);
+        self.cache.frames[f].state = FrameState::Clean;
+        self.resume_waiters(f);
+    }
+
+    /// Frame `f`'s page is there again (read in, or back from its write): the
+    /// sessions waiting for it go on.
+    pub(super) fn resume_waiters(&mut self, f: usize) {
+        let waiters = std::mem::take(&mut self.cache.frames[f].waiters);
         for &w in &waiters {
             let sid = w as usize;
             let ready = match self.work.sessions[sid].txn.as_mut() {

@@ -10,7 +10,6 @@ use mailbench_base::{Error, Result};
 use mailbench_mail::hooks::{IntervalView, RunHooks};
 use mailbench_mail::options::Resolved;
 use mailbench_results::AnyResult;
-use mailbench_results::{Status, Verdict};
 use mailbench_runner::files::{Doc, MailDoc};
 use serde_json::Value;
 use std::cell::Cell;
@@ -160,12 +159,14 @@ pub(crate) fn print_live(parts: &[LiveMsg], size: usize) {
 }
 
 /// Rank 0: the generators' results merged exactly (as `report merge` would),
-/// failures of ranks named first. Returns the result value and summary.txt.
+/// failures of ranks named first. Returns the result and summary.txt, or
+/// `None` when no generator's result arrived (the caller writes the ranks'
+/// failure result then: there is no mail-run to write).
 pub(crate) fn aggregate(
     dir: &RunDir,
     files: &[(usize, String, PathBuf)],
     failures: &[String],
-) -> Result<(Value, String)> {
+) -> Result<Option<(AnyResult, String)>> {
     let mut docs: Vec<MailDoc> = Vec::new();
     for (_, _, f) in files {
         match mailbench_runner::files::load(f)? {
@@ -180,11 +181,7 @@ pub(crate) fn aggregate(
         }
     }
     if docs.is_empty() {
-        let v = serde_json::json!({
-            "run": { "kind": "mail-run" },
-            "verdict": Verdict { status: Status::Fail, reasons: failures.to_vec() },
-        });
-        return Ok((v, format!("FAIL: {}\n", failures.join("\nFAIL: "))));
+        return Ok(None);
     }
     let (mut result, intervals) = if docs.len() == 1 {
         let d = &docs[0];
@@ -205,8 +202,7 @@ pub(crate) fn aggregate(
     }
     let r = AnyResult::MailRun(Box::new(result));
     let summary = mailbench_runner::files::summary(&r);
-    let value = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
-    Ok((value, summary))
+    Ok(Some((r, summary)))
 }
 
 #[cfg(test)]

@@ -707,11 +707,19 @@ fn aggregate(
             Ok(Outcome::of_result(&with.result, dir.path, summary))
         }
         Command::MailRun => {
-            let (result, summary) = crate::mail::aggregate(&dir, &files, &fail_reasons)?;
+            let Some((result, summary)) = crate::mail::aggregate(&dir, &files, &fail_reasons)?
+            else {
+                // No generator's result arrived: the ranks' failure result.
+                let failed = RanksFailed::new(cmd.kind(), hosts, failures);
+                let summary = format!("FAIL: {}\n", fail_reasons.join("\nFAIL: "));
+                mailbench_runner::output::write_with(&dir, &failed, &summary, false)?;
+                let line = mailbench_runner::output::verdict_line(&failed.verdict, &dir.path);
+                return Ok(Outcome::new(failed.verdict, line, dir.path, summary));
+            };
             let summary = failed_first(summary);
             let with = WithRanks { result, multihost };
             mailbench_runner::output::write_with(&dir, &with, &summary, true)?;
-            Ok(Outcome::of_value(&with.result, dir.path, summary))
+            Ok(Outcome::of_result(&with.result, dir.path, summary))
         }
         Command::Init | Command::Verify | Command::Backup | Command::Recover => {
             let (result, summary) = aggregate_per_rank(cmd, &files, &fail_reasons)?;

@@ -174,7 +174,9 @@ pub mod serde_duration {
             Text(String),
         }
         match Raw::deserialize(d)? {
-            Raw::Secs(s) if s >= 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+            // try_from: seconds past what a Duration holds (1e308) are an error, not a panic.
+            Raw::Secs(s) if s >= 0.0 && s.is_finite() => Duration::try_from_secs_f64(s)
+                .map_err(|_| serde::de::Error::custom(format!("duration {s} s is too long"))),
             Raw::Secs(s) => Err(serde::de::Error::custom(format!(
                 "duration {s} must be zero or positive"
             ))),

@@ -319,6 +319,26 @@ fn bad_inputs_exit_2_naming_the_input() {
     assert_usage(&b(&["--mailboxes", "abc"]), &["--mailboxes"]);
 }
 
+/// Every input has an upper bound from what a plan can mean: values past it are
+/// refused (exit 2, the input and its maximum named), never computed.
+#[test]
+fn values_past_their_maxima_exit_2_naming_the_maximum() {
+    let base = ["--mailbox-quota", "4GB", "--mailboxes", "1000"];
+    for (extra, names) in [
+        (
+            &["--retention-days", "1e9"][..],
+            &["--retention-days", "at most 3650"][..],
+        ),
+        (&["--headroom", "1e30"][..], &["--headroom", "at most"][..]),
+        (&["--headroom", "1e30%"][..], &["--headroom", "at most"][..]),
+        (&["--retention-days", "nan"][..], &["--retention-days"][..]),
+    ] {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        assert_usage(&a, names);
+    }
+}
+
 /// The contract with the storage engine: its own resolver accepts the emitted file unchanged.
 #[test]
 fn emitted_config_resolves_as_a_storage_test() {

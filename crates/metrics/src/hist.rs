@@ -280,6 +280,76 @@ mod tests {
         assert!(LatencyHist::from_base64("aGVsbG8=").is_err());
     }
 
+    /// A V2+DEFLATE blob whose DEFLATE stream holds `plain`.
+    fn compressed(plain: &[u8]) -> String {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(plain).unwrap();
+        let body = z.finish().unwrap();
+        let mut blob = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+        blob.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        blob.extend_from_slice(&body);
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    }
+
+    /// A small result whose histogram would expand past the cap (a few KB
+    /// expanding to 64 MiB) is refused with a plain error, not inflated.
+    #[test]
+    fn a_histogram_that_expands_past_the_cap_is_refused() {
+        let mut plain = V2_COOKIE.to_be_bytes().to_vec();
+        plain.resize(64 << 20, 0);
+        let text = compressed(&plain);
+        assert!(text.len() < 1 << 20, "{} bytes of base64", text.len());
+        let e = LatencyHist::from_base64(&text).unwrap_err();
+        assert!(e.contains("expands to more than 16 MiB"), "{e}");
+        // A header asking for a range mailbench never writes is refused too.
+        let mut wide = V2_COOKIE.to_be_bytes().to_vec();
+        wide.extend_from_slice(&[0; 8]);
+        wide.extend_from_slice(&5u32.to_be_bytes());
+        wide.extend_from_slice(&1u64.to_be_bytes());
+        wide.extend_from_slice(&u64::MAX.to_be_bytes());
+        let e = LatencyHist::from_base64(&compressed(&wide)).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Fuzz: arbitrary or mutated blobs never panic; what decodes is a histogram
+        /// of bounded size (256 cases).
+        #[test]
+        fn arbitrary_histogram_blobs_never_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..512),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+            samples in proptest::collection::vec(1u64..100_000_000, 0..50),
+            kind in 0u8..3,
+        ) {
+            let text = match kind {
+                0 => base64::engine::general_purpose::STANDARD.encode(&raw),
+                1 => compressed(&raw),
+                _ => {
+                    let mut h = LatencyHist::new();
+                    for s in &samples {
+                        h.record_us(*s);
+                    }
+                    let mut b = base64::engine::general_purpose::STANDARD
+                        .decode(h.to_base64())
+                        .unwrap();
+                    for (at, x) in &flips {
+                        if !b.is_empty() {
+                            let i = at % b.len();
+                            b[i] ^= x;
+                        }
+                    }
+                    base64::engine::general_purpose::STANDARD.encode(&b)
+                }
+            };
+            if let Ok(h) = LatencyHist::from_base64(&text) {
+                prop_assert!(h.max_us() <= 2 * MAX_READ_HIGHEST);
+            }
+        }
+    }
+
     proptest! {
         /// Merging per-part histograms equals one histogram of all samples.
         #[test]

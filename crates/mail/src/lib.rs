@@ -19,6 +19,7 @@ pub mod sieve;
 pub mod smtp;
 pub mod stats;
 pub mod steady;
+pub mod sweep;
 pub mod target;
 pub mod tls;
 pub mod topology;

@@ -297,3 +297,12 @@ pub(crate) fn figures(r: &MailRunResult, interrupted: bool) -> Figures {
         executed_tasks: r.generator.executed_tasks,
     }
 }
+
+/// The failed criteria of a finished run (name and sentence, in the
+/// verdict's order); empty for a run that passed or was interrupted.
+pub fn failures(r: &MailRunResult) -> Vec<(&'static str, String)> {
+    if r.verdict.status == mailbench_results::Status::Interrupted {
+        return Vec::new();
+    }
+    judge::failures(&figures(r, false), &r.config.criteria())
+}

@@ -105,3 +105,125 @@ fn the_throttled_server_carries_its_limit_and_not_more() {
     assert!(r["steady"]["intervals"].as_u64().unwrap() >= 5);
     assert!(proxy.delayed.load(std::sync::atomic::Ordering::Relaxed) > 0);
 }
+
+/// `mail sweep --find-max` over the same server: it grows 2, 4, 8 (fails),
+/// bisects to 6 and stops within its resolution of 2 users; the supported
+/// users are the proxy's limit and the level above failed on the response
+/// time. Each level's own mail-run result is in its folder.
+#[test]
+fn find_max_lands_on_the_known_capacity() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
+    let pw = srv.password.clone();
+    let setup_out = tempfile::tempdir().unwrap();
+    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
+    let o = mailbench(
+        &[
+            "mail",
+            "setup",
+            "--imap",
+            &imap,
+            "--submission",
+            &sub,
+            "--users",
+            "9",
+            "--profile",
+            "loadsim-light",
+            "-q",
+            "--output",
+            setup_out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let proxy = ThrottleProxy::start(srv.ports.imap, LIMIT, Duration::from_millis(1500));
+    let through = format!("imap://127.0.0.1:{}", proxy.port);
+    let out = tempfile::tempdir().unwrap();
+    let o = mailbench_within(
+        &[
+            "mail",
+            "sweep",
+            "--imap",
+            &through,
+            "--submission",
+            &sub,
+            "--users",
+            "2..9",
+            "--find-max",
+            "--resolution",
+            "2",
+            "--profile",
+            "loadsim-light",
+            "--day-length",
+            "20s",
+            "--ramp-up",
+            "2s",
+            "--drain",
+            "20s",
+            "--interval",
+            "1s",
+            "--skip-setup",
+            "--max-error-rate",
+            "2%",
+            "-q",
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+        Duration::from_secs(170),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = result(out.path(), "mail-sweep");
+    assert_eq!(r["run"]["kind"], "mail-sweep");
+    let users: Vec<u64> = (r["levels"].as_array().unwrap().iter())
+        .map(|l| l["users"].as_u64().unwrap())
+        .collect();
+    assert_eq!(users, vec![2, 4, 8, 6], "{:#}", r["levels"]);
+    let supported = r["supported_users"].as_u64().unwrap();
+    assert!(
+        supported <= LIMIT as u64 && LIMIT as u64 - supported < 2,
+        "supported {supported}, capacity {LIMIT}"
+    );
+    assert_eq!(r["failed_above"]["users"], 8, "{:#}", r["failed_above"]);
+    assert_eq!(r["failed_above"]["criterion"], "response_time");
+    for l in r["levels"].as_array().unwrap() {
+        let u = l["users"].as_u64().unwrap();
+        assert_eq!(l["status"] == "pass", u <= LIMIT as u64, "{l:#}");
+        // rate-equivalent users: users x (8 h / 20 s)
+        let eq = l["rate_equivalent_users"].as_f64().unwrap();
+        assert!((eq - u as f64 * 1440.0).abs() < 1.0, "{l:#}");
+        // Each level is an ordinary mail run with its own result.
+        let lr = out
+            .path()
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join(l["result_dir"].as_str().unwrap())
+            .join("result.json");
+        let lv: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&lr).unwrap()).unwrap();
+        assert_eq!(lv["run"]["kind"], "mail-run");
+        assert_eq!(lv["users"].as_u64(), Some(u));
+        assert_eq!(lv["verdict"]["status"], l["status"]);
+    }
+    let summary = std::fs::read_to_string(
+        out.path()
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("summary.txt"),
+    )
+    .unwrap();
+    assert!(summary.contains("Supported users   6"), "{summary}");
+    assert!(summary.contains("FAIL response_time"), "{summary}");
+}

@@ -266,3 +266,41 @@ fn user_format_help_shows_the_placeholder() {
         assert!(line.contains("user{n}@"), "{line}");
     }
 }
+
+/// `mail sweep` refuses bad levels and a bad steady window with exit 2
+/// before anything is written; `mail run` takes one count.
+#[test]
+fn bad_sweep_levels_are_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().join("results");
+    let o = o.to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (&["sweep", "--users", "100,50"], "must increase"),
+        (&["sweep", "--users", "0,10"], "zero"),
+        (&["sweep", "--users", "10..5"], "--users"),
+        (&["sweep", "--users", "10,x"], "whole number"),
+        (&["sweep"], "needs --users"),
+        (
+            &["sweep", "--users", "5,10", "--resolution", "2"],
+            "--find-max",
+        ),
+        (&["run", "--users", "10,20"], "mail sweep"),
+        (&["run", "--steady", "80%-20%"], "--steady"),
+    ];
+    for (args, says) in cases {
+        let mut a = vec!["mail"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&[
+            "--imap",
+            "imap://127.0.0.1:1",
+            "--submission",
+            "smtp://127.0.0.1:1",
+            "--output",
+            o,
+        ]);
+        let r = mailbench(&a, &[("MAILBENCH_PASSWORD", "x")]);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", text(&r));
+        assert!(text(&r).contains(says), "{args:?}: {}", text(&r));
+        assert!(!out.path().join("results").exists(), "{args:?} wrote");
+    }
+}

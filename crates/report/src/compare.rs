@@ -42,7 +42,7 @@ pub struct Comparison {
     pub regressions: usize,
 }
 
-fn row(
+pub(crate) fn row(
     figure: &str,
     unit: &str,
     base: f64,
@@ -264,9 +264,14 @@ pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> 
                 }
             }
         }
+        (Doc::Other(a), Doc::Other(b)) if kb == "mail-sweep" => {
+            let (r, n) = crate::sweep_compare::rows(&a.raw, &b.raw, tol)?;
+            rows = r;
+            notes = n;
+        }
         _ => {
             return Err(Error::usage(format!(
-                "report compare reads storage-run and mail-run results; {} is {kb}",
+                "report compare reads storage-run, mail-run and mail-sweep results; {} is {kb}",
                 base.source().display()
             )));
         }

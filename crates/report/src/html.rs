@@ -92,6 +92,9 @@ pub fn render(doc: &Doc) -> String {
     match doc {
         Doc::Storage(d) => storage_page(d),
         Doc::Mail(d) => crate::mailhtml::mail_page(d),
+        Doc::Other(d) if d.kind == "mail-sweep" => {
+            crate::mailhtml_sweep::sweep_page(d).unwrap_or_else(|| other_page(d))
+        }
         Doc::Other(d) => other_page(d),
     }
 }

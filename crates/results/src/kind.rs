@@ -6,6 +6,7 @@
 //! schema test then cover it.
 
 use crate::mail::run::{MailRunResult, MailSetupResult};
+use crate::mail::sweep::MailSweepResult;
 use crate::storage::backup::BackupResult;
 use crate::storage::init::StorageInitResult;
 use crate::storage::recover::RecoverResult;
@@ -93,6 +94,7 @@ kinds! {
     StorageRecover "storage-recover" RecoverResult;
     MailRun "mail-run" MailRunResult;
     MailSetup "mail-setup" MailSetupResult;
+    MailSweep "mail-sweep" MailSweepResult;
 }
 
 impl std::fmt::Display for Kind {
@@ -167,6 +169,7 @@ impl AnyResult {
             AnyResult::StorageRecover(r) => &r.run,
             AnyResult::MailRun(r) => &r.run,
             AnyResult::MailSetup(r) => &r.run,
+            AnyResult::MailSweep(r) => &r.run,
         }
     }
 
@@ -179,6 +182,7 @@ impl AnyResult {
             AnyResult::StorageRecover(r) => &r.verdict,
             AnyResult::MailRun(r) => &r.verdict,
             AnyResult::MailSetup(r) => &r.verdict,
+            AnyResult::MailSweep(r) => &r.verdict,
         }
     }
 }

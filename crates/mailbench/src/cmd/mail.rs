@@ -17,6 +17,9 @@ pub enum MailCommand {
     Setup(SetupArgs),
     /// Simulate users against the server.
     Run(RunArgs),
+    /// Run levels of users against one server (--users 100,200,400 or
+    /// 100..1000:100), or search for the most it carries (--find-max).
+    Sweep(SweepArgs),
 }
 
 /// The help of `--user-format`. clap turns `{n}` in help text into a line
@@ -43,9 +46,10 @@ pub struct CommonArgs {
     /// ManageSieve server of a remote target (rules), e.g. sieve://mail.example.org:4190.
     #[arg(long, value_name = "URL")]
     pub sieve: Option<String>,
-    /// Number of simulated users [default: 100].
-    #[arg(long)]
-    pub users: Option<usize>,
+    /// Number of simulated users [default: 100]; `mail sweep`: the levels,
+    /// 100,200,400 or 100..1000:100.
+    #[arg(long, value_name = "N")]
+    pub users: Option<String>,
     /// Number of the first user [default: 1].
     #[arg(long)]
     pub first_user: Option<usize>,
@@ -96,6 +100,19 @@ pub struct CommonArgs {
 pub struct SetupArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Search for the largest count that passes every criterion: grow from
+    /// the first level (x2) until one fails, at most the last, then bisect.
+    #[arg(long)]
+    pub find_max: bool,
+    /// Precision of --find-max: users (10) or a share of the largest level (5%) [default: 5%].
+    #[arg(long, value_name = "USERS|PCT")]
+    pub resolution: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -154,13 +171,27 @@ pub struct RunArgs {
     pub steady: Option<String>,
 }
 
+/// `--users N` of `mail setup` and `mail run`: one whole number.
+fn one_count(users: &Option<String>) -> Result<Option<usize>> {
+    users
+        .as_deref()
+        .map(|u| {
+            u.trim().parse::<usize>().map_err(|_| {
+                mailbench_base::Error::usage(format!(
+                    "--users `{u}`: give a whole number of users (levels are for `mail sweep`)"
+                ))
+            })
+        })
+        .transpose()
+}
+
 fn common_options(c: &CommonArgs) -> MailOptions {
     MailOptions {
         target: c.target.clone(),
         imap: c.imap.clone(),
         submission: c.submission.clone(),
         sieve: c.sieve.clone(),
-        users: c.users,
+        users: None,
         first_user: c.first_user,
         user_format: c.user_format.clone(),
         users_file: c.users_file.clone(),
@@ -204,11 +235,22 @@ fn run_options(r: &RunArgs) -> MailOptions {
 pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     let file = ConfigFile::load_optional(global.config.as_deref())?;
     let from_file: MailOptions = file.section("mail")?;
-    let flags = match &cmd {
-        MailCommand::Setup(a) => common_options(&a.common),
-        MailCommand::Run(a) => run_options(a),
+    let (mut flags, users) = match &cmd {
+        MailCommand::Setup(a) => (common_options(&a.common), &a.common.users),
+        MailCommand::Run(a) => (run_options(a), &a.common.users),
+        MailCommand::Sweep(a) => (run_options(&a.run), &a.run.common.users),
     };
-    let opts = from_file.overlay(flags);
+    let levels = match &cmd {
+        MailCommand::Sweep(a) => Some(sweep_levels(a, &from_file)?),
+        _ => {
+            flags.users = one_count(users)?;
+            None
+        }
+    };
+    if let Some(l) = &levels {
+        flags.users = l.levels.last().map(|n| *n as usize);
+    }
+    let opts = from_file.clone().overlay(flags);
     let profile = Profile::load(opts.profile.as_deref().unwrap_or("mmb3"))?;
     let resolved = Resolved::resolve(&opts, profile.day)?;
     let out = mailbench_mail::Output {
@@ -234,6 +276,15 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
             let run = mailbench_mail::run_command(resolved, &out)?;
             (run.dir, AnyResult::MailRun(Box::new(run.result)))
         }
+        MailCommand::Sweep(a) => {
+            let plan = sweep_levels(&a, &from_file)?;
+            let s = sweep::Sweep {
+                base: resolved,
+                plan,
+                out,
+            };
+            return sweep::run(s, global);
+        }
     };
     let text = format!(
         "{}\nresults: {}",
@@ -242,4 +293,43 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     );
     mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
     Ok(result.verdict().exit_status())
+}
+
+#[path = "mail_sweep.rs"]
+mod sweep;
+
+/// The levels of `mail sweep` (`--users`, else `users` in `[mail]`) and the
+/// search, checked before anything is written.
+fn sweep_levels(
+    a: &SweepArgs,
+    file: &MailOptions,
+) -> Result<mailbench_results::mail::sweep::SweepPlan> {
+    let text = match (&a.run.common.users, file.users) {
+        (Some(u), _) => u.clone(),
+        (None, Some(n)) => n.to_string(),
+        (None, None) => {
+            return Err(mailbench_base::Error::usage(
+                "mail sweep needs --users: levels as 100,200,400 or 100..1000:100",
+            ));
+        }
+    };
+    let levels = mailbench_mail::sweep::parse_levels(&text)?;
+    let largest = levels.last().copied().unwrap_or(1);
+    let resolution = mailbench_mail::sweep::parse_resolution(a.resolution.as_deref(), largest)?;
+    if !a.find_max && a.resolution.is_some() {
+        return Err(mailbench_base::Error::usage(
+            "--resolution is the precision of --find-max: add --find-max or drop it",
+        ));
+    }
+    if a.run.start_at.is_some() {
+        return Err(mailbench_base::Error::usage(
+            "--start-at is for one run; a sweep starts each level when the previous ends",
+        ));
+    }
+    Ok(mailbench_results::mail::sweep::SweepPlan {
+        users: text,
+        levels,
+        find_max: a.find_max,
+        resolution,
+    })
 }

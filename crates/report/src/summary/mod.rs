@@ -4,6 +4,7 @@
 pub mod backup;
 pub mod init;
 pub mod mail;
+pub mod mail_sweep;
 pub mod recover;
 pub mod server;
 pub mod storage;
@@ -63,6 +64,7 @@ pub fn render(r: &AnyResult) -> String {
         AnyResult::StorageRecover(r) => recover::render(r),
         AnyResult::MailRun(r) => mail::mail_run(r),
         AnyResult::MailSetup(r) => mail::mail_setup(r),
+        AnyResult::MailSweep(r) => mail_sweep::mail_sweep(r),
     }
 }
 

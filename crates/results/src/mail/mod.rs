@@ -7,3 +7,4 @@ pub mod merge;
 pub mod profile;
 pub mod run;
 pub mod steady;
+pub mod sweep;

@@ -1,0 +1,137 @@
+//! summary.txt of a mail sweep: the LoadSim-style scaling table (users
+//! against response time, CPU, mail flow, queue, store I/O and errors), the
+//! supported users (the MMB3-style score) and what failed above them.
+
+use mailbench_results::mail::sweep::{MailSweepResult, SweepLevel};
+use std::fmt::Write as _;
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.filter(|x| x.is_finite())
+        .map(|x| format!("{x:.decimals$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One row of the scaling table.
+fn row(l: &SweepLevel) -> String {
+    let queue = match (l.queue_average, l.queue_max) {
+        (Some(a), Some(m)) => format!("{a:.1}/{m:.0}"),
+        _ => "-".into(),
+    };
+    let result = match (&l.failed_criterion, l.passed()) {
+        (_, true) => "PASS".to_string(),
+        (Some(c), false) => format!("FAIL {c}"),
+        (None, false) => format!("{:?}", l.status).to_uppercase(),
+    };
+    format!(
+        "{:>7} {:>9.0} {:>9.1} {:>8.1} {:>7} {:>7.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>8} {:>7} {:>8} {:>6}  {}",
+        l.users,
+        l.rate_equivalent_users,
+        l.response_time_ms,
+        l.response_time_p50_ms,
+        opt(l.server_cpu_busy_pct, 1),
+        l.generator_cpu_busy_pct,
+        l.submitted_per_user_per_day,
+        l.delivered_per_user_per_day,
+        queue,
+        opt(l.store_reads_per_s, 1),
+        opt(l.store_writes_per_s, 1),
+        opt(l.store_latency_ms, 2),
+        opt(l.iops_per_mailbox, 3),
+        l.errors,
+        result
+    )
+}
+
+/// The scaling table with its header (also used by `report compare`).
+pub fn table(levels: &[SweepLevel]) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "  Users  Rate-eq.  Resp p95 Resp p50 Srv CPU Gen CPU  Sub/u/d  Del/u/d Queue a/m  Store r/s     w/s  Lat ms IOPS/mbx Errors  Result\n",
+    );
+    s.push_str(
+        "                         ms       ms       %       %                                                                               \n",
+    );
+    let mut sorted: Vec<&SweepLevel> = levels.iter().collect();
+    sorted.sort_by_key(|l| l.users);
+    for l in sorted {
+        s.push_str(&row(l));
+        s.push('\n');
+    }
+    s
+}
+
+/// summary.txt of a mail-sweep result.
+pub fn mail_sweep(r: &MailSweepResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "mailbench mail sweep — {}\n", r.run.started);
+    let t = &r.target;
+    let _ = writeln!(
+        s,
+        "Target      {} IMAP {} submission {}",
+        t.kind, t.imap, t.submission
+    );
+    let _ = writeln!(
+        s,
+        "Profile     {} — {}",
+        r.profile.name, r.profile.description
+    );
+    let search = if r.plan.find_max {
+        format!(
+            "--find-max from {} up to {} users, resolution {} users",
+            r.plan.levels.first().copied().unwrap_or(0),
+            r.plan.levels.last().copied().unwrap_or(0),
+            r.plan.resolution
+        )
+    } else {
+        format!("levels {}", r.plan.users)
+    };
+    let _ = writeln!(s, "Sweep       {search}");
+    let _ = writeln!(
+        s,
+        "Day         {:.0} s real per level = {:.1} h simulated (x{:.0}), steady window {}, response time limit {:.0} ms\n",
+        r.config.day_length.as_secs_f64(),
+        r.profile.day.as_secs_f64() / 3600.0,
+        r.compression,
+        r.config.steady,
+        r.config.max_score_ms
+    );
+    s.push_str(&table(&r.levels));
+    s.push_str(
+        "\nResp p95/p50: response time, the weighted 95th/50th percentile over the steady window. \
+         Rate-eq.: users x compression.\n",
+    );
+    match r.supported_users {
+        Some(n) => {
+            let _ = writeln!(
+                s,
+                "\nSupported users   {n} (the largest level that passed every criterion; {:.0} rate-equivalent)",
+                n as f64 * r.compression
+            );
+        }
+        None => {
+            let _ = writeln!(s, "\nSupported users   none (no level passed)");
+        }
+    }
+    if let Some(f) = &r.failed_above {
+        let _ = writeln!(
+            s,
+            "Failed above      {} users, first on {}: {}",
+            f.users, f.criterion, f.reason
+        );
+    }
+    if let Some(l) = r.levels.iter().find(|l| !l.result_dir.is_empty()) {
+        let _ = writeln!(
+            s,
+            "Level results     {}/ ... (one folder per level)",
+            l.result_dir
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "Warning           {w}");
+    }
+    let _ = writeln!(s, "\nVerdict           {}", r.verdict.label());
+    for reason in &r.verdict.reasons {
+        let _ = writeln!(s, "  - {reason}");
+    }
+    s
+}

@@ -3,13 +3,12 @@
 //! writes into, full disks, values out of range.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
+#[path = "storage_support.rs"]
+mod storage_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mailbench"))
-}
+use storage_support::*;
 
 /// One small database and a short run.
 const ONE: &[&str] = &["--databases", "1", "--db-size", "64MiB", "--threads", "2"];
@@ -27,28 +26,6 @@ fn storage(dir: &Path, sub: &str, extra: &[&str], faults: Option<&str>) -> Outpu
         c.env("MAILBENCH_FAULTS", f);
     }
     c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn run_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir.join("results")) {
-        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
-        Err(_) => Vec::new(),
-    };
-    v.sort();
-    v
-}
-
-fn last_result(dir: &Path) -> Value {
-    let run = run_dirs(dir).pop().unwrap();
-    serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap()
 }
 
 fn init(dir: &Path) {
@@ -378,37 +355,6 @@ fn run_refuses_an_unclean_database_before_creating_its_run_folder() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("not shut down cleanly"), "{}", text(&o));
     assert_eq!(run_dirs(t.path()).len(), 1, "only init's folder");
-}
-
-/// Sends SIGINT to `child` and waits (bounded) for it to end; its exit code.
-fn interrupt_and_wait(child: &mut std::process::Child) -> Option<i32> {
-    let sent = std::time::Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        assert!(
-            sent.elapsed() < std::time::Duration::from_secs(20),
-            "did not stop within 20 s of SIGINT"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) until `cond` holds: the sign that a phase has begun.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !cond() {
-        assert!(std::time::Instant::now() < deadline, "never saw {what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 /// Ctrl-C during `storage init` (every write slowed so that creation cannot end

@@ -4,6 +4,9 @@
 //! panic or a hang, backup and its copy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "storage_support.rs"]
+mod storage_support;
+
 use mailbench_storage::format;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
@@ -11,10 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mailbench"))
-}
+use storage_support::*;
 
 /// Two 64 MiB databases, an 8 MiB cache each, 4 sessions.
 const SMALL: &[&str] = &[
@@ -42,14 +42,6 @@ fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Command {
     c
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn json(o: &Output) -> serde_json::Value {
     let s = String::from_utf8_lossy(&o.stdout);
     let line = s
@@ -58,25 +50,6 @@ fn json(o: &Output) -> serde_json::Value {
         .find(|l| l.starts_with('{'))
         .unwrap_or_else(|| panic!("no JSON in: {}", text(o)));
     serde_json::from_str(line).unwrap()
-}
-
-fn latest_result(dir: &Path, kind: &str) -> serde_json::Value {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("results"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
-        .collect();
-    v.sort();
-    let p = v.pop().unwrap().join("result.json");
-    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
-}
-
-fn db_path(dir: &Path, index: usize) -> PathBuf {
-    dir.join("data").join(format!("DB{:02}.mdb", index + 1))
-}
-
-fn log_dir(dir: &Path, index: usize) -> PathBuf {
-    dir.join("data").join(format!("DB{:02}-logs", index + 1))
 }
 
 fn page_size(db: &Path) -> u64 {

@@ -1,0 +1,86 @@
+//! Shared helpers of the storage integration tests (included with `#[path]`):
+//! running the binary, its run folders and results, the database files, and
+//! waiting (bounded) for a phase and for the end after a signal.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mailbench"))
+}
+
+/// stdout then stderr, for messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The run folders under `dir/results`, oldest first.
+pub fn run_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir.join("results")) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
+
+/// The result.json of the newest run folder whose name starts with `kind`.
+pub fn latest_result(dir: &Path, kind: &str) -> serde_json::Value {
+    let p = run_dirs(dir)
+        .into_iter()
+        .rfind(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
+        .unwrap()
+        .join("result.json");
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+/// The result.json of the newest run folder of any kind.
+pub fn last_result(dir: &Path) -> serde_json::Value {
+    latest_result(dir, "")
+}
+
+pub fn db_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join("data").join(format!("DB{:02}.mdb", index + 1))
+}
+
+pub fn log_dir(dir: &Path, index: usize) -> PathBuf {
+    dir.join("data").join(format!("DB{:02}-logs", index + 1))
+}
+
+/// Sends SIGINT to `child` and waits (bounded) for it to end; its exit code.
+pub fn interrupt_and_wait(child: &mut Child) -> Option<i32> {
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(20),
+            "did not stop within 20 s of SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) until `cond` holds: the sign that a phase has begun.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "never saw {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -512,6 +512,16 @@ fn lost_log_tail_is_refused_until_accepted(dir: &Path) {
         );
         assert_eq!(run_folders(dir), before, "{sub}: nothing written");
     }
+    // The same through the path of a run over several hosts (`--start-at`).
+    let o = storage(
+        dir,
+        "run",
+        &["--duration", "2s", "--start-at", "2020-01-01T00:00:00Z"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "--start-at: {}", text(&o));
+    assert!(text(&o).contains("--accept-lost-log-tail"), "{}", text(&o));
     let o = storage(
         dir,
         "run",

@@ -97,8 +97,12 @@ fn run(
                  --start-at (each host would tune alone): give a number of threads",
             ));
         }
-        let spec = spec_for_rank(spec, rank, host, hosts)?;
+        let mut spec = spec_for_rank(spec, rank, host, hosts)?;
         spec.check_paths(space)?;
+        // A database that lost its log tail: refused by run, verify and backup
+        // unless accepted; never by init and recover. Every result names it.
+        let accept = args.accept_lost_log_tail || matches!(cmd, Command::Init | Command::Recover);
+        spec.lost_log_tail = mailbench_storage::init::check_lost_log_tail(&spec, accept)?;
         Ok(spec)
     };
     let opts = Options {

@@ -135,3 +135,36 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use mailbench_results::Status;
+    use mailbench_results::mail::sweep::SweepLevel;
+
+    fn level(users: u64, rt: f64, pass: bool) -> SweepLevel {
+        SweepLevel {
+            users,
+            rate_equivalent_users: users as f64 * 1440.0,
+            response_time_ms: rt,
+            response_time_p50_ms: rt / 3.0,
+            server_cpu_busy_pct: Some(users as f64),
+            queue_average: Some(0.5),
+            queue_max: Some(3.0),
+            status: if pass { Status::Pass } else { Status::Fail },
+            failed_criterion: (!pass).then(|| "response_time".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_table_has_one_sorted_row_per_level() {
+        let t = super::table(&[level(8, 1600.0, false), level(4, 200.0, true)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[2].trim_start().starts_with("4 "), "{t}");
+        assert!(lines[2].ends_with("PASS"), "{t}");
+        assert!(lines[3].ends_with("FAIL response_time"), "{t}");
+        assert!(lines[3].contains("11520"), "rate-equivalent users: {t}");
+        assert!(lines[3].contains("0.5/3"), "queue: {t}");
+    }
+}

@@ -164,6 +164,7 @@ pub trait ResolveExt: Sized {
 }
 
 impl ResolveExt for Resolved {
+    #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
     fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
         let remote = o.imap.is_some() || o.submission.is_some();
         let target = match o.target.as_deref() {

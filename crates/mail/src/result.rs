@@ -137,6 +137,7 @@ fn flow(
 
 /// The result of a finished run (the counters are final: deliveries still
 /// missing were counted as not delivered unless interrupted).
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub(crate) fn build(
     id: Identity,
     o: &Resolved,

@@ -9,6 +9,7 @@ use mailbench_mail::profile::TaskKind;
 use support::*;
 
 #[test]
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn setup_100_users_then_a_compressed_mmb3_day() {
     if !servers_available() {
         return;
@@ -280,6 +281,7 @@ fn a_long_interval_does_not_delay_the_end() {
 /// server running, and the next run without --local-dir removes the
 /// temporary folder it left.
 #[test]
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn interrupted_setup_and_killed_run_leave_nothing_behind() {
     if !servers_available() {
         return;

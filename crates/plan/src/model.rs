@@ -290,6 +290,7 @@ fn scenarios(layout: &Layout, failure: Failure) -> Result<Vec<(String, Vec<bool>
 }
 
 /// Computes the plan.
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
     let g = rules
         .guidance(&input.guidance)

@@ -45,6 +45,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "–".into())
 }
 
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn mail_page(d: &MailDoc) -> String {
     let r = &d.raw;
     let verdict: Verdict = r

@@ -183,6 +183,7 @@ pub fn init_all(spec: &StorageSpec, log: &TestLog, interrupt: &Interrupt) -> Res
     Ok(out)
 }
 
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn init_one(
     spec: &StorageSpec,
     inst: &InstanceSpec,

@@ -213,6 +213,7 @@ struct Replay {
 }
 
 impl Replay {
+    #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
     fn new(
         inst: &InstanceSpec,
         header: DbHeader,
@@ -1062,6 +1063,7 @@ pub type PhaseFn<'a> = &'a mut dyn FnMut(&str);
 
 /// The whole `storage recover` test. With `log_files == 0`, only replays what
 /// earlier runs left (recovery after a crash), then verifies.
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn run_recover(
     spec: &StorageSpec,
     dir: &RunDir,
@@ -1224,6 +1226,7 @@ fn describe(r: &ReplayResult) -> String {
 
 /// Runs the load with the checkpoint held until every instance has written
 /// `log_files` new generations, then stops as a crash would.
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn generate(
     spec: &StorageSpec,
     log_files: u64,

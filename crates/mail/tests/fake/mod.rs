@@ -508,6 +508,7 @@ fn flags_of(b: &Mailbox, cfg: &FakeConfig) -> String {
     f.join(" ")
 }
 
+#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn command(
     sh: &Shared,
     ses: &mut Session,

@@ -55,20 +55,12 @@ fn run_through(
     result(out, "mail-run")
 }
 
-#[test]
-fn the_throttled_server_carries_its_limit_and_not_more() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
-    let pw = srv.password.clone();
-    let over = LIMIT + 3;
-    // Provision the largest count once, straight to the server.
+/// `mail setup` of `users` users (loadsim-light) straight to the server.
+fn provision(srv: &LocalServer, users: usize, pw: &str) {
     let setup_out = tempfile::tempdir().unwrap();
     let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
     let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
-    let n = over.to_string();
+    let n = users.to_string();
     let o = mailbench(
         &[
             "mail",
@@ -85,9 +77,22 @@ fn the_throttled_server_carries_its_limit_and_not_more() {
             "--output",
             setup_out.path().to_str().unwrap(),
         ],
-        &[("MAILBENCH_PASSWORD", &pw)],
+        &[("MAILBENCH_PASSWORD", pw)],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn the_throttled_server_carries_its_limit_and_not_more() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
+    let pw = srv.password.clone();
+    let over = LIMIT + 3;
+    // Provision the largest count once, straight to the server.
+    provision(&srv, over, &pw);
 
     let proxy = ThrottleProxy::start(srv.ports.imap, LIMIT, Duration::from_millis(1500));
     let at = tempfile::tempdir().unwrap();
@@ -119,30 +124,10 @@ fn find_max_lands_on_the_known_capacity() {
     let dir = tempfile::tempdir().unwrap();
     let srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
     let pw = srv.password.clone();
-    let setup_out = tempfile::tempdir().unwrap();
-    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
-    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
-    let o = mailbench(
-        &[
-            "mail",
-            "setup",
-            "--imap",
-            &imap,
-            "--submission",
-            &sub,
-            "--users",
-            "9",
-            "--profile",
-            "loadsim-light",
-            "-q",
-            "--output",
-            setup_out.path().to_str().unwrap(),
-        ],
-        &[("MAILBENCH_PASSWORD", &pw)],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    provision(&srv, 9, &pw);
     let proxy = ThrottleProxy::start(srv.ports.imap, LIMIT, Duration::from_millis(1500));
     let through = format!("imap://127.0.0.1:{}", proxy.port);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
     let out = tempfile::tempdir().unwrap();
     let o = mailbench_within(
         &[

@@ -14,14 +14,7 @@ use storage_support::*;
 const ONE: &[&str] = &["--databases", "1", "--db-size", "64MiB", "--threads", "2"];
 
 fn storage(dir: &Path, sub: &str, extra: &[&str], faults: Option<&str>) -> Output {
-    let mut c = bin();
-    c.current_dir(dir)
-        .args(["storage", sub, "--path"])
-        .arg(dir.join("data"))
-        .arg("--output")
-        .arg(dir.join("results"))
-        .args(ONE)
-        .args(extra);
+    let mut c = storage_cmd(dir, sub, ONE, extra);
     if let Some(f) = faults {
         c.env("MAILBENCH_FAULTS", f);
     }

@@ -31,15 +31,7 @@ const SMALL: &[&str] = &[
 ];
 
 fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Command {
-    let mut c = bin();
-    c.current_dir(dir)
-        .args(["storage", sub, "--path"])
-        .arg(dir.join("data"))
-        .arg("--output")
-        .arg(dir.join("results"))
-        .args(SMALL)
-        .args(extra);
-    c
+    storage_cmd(dir, sub, SMALL, extra)
 }
 
 fn json(o: &Output) -> serde_json::Value {

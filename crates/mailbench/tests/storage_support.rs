@@ -13,6 +13,20 @@ pub fn bin() -> Command {
 }
 
 /// stdout then stderr, for messages.
+/// `mailbench storage SUB` on `DIR/data` with results in `DIR/results`, the
+/// database shape `shape` (flags), then `extra`.
+pub fn storage_cmd(dir: &Path, sub: &str, shape: &[&str], extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.current_dir(dir)
+        .args(["storage", sub, "--path"])
+        .arg(dir.join("data"))
+        .arg("--output")
+        .arg(dir.join("results"))
+        .args(shape)
+        .args(extra);
+    c
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "{}{}",

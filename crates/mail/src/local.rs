@@ -270,7 +270,10 @@ impl LocalServer {
     pub fn start_opts(dir: &Path, log: &TestLog, o: &LocalOptions) -> Result<LocalServer> {
         check_prerequisites()?;
         let tls = o.tls.as_ref();
-        let dir = dir.to_path_buf();
+        // Absolute: the servers' configs name their folders, and Postfix
+        // refuses a relative `-c` folder (a relative --output or --local-dir).
+        let dir = std::path::absolute(dir)
+            .map_err(|e| Error::io("cannot resolve the local target folder", dir, e))?;
         check_dir_reachable(&dir)?;
         make_reachable_dir(&dir)?;
         {

@@ -213,3 +213,39 @@ fn find_max_lands_on_the_known_capacity() {
     assert!(summary.contains("Supported users   6"), "{summary}");
     assert!(summary.contains("FAIL response_time"), "{summary}");
 }
+
+/// The default results folder is relative (`./mailbench-results`), and so is
+/// the local target's folder inside a sweep's: the servers must still start
+/// (Postfix refuses a relative configuration folder).
+#[test]
+fn a_sweep_into_a_relative_results_folder_starts_the_local_target() {
+    if !servers_available() {
+        return;
+    }
+    let cwd = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .current_dir(cwd.path())
+        .env_remove("MAILBENCH_PASSWORD")
+        .args([
+            "mail",
+            "sweep",
+            "--users",
+            "2",
+            "--day-length",
+            "6s",
+            "--ramp-up",
+            "1s",
+            "--drain",
+            "5s",
+            "--interval",
+            "1s",
+            "-q",
+            "--output",
+            "out",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = result(&cwd.path().join("out"), "mail-sweep");
+    assert_eq!(v["levels"][0]["users"], 2, "{v}");
+}

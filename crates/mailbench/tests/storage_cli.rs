@@ -3,13 +3,13 @@
 //! and Ctrl-C.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "storage_support.rs"]
+mod storage_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mailbench"))
-}
+use storage_support::{bin, storage_cmd, text};
 
 /// Small, fast settings: two 64 MiB databases, an 8 MiB cache each.
 const SMALL: &[&str] = &[
@@ -30,24 +30,7 @@ const SMALL: &[&str] = &[
 ];
 
 fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Output {
-    bin()
-        .current_dir(dir)
-        .args(["storage", sub, "--path"])
-        .arg(dir.join("data"))
-        .arg("--output")
-        .arg(dir.join("results"))
-        .args(SMALL)
-        .args(extra)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    storage_cmd(dir, sub, SMALL, extra).output().unwrap()
 }
 
 fn only_run_dir(dir: &Path) -> PathBuf {

@@ -12,7 +12,6 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mailbench"))
 }
 
-/// stdout then stderr, for messages.
 /// `mailbench storage SUB` on `DIR/data` with results in `DIR/results`, the
 /// database shape `shape` (flags), then `extra`.
 pub fn storage_cmd(dir: &Path, sub: &str, shape: &[&str], extra: &[&str]) -> Command {
@@ -27,6 +26,7 @@ pub fn storage_cmd(dir: &Path, sub: &str, shape: &[&str], extra: &[&str]) -> Com
     c
 }
 
+/// stdout then stderr, for messages.
 pub fn text(o: &Output) -> String {
     format!(
         "{}{}",

@@ -370,3 +370,126 @@ fn emitted_config_resolves_as_a_storage_test() {
     let want = 268 * 43445 * 1024u64;
     assert!(spec.instances[0].size_bytes <= want && spec.instances[0].size_bytes + 32768 > want);
 }
+
+/// A measured IOPS per mailbox (a mail sweep's `server.per_mailbox_real_day`) replaces the
+/// guidance's figure everywhere: the text, the JSON, the emitted storage test; from a flag
+/// or the `[plan]` key. Headroom still applies.
+#[test]
+fn a_measured_iops_per_mailbox_replaces_the_guidance() {
+    let o = run(&with(&["--iops-per-mailbox", "0.14", "--json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap();
+    assert_eq!(v["per_mailbox"]["iops_source"], "measured");
+    assert!((f("/inputs/iops_per_mailbox") - 0.14).abs() < 1e-12);
+    assert!((f("/per_mailbox/iops") - 0.14).abs() < 1e-12);
+    assert!((f("/per_mailbox/iops_with_headroom") - 0.168).abs() < 1e-12);
+    // The guidance's own figure is still reported, for comparison.
+    assert!((f("/per_mailbox/guidance_iops") - 0.101).abs() < 1e-12);
+    let a = 268.0 * 0.168;
+    assert!((f("/group/iops_normal") - (56.0 * a + 112.0 * a / 2.0)).abs() < 1e-6);
+    assert!((f("/failure/worst_server_iops") - 14.0 * a).abs() < 1e-6);
+
+    // Without it the source is the guidance.
+    let o = run(&with(&["--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["per_mailbox"]["iops_source"], "guidance");
+    assert!(v["inputs"]["iops_per_mailbox"].is_null());
+
+    // The text report names the source.
+    let o = run(&with(&["--iops-per-mailbox", "0.14"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = stdout(&o);
+    for needle in [
+        "IOPS per mailbox",
+        "0.1400 (measured)",
+        "measured (--iops-per-mailbox 0.1400), in place of the guidance's 0.1010",
+        "0.1680 (+20 %)",
+    ] {
+        assert!(t.contains(needle), "missing `{needle}` in:\n{t}");
+    }
+
+    // The emitted storage test carries the measured target.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storage.toml");
+    let o = run(&with(&[
+        "--iops-per-mailbox",
+        "0.14",
+        "--emit-config",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("measured (--iops-per-mailbox)"), "{text}");
+    let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
+    let st = cfg.storage.as_ref().unwrap();
+    assert!((st["target_iops"].as_float().unwrap() - 14.0 * a).abs() < 0.01);
+
+    // The same from the [plan] key, and a flag overrides it.
+    let cfg = dir.path().join("plan.toml");
+    std::fs::write(
+        &cfg,
+        "[plan]\nmailboxes = 1000\nmailbox_quota = \"2GiB\"\niops_per_mailbox = 0.14\nheadroom = 0\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let o = mailbench(&["plan", "--config", c, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["per_mailbox"]["iops_source"], "measured");
+    assert!((v["per_mailbox"]["iops_with_headroom"].as_f64().unwrap() - 0.14).abs() < 1e-12);
+    let o = mailbench(&["plan", "--config", c, "--json", "--iops-per-mailbox", "0.5"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!((v["per_mailbox"]["iops"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+}
+
+/// Nonsense measured figures are refused (exit 2, the input named) before anything is
+/// written: zero, negative, NaN, infinite, and past any mailbox (a compressed day's
+/// figure taken by mistake); in the config file too.
+#[test]
+fn a_bad_iops_per_mailbox_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storage.toml");
+    let o_path = out.to_str().unwrap();
+    for bad in ["0", "-0.1", "NaN", "inf", "190", "1e300"] {
+        assert_usage(
+            &[
+                "--mailboxes",
+                "1000",
+                "--mailbox-quota",
+                "2GiB",
+                "--emit-config",
+                o_path,
+                "--iops-per-mailbox",
+                bad,
+            ],
+            &["--iops-per-mailbox", "[plan] iops_per_mailbox"],
+        );
+        assert!(!out.exists(), "{bad}: the storage test was written");
+    }
+    let o = mailbench(&[
+        "plan",
+        "--mailboxes",
+        "1000",
+        "--mailbox-quota",
+        "2GiB",
+        "--iops-per-mailbox",
+        "190",
+    ]);
+    assert!(
+        stderr(&o).contains("per_mailbox_real_day"),
+        "{}",
+        stderr(&o)
+    );
+    let cfg = dir.path().join("plan.toml");
+    std::fs::write(
+        &cfg,
+        "[plan]\nmailboxes = 1000\nmailbox_quota = \"2GiB\"\niops_per_mailbox = -1\n",
+    )
+    .unwrap();
+    let o = mailbench(&["plan", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("iops_per_mailbox"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+}

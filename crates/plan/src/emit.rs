@@ -1,7 +1,7 @@
 //! `--emit-config FILE.toml`: the storage test (`mailbench storage init` + `storage run`)
 //! that validates one server of the plan, in the format of docs/storage-config.md.
 
-use crate::model::{Plan, ServerPlan};
+use crate::model::{IopsSource, Plan, ServerPlan};
 use crate::render::{num, num_auto, size};
 use mailbench_base::{ByteSize, Error, Result};
 
@@ -140,8 +140,12 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
         num(i.headroom_pct, 0)
     ));
     o.push_str(&format!(
-        "# iops_per_mailbox = {:.4}        # per active mailbox with headroom (passive copies cost {} % of it)\n",
+        "# iops_per_mailbox = {:.4}        # per active mailbox with headroom, {} (passive copies cost {} % of it)\n",
         plan.per_mailbox.iops_with_headroom,
+        match plan.per_mailbox.iops_source {
+            IopsSource::Measured => "measured (--iops-per-mailbox)",
+            IopsSource::Guidance => "from the guidance",
+        },
         num(plan.per_mailbox.passive_iops_with_headroom / plan.per_mailbox.iops_with_headroom.max(f64::MIN_POSITIVE) * 100.0, 0)
     ));
     o.push_str(&format!("copies = {}\n", i.copies));

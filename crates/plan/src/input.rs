@@ -85,6 +85,9 @@ pub struct Disk {
 pub struct Input {
     pub mailboxes: u64,
     pub messages_per_day: f64,
+    /// A measured database IOPS per active mailbox (`--iops-per-mailbox`), used in place of
+    /// the guidance's figure and its message size factor; headroom still applies.
+    pub iops_per_mailbox: Option<f64>,
     pub message_size: u64,
     pub mailbox_quota: u64,
     pub copies: u32,

@@ -43,12 +43,34 @@ pub struct DiskInfo {
     pub usable_per_group: u64,
 }
 
+/// Where a plan's IOPS per mailbox comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IopsSource {
+    /// The guidance table for the messages per day, times the message size factor.
+    Guidance,
+    /// Given as `--iops-per-mailbox` (a measured figure).
+    Measured,
+}
+
+impl IopsSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IopsSource::Guidance => "guidance",
+            IopsSource::Measured => "measured",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PerMailbox {
     /// Database IOPS from the guidance at 75 KB messages.
     pub guidance_iops: f64,
-    /// Multiplier for the average message size.
+    /// Multiplier for the average message size (of the guidance's figure).
     pub message_size_factor: f64,
+    /// Where `iops` comes from: `guidance` (the table x the message size factor) or
+    /// `measured` (`--iops-per-mailbox`, e.g. a mail sweep's figure).
+    pub iops_source: IopsSource,
     /// Database IOPS of an active mailbox, without headroom.
     pub iops: f64,
     /// The same with the I/O headroom.
@@ -303,7 +325,10 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
     // Per mailbox.
     let lookup = g.iops_per_mailbox(input.messages_per_day, input.copies);
     let size_factor = rules.iops_size_factor(input.message_size);
-    let iops = lookup.value * size_factor;
+    let (iops, iops_source) = match input.iops_per_mailbox {
+        Some(measured) => (measured, IopsSource::Measured),
+        None => (lookup.value * size_factor, IopsSource::Guidance),
+    };
     let headroom = 1.0 + input.headroom_pct / 100.0;
     let iops_h = iops * headroom;
     let passive_h = iops_h * g.passive_iops_share;
@@ -314,7 +339,8 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         * log_factor
         * (1.0 + input.move_share_pct / 100.0);
     let (on_disk, white, dumpster) = mailbox_on_disk(input, rules);
-    let extrapolated = lookup.extrapolated || cache_pm.extrapolated;
+    let extrapolated =
+        (lookup.extrapolated && iops_source == IopsSource::Guidance) || cache_pm.extrapolated;
     if extrapolated {
         let (lo, hi) = g.table_range();
         warnings.push(format!(
@@ -325,6 +351,7 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
     let per_mailbox = PerMailbox {
         guidance_iops: lookup.value,
         message_size_factor: size_factor,
+        iops_source,
         iops,
         iops_with_headroom: iops_h,
         passive_iops_with_headroom: passive_h,

@@ -1,6 +1,6 @@
 //! Plan output as a plain-text report (default) or Markdown; JSON is serde of [`Plan`].
 
-use crate::model::Plan;
+use crate::model::{IopsSource, PerMailbox, Plan};
 use mailbench_base::ByteSize;
 
 /// One block of the report.
@@ -143,6 +143,13 @@ fn section_inputs(p: &Plan, sites: &[String], out: &mut Vec<Section>) {
         ("average message size", size(i.message_size)),
         ("mailbox quota", size(i.mailbox_quota)),
         (
+            "IOPS per mailbox",
+            i.iops_per_mailbox.map_or_else(
+                || "from the guidance".to_string(),
+                |x| format!("{} (measured)", num_auto(x, 4)),
+            ),
+        ),
+        (
             "database copies",
             if i.lagged_copies > 0 {
                 format!(
@@ -249,6 +256,19 @@ fn section_disk_model(p: &Plan, out: &mut Vec<Section>) {
     });
 }
 
+/// Where the IOPS per mailbox comes from, as one line of "Per mailbox".
+fn iops_origin(m: &PerMailbox) -> (&'static str, String) {
+    let text = match m.iops_source {
+        IopsSource::Measured => format!(
+            "measured (--iops-per-mailbox {}), in place of the guidance's {}",
+            num_auto(m.iops, 4),
+            num(m.guidance_iops * m.message_size_factor, 4)
+        ),
+        IopsSource::Guidance => "guidance (table x message size factor)".to_string(),
+    };
+    ("IOPS source", text)
+}
+
 /// The sections "Per mailbox".
 fn section_per_mailbox(p: &Plan, out: &mut Vec<Section>) {
     let i = &p.inputs;
@@ -256,6 +276,7 @@ fn section_per_mailbox(p: &Plan, out: &mut Vec<Section>) {
     out.push(Section {
         title: "Per mailbox".into(),
         blocks: vec![pairs(&[
+            iops_origin(m),
             (
                 "IOPS from guidance (75 KB messages)",
                 num(m.guidance_iops, 4),

@@ -73,6 +73,7 @@ impl TextList {
 pub struct Settings {
     pub mailboxes: Option<i64>,
     pub messages_per_day: Option<f64>,
+    pub iops_per_mailbox: Option<f64>,
     pub message_size: Option<SizeValue>,
     pub mailbox_quota: Option<SizeValue>,
     pub copies: Option<i64>,
@@ -130,6 +131,33 @@ const MAX_MESSAGES_PER_DAY: f64 = 1e6;
 const MAX_DAYS: f64 = 3650.0;
 /// Headroom, growth and content index shares.
 const MAX_PCT: f64 = 1000.0;
+/// A measured IOPS per mailbox: the heaviest published profiles need about 0.5; 10 is
+/// far past any real mailbox and below a compressed day's figure (hundreds).
+pub const MAX_IOPS_PER_MAILBOX: f64 = 10.0;
+
+/// `--iops-per-mailbox`: a measured figure, positive, finite and at most
+/// [`MAX_IOPS_PER_MAILBOX`].
+fn measured_iops(v: Option<f64>) -> Result<Option<f64>> {
+    let Some(x) = v else { return Ok(None) };
+    let key = "iops_per_mailbox";
+    if !x.is_finite() || x <= 0.0 {
+        return Err(bad(
+            key,
+            x,
+            "must be a positive number of IOPS per mailbox, e.g. a sweep's server.per_mailbox_real_day",
+        ));
+    }
+    if x > MAX_IOPS_PER_MAILBOX {
+        return Err(bad(
+            key,
+            x,
+            format!(
+                "must be at most {MAX_IOPS_PER_MAILBOX}: no mailbox needs that much; a compressed day's figure is too high by the compression, take a sweep's server.per_mailbox_real_day"
+            ),
+        ));
+    }
+    Ok(Some(x))
+}
 
 fn bad(key: &str, shown: impl std::fmt::Display, why: impl std::fmt::Display) -> Error {
     Error::usage(format!("{} = {shown}: {why}", input_name(key)))
@@ -244,6 +272,7 @@ impl Settings {
             lo,
             mailboxes,
             messages_per_day,
+            iops_per_mailbox,
             message_size,
             mailbox_quota,
             copies,
@@ -299,6 +328,7 @@ impl Settings {
             Some(n) => n as u64,
         };
         let messages_per_day = positive("messages_per_day", self.messages_per_day, 150.0, false)?;
+        let iops_per_mailbox = measured_iops(self.iops_per_mailbox)?;
         let message_size = size("message_size", &self.message_size)?.unwrap_or(75 * 1024);
         if message_size == 0 {
             return Err(bad("message_size", 0, "must be larger than zero"));
@@ -699,6 +729,7 @@ impl Settings {
         Ok(Input {
             mailboxes,
             messages_per_day,
+            iops_per_mailbox,
             message_size,
             mailbox_quota,
             copies,

@@ -27,6 +27,10 @@ pub struct PlanFlags {
     /// Messages sent + received per mailbox per day [default: 150].
     #[arg(long, value_name = "N")]
     pub messages_per_day: Option<f64>,
+    /// Measured database IOPS per active mailbox (e.g. a mail sweep's
+    /// server.per_mailbox_real_day), in place of the guidance's figure [default: the guidance].
+    #[arg(long, value_name = "IOPS")]
+    pub iops_per_mailbox: Option<f64>,
     /// Average message size [default: 75KiB, Microsoft's "75 KB"].
     #[arg(long, value_name = "SIZE")]
     pub message_size: Option<String>,
@@ -147,6 +151,7 @@ impl PlanFlags {
         Settings {
             mailboxes: self.mailboxes,
             messages_per_day: self.messages_per_day,
+            iops_per_mailbox: self.iops_per_mailbox,
             message_size: size(&self.message_size),
             mailbox_quota: size(&self.mailbox_quota),
             copies: self.copies,

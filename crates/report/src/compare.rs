@@ -85,8 +85,185 @@ fn status_of(v: &Value) -> String {
         .to_string()
 }
 
+/// The storage-run rows (throughput, latencies, errors) and notes on differing tests.
+fn storage_rows(
+    a: &crate::load::StorageDoc,
+    b: &crate::load::StorageDoc,
+    tol: f64,
+) -> (Vec<Row>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let (a, b) = (&a.result, &b.result);
+    if a.spec.test_type != b.spec.test_type || a.spec.profile.name != b.spec.profile.name {
+        notes.push(format!(
+            "the tests differ: {:?}/{} vs {:?}/{}",
+            a.spec.test_type, a.spec.profile.name, b.spec.test_type, b.spec.profile.name
+        ));
+    }
+    if a.spec.target_iops != b.spec.target_iops {
+        notes.push(format!(
+            "target IOPS differ: {:?} vs {:?}",
+            a.spec.target_iops, b.spec.target_iops
+        ));
+    }
+    let (ta, tb) = (&a.total, &b.total);
+    rows.push(row(
+        "transactional IOPS",
+        "IOPS",
+        ta.transactional_iops,
+        tb.transactional_iops,
+        Better::Higher,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "transactions per second",
+        "/s",
+        ta.transactions_per_s,
+        tb.transactions_per_s,
+        Better::Higher,
+        true,
+        tol,
+    ));
+    for (n, label) in [
+        ("db_read", "database read"),
+        ("log_write", "log write"),
+        ("db_write", "database write"),
+    ] {
+        let (Some(ca), Some(cb)) = (ta.classes.get(n), tb.classes.get(n)) else {
+            continue;
+        };
+        let (la, lb) = (&ca.latency_ms, &cb.latency_ms);
+        let gated = n != "db_write";
+        for (stat, x, y, g) in [
+            ("avg", la.avg, lb.avg, gated),
+            ("p95", la.p95, lb.p95, gated),
+            ("p99", la.p99, lb.p99, gated),
+            ("max", la.max, lb.max, false),
+        ] {
+            rows.push(row(
+                &format!("{label} latency {stat}"),
+                "ms",
+                x,
+                y,
+                Better::Lower,
+                g,
+                tol,
+            ));
+        }
+    }
+    let (xa, xb) = (&ta.transaction_latency_ms, &tb.transaction_latency_ms);
+    rows.push(row(
+        "transaction response p99",
+        "ms",
+        xa.p99,
+        xb.p99,
+        Better::Lower,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "page-fault stalls per second",
+        "/s",
+        ta.page_fault_stalls_per_s,
+        tb.page_fault_stalls_per_s,
+        Better::Lower,
+        false,
+        tol,
+    ));
+    rows.push(row(
+        "I/O errors",
+        "",
+        ta.io_errors as f64,
+        tb.io_errors as f64,
+        Better::Lower,
+        true,
+        0.0,
+    ));
+    rows.push(row(
+        "host CPU busy",
+        "%",
+        a.host.cpu_busy_avg_pct,
+        b.host.cpu_busy_avg_pct,
+        Better::Lower,
+        false,
+        tol,
+    ));
+    (rows, notes)
+}
+
+/// The mail-run rows: response time, flow, delivery, errors and each task's p95.
+fn mail_rows(a: &crate::load::MailDoc, b: &crate::load::MailDoc, tol: f64) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let (a, b) = (&a.raw, &b.raw);
+    let g = |v: &Value, p: &str| fnum(v, p).unwrap_or(0.0);
+    rows.push(row(
+        "weighted p95 score",
+        "ms",
+        g(a, "score.weighted_p95_ms"),
+        g(b, "score.weighted_p95_ms"),
+        Better::Lower,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "messages delivered per simulated hour",
+        "/h",
+        g(a, "mail_flow.per_simulated_hour.delivered"),
+        g(b, "mail_flow.per_simulated_hour.delivered"),
+        Better::Higher,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "delivery latency p95",
+        "ms",
+        g(a, "delivery_latency.summary.p95_ms"),
+        g(b, "delivery_latency.summary.p95_ms"),
+        Better::Lower,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "deliveries within time",
+        "%",
+        g(a, "delivery_latency.within_pct"),
+        g(b, "delivery_latency.within_pct"),
+        Better::Higher,
+        true,
+        tol,
+    ));
+    rows.push(row(
+        "errors",
+        "",
+        g(a, "errors.total"),
+        g(b, "errors.total"),
+        Better::Lower,
+        true,
+        0.0,
+    ));
+    if let (Some(ta), Some(tb)) = (
+        a.get("tasks").and_then(Value::as_object),
+        b.get("tasks").and_then(Value::as_object),
+    ) {
+        for (k, va) in ta {
+            if let Some(vb) = tb.get(k) {
+                rows.push(row(
+                    &format!("{k} p95"),
+                    "ms",
+                    g(va, "p95_ms"),
+                    g(vb, "p95_ms"),
+                    Better::Lower,
+                    false,
+                    tol,
+                ));
+            }
+        }
+    }
+    rows
+}
+
 /// Compares two results of the same kind.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> {
     let (kb, kn) = (base.kind(), new.kind());
     if kb != kn {
@@ -97,178 +274,11 @@ pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> 
         )));
     }
     let tol = tolerance_pct;
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    match (base, new) {
-        (Doc::Storage(a), Doc::Storage(b)) => {
-            let (a, b) = (&a.result, &b.result);
-            if a.spec.test_type != b.spec.test_type || a.spec.profile.name != b.spec.profile.name {
-                notes.push(format!(
-                    "the tests differ: {:?}/{} vs {:?}/{}",
-                    a.spec.test_type, a.spec.profile.name, b.spec.test_type, b.spec.profile.name
-                ));
-            }
-            if a.spec.target_iops != b.spec.target_iops {
-                notes.push(format!(
-                    "target IOPS differ: {:?} vs {:?}",
-                    a.spec.target_iops, b.spec.target_iops
-                ));
-            }
-            let (ta, tb) = (&a.total, &b.total);
-            rows.push(row(
-                "transactional IOPS",
-                "IOPS",
-                ta.transactional_iops,
-                tb.transactional_iops,
-                Better::Higher,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "transactions per second",
-                "/s",
-                ta.transactions_per_s,
-                tb.transactions_per_s,
-                Better::Higher,
-                true,
-                tol,
-            ));
-            for (n, label) in [
-                ("db_read", "database read"),
-                ("log_write", "log write"),
-                ("db_write", "database write"),
-            ] {
-                let (Some(ca), Some(cb)) = (ta.classes.get(n), tb.classes.get(n)) else {
-                    continue;
-                };
-                let (la, lb) = (&ca.latency_ms, &cb.latency_ms);
-                let gated = n != "db_write";
-                for (stat, x, y, g) in [
-                    ("avg", la.avg, lb.avg, gated),
-                    ("p95", la.p95, lb.p95, gated),
-                    ("p99", la.p99, lb.p99, gated),
-                    ("max", la.max, lb.max, false),
-                ] {
-                    rows.push(row(
-                        &format!("{label} latency {stat}"),
-                        "ms",
-                        x,
-                        y,
-                        Better::Lower,
-                        g,
-                        tol,
-                    ));
-                }
-            }
-            let (xa, xb) = (&ta.transaction_latency_ms, &tb.transaction_latency_ms);
-            rows.push(row(
-                "transaction response p99",
-                "ms",
-                xa.p99,
-                xb.p99,
-                Better::Lower,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "page-fault stalls per second",
-                "/s",
-                ta.page_fault_stalls_per_s,
-                tb.page_fault_stalls_per_s,
-                Better::Lower,
-                false,
-                tol,
-            ));
-            rows.push(row(
-                "I/O errors",
-                "",
-                ta.io_errors as f64,
-                tb.io_errors as f64,
-                Better::Lower,
-                true,
-                0.0,
-            ));
-            rows.push(row(
-                "host CPU busy",
-                "%",
-                a.host.cpu_busy_avg_pct,
-                b.host.cpu_busy_avg_pct,
-                Better::Lower,
-                false,
-                tol,
-            ));
-        }
-        (Doc::Mail(a), Doc::Mail(b)) => {
-            let (a, b) = (&a.raw, &b.raw);
-            let g = |v: &Value, p: &str| fnum(v, p).unwrap_or(0.0);
-            rows.push(row(
-                "weighted p95 score",
-                "ms",
-                g(a, "score.weighted_p95_ms"),
-                g(b, "score.weighted_p95_ms"),
-                Better::Lower,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "messages delivered per simulated hour",
-                "/h",
-                g(a, "mail_flow.per_simulated_hour.delivered"),
-                g(b, "mail_flow.per_simulated_hour.delivered"),
-                Better::Higher,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "delivery latency p95",
-                "ms",
-                g(a, "delivery_latency.summary.p95_ms"),
-                g(b, "delivery_latency.summary.p95_ms"),
-                Better::Lower,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "deliveries within time",
-                "%",
-                g(a, "delivery_latency.within_pct"),
-                g(b, "delivery_latency.within_pct"),
-                Better::Higher,
-                true,
-                tol,
-            ));
-            rows.push(row(
-                "errors",
-                "",
-                g(a, "errors.total"),
-                g(b, "errors.total"),
-                Better::Lower,
-                true,
-                0.0,
-            ));
-            if let (Some(ta), Some(tb)) = (
-                a.get("tasks").and_then(Value::as_object),
-                b.get("tasks").and_then(Value::as_object),
-            ) {
-                for (k, va) in ta {
-                    if let Some(vb) = tb.get(k) {
-                        rows.push(row(
-                            &format!("{k} p95"),
-                            "ms",
-                            g(va, "p95_ms"),
-                            g(vb, "p95_ms"),
-                            Better::Lower,
-                            false,
-                            tol,
-                        ));
-                    }
-                }
-            }
-        }
+    let (rows, mut notes) = match (base, new) {
+        (Doc::Storage(a), Doc::Storage(b)) => storage_rows(a, b, tol),
+        (Doc::Mail(a), Doc::Mail(b)) => (mail_rows(a, b, tol), Vec::new()),
         (Doc::Other(a), Doc::Other(b)) if kb == "mail-sweep" => {
-            let (r, n) = crate::sweep_compare::rows(&a.raw, &b.raw, tol)?;
-            rows = r;
-            notes = n;
+            crate::sweep_compare::rows(&a.raw, &b.raw, tol)?
         }
         _ => {
             return Err(Error::usage(format!(
@@ -276,7 +286,7 @@ pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> 
                 base.source().display()
             )));
         }
-    }
+    };
     let (sa, sb) = (status_of(base.raw()), status_of(new.raw()));
     let mut regressions = rows.iter().filter(|r| r.regression).count();
     let pass = serde_json::to_value(Status::Pass)

@@ -368,91 +368,36 @@ fn nines(p: f64) -> f64 {
     -q.log10()
 }
 
-/// Renders a line chart.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-pub fn line_chart(c: &LineChart) -> String {
-    let mut o = head(&c.id, &c.title);
-    let items: Vec<(String, String, bool)> = c
-        .lines
-        .iter()
-        .map(|l| (l.name.clone(), l.color.clone(), l.dashed))
-        .chain(
-            c.hlines
-                .iter()
-                .map(|h| (h.label.clone(), h.color.clone(), true)),
-        )
-        .collect();
-    let (leg, leg_h) = legend(&items, 60.0, 42.0, W - 80.0);
+/// The legend and the plot frame under it, for charts of the standard size.
+fn legend_and_frame(o: &mut String, items: &[(String, String, bool)], bottom: f64) -> Frame {
+    let (leg, leg_h) = legend(items, 60.0, 42.0, W - 80.0);
     o.push_str(&leg);
     let top = 30.0 + leg_h + 8.0;
-    let fr = Frame {
+    Frame {
         x: 62.0,
         y: top,
         w: W - 62.0 - 18.0,
-        h: H - top - 46.0,
-    };
-    let xs: Vec<f64> = c
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .filter(|v| v.is_finite())
-        .collect();
-    let ys: Vec<f64> = c
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .filter(|v| v.is_finite())
-        .collect();
-    if xs.is_empty() {
-        no_data(&mut o, &fr);
-        o.push_str("</svg>");
-        return o;
+        h: H - top - bottom,
     }
-    // x mapping.
-    let tx = |x: f64| -> f64 {
-        match c.x_axis {
-            XAxis::Linear => x,
-            XAxis::Nines => nines(x),
-        }
-    };
-    let (x_lo, x_hi, x_ticks): (f64, f64, Vec<(f64, String)>) = match c.x_axis {
-        XAxis::Linear => {
-            let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min).min(0.0);
-            let hi = xs
-                .iter()
-                .cloned()
-                .fold(f64::NEG_INFINITY, f64::max)
-                .max(lo + 1e-9);
-            let step = nice_step(hi - lo, 8);
-            let mut t = Vec::new();
-            let mut v = (lo / step).ceil() * step;
-            while v <= hi + step * 1e-6 {
-                t.push((v, tick_label(v, step)));
-                v += step;
-            }
-            (lo, hi, t)
-        }
-        XAxis::Nines => {
-            let hi_p = xs.iter().cloned().fold(0.0f64, f64::max);
-            let hi = nines(hi_p).clamp(2.0, 6.0).ceil();
-            let labels = ["0", "90", "99", "99.9", "99.99", "99.999", "99.9999"];
-            let mut t: Vec<(f64, String)> = (0..=hi as usize)
-                .map(|i| (i as f64, labels.get(i).unwrap_or(&"").to_string()))
-                .collect();
-            t.insert(1, (nines(50.0), "50".into()));
-            (0.0, hi, t)
-        }
-    };
-    let refs: Vec<f64> = c.hlines.iter().map(|h| h.value).collect();
-    let mut ym = y_range(&ys, &refs, c.y_scale);
-    if let Some(top) = c.y_max
-        && !ym.log
-    {
-        ym.hi = top.max(ym.lo + 1e-9);
-    }
-    let px = |x: f64| fr.x + (tx(x) - x_lo) / (x_hi - x_lo).max(1e-12) * fr.w;
-    let py = |y: f64| fr.y + fr.h - ym.t(y).clamp(0.0, 1.0) * fr.h;
+}
 
+/// Legend items: the series (solid unless dashed), then the dashed reference lines.
+fn legend_items<'a>(
+    series: impl Iterator<Item = (&'a String, &'a String, bool)>,
+    hlines: &[HLine],
+) -> Vec<(String, String, bool)> {
+    series
+        .map(|(n, c, d)| (n.clone(), c.clone(), d))
+        .chain(
+            hlines
+                .iter()
+                .map(|h| (h.label.clone(), h.color.clone(), true)),
+        )
+        .collect()
+}
+
+/// The white plot rectangle.
+fn plot_rect(o: &mut String, fr: &Frame) {
     let _ = write!(
         o,
         r##"<rect class="plot" x="{}" y="{}" width="{}" height="{}" fill="#ffffff" stroke="#d0d7de"/>"##,
@@ -461,7 +406,117 @@ pub fn line_chart(c: &LineChart) -> String {
         f(fr.w),
         f(fr.h)
     );
-    for b in &c.bands {
+}
+
+/// Horizontal grid lines with the y tick labels at the left.
+fn y_grid(o: &mut String, ym: &YMap, fr: &Frame, py: &dyn Fn(f64) -> f64) {
+    for (v, lab) in ym.ticks() {
+        let y = py(v);
+        let _ = write!(
+            o,
+            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            f(fr.x),
+            f(fr.x + fr.w),
+            f(y),
+            f(y),
+            f(fr.x - 6.0),
+            f(y + 4.0),
+            esc(&lab)
+        );
+    }
+}
+
+/// Vertical grid lines with labels under the plot, at positions `x`.
+fn x_grid(o: &mut String, ticks: &[(f64, String)], fr: &Frame, x: &dyn Fn(f64) -> f64) {
+    for (v, lab) in ticks {
+        let x = x(*v);
+        let _ = write!(
+            o,
+            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+            f(x),
+            f(x),
+            f(fr.y),
+            f(fr.y + fr.h),
+            f(x),
+            f(fr.y + fr.h + 15.0),
+            esc(lab)
+        );
+    }
+}
+
+/// The rotated y axis title, marked when the scale is logarithmic.
+fn y_title(o: &mut String, fr: &Frame, label: &str, log: bool) {
+    let _ = write!(
+        o,
+        r##"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle" font-size="12" fill="#1f2328">{}</text>"##,
+        f(fr.y + fr.h / 2.0),
+        esc(&format!(
+            "{}{}",
+            label,
+            if log { " (log scale)" } else { "" }
+        ))
+    );
+}
+
+/// An axis title centred under the plot at height `y`.
+fn x_title(o: &mut String, fr: &Frame, y: f64, label: &str) {
+    let _ = write!(
+        o,
+        r##"<text x="{}" y="{}" text-anchor="middle" font-size="12" fill="#1f2328">{}</text>"##,
+        f(fr.x + fr.w / 2.0),
+        f(y),
+        esc(label)
+    );
+}
+
+/// The x range and ticks of a line chart.
+struct XScale {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<(f64, String)>,
+}
+
+impl XScale {
+    fn new(axis: XAxis, xs: &[f64]) -> XScale {
+        match axis {
+            XAxis::Linear => {
+                let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min).min(0.0);
+                let hi = xs
+                    .iter()
+                    .cloned()
+                    .fold(f64::NEG_INFINITY, f64::max)
+                    .max(lo + 1e-9);
+                let step = nice_step(hi - lo, 8);
+                let mut ticks = Vec::new();
+                let mut v = (lo / step).ceil() * step;
+                while v <= hi + step * 1e-6 {
+                    ticks.push((v, tick_label(v, step)));
+                    v += step;
+                }
+                XScale { lo, hi, ticks }
+            }
+            XAxis::Nines => {
+                let hi_p = xs.iter().cloned().fold(0.0f64, f64::max);
+                let hi = nines(hi_p).clamp(2.0, 6.0).ceil();
+                let labels = ["0", "90", "99", "99.9", "99.99", "99.999", "99.9999"];
+                let mut ticks: Vec<(f64, String)> = (0..=hi as usize)
+                    .map(|i| (i as f64, labels.get(i).unwrap_or(&"").to_string()))
+                    .collect();
+                ticks.insert(1, (nines(50.0), "50".into()));
+                XScale { lo: 0.0, hi, ticks }
+            }
+        }
+    }
+
+    /// Where an axis value (after the axis transform) falls in the frame.
+    fn at(&self, fr: &Frame, v: f64) -> f64 {
+        fr.x + (v - self.lo) / (self.hi - self.lo).max(1e-12) * fr.w
+    }
+}
+
+/// Shaded x ranges (warm-up, shutdown), labelled where the label fits.
+fn bands(o: &mut String, bands: &[Band], fr: &Frame, px: &dyn Fn(f64) -> f64) {
+    for b in bands {
         let x0 = px(b.x0).clamp(fr.x, fr.x + fr.w);
         let x1 = px(b.x1).clamp(fr.x, fr.x + fr.w);
         if x1 > x0 + 1.0 {
@@ -483,91 +538,99 @@ pub fn line_chart(c: &LineChart) -> String {
             );
         }
     }
-    // Grid and ticks.
-    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
-    for (v, lab) in ym.ticks() {
-        let y = py(v);
-        let _ = write!(
-            o,
-            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-            f(fr.x),
-            f(fr.x + fr.w),
-            f(y),
-            f(y),
-            f(fr.x - 6.0),
-            f(y + 4.0),
-            esc(&lab)
-        );
+}
+
+/// One line as a path, with point markers when it has few points.
+fn series(o: &mut String, l: &Line, px: &dyn Fn(f64) -> f64, py: &dyn Fn(f64) -> f64) {
+    let pts: Vec<(f64, f64)> = l
+        .points
+        .iter()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .map(|(x, y)| (px(*x), py(*y)))
+        .collect();
+    if pts.is_empty() {
+        return;
     }
-    for (v, lab) in &x_ticks {
-        let x = fr.x + (v - x_lo) / (x_hi - x_lo).max(1e-12) * fr.w;
-        let _ = write!(
-            o,
-            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
-            f(x),
-            f(x),
-            f(fr.y),
-            f(fr.y + fr.h),
-            f(x),
-            f(fr.y + fr.h + 15.0),
-            esc(lab)
-        );
+    let mut d = String::new();
+    for (i, (x, y)) in pts.iter().enumerate() {
+        let _ = write!(d, "{}{} {}", if i == 0 { "M" } else { " L" }, f(*x), f(*y));
     }
-    o.push_str("</g>");
-    // Axis titles.
+    let dash = if l.dashed {
+        r#" stroke-dasharray="5 3""#
+    } else {
+        ""
+    };
     let _ = write!(
         o,
-        r##"<text x="{}" y="{}" text-anchor="middle" font-size="12" fill="#1f2328">{}</text><text transform="translate(16 {}) rotate(-90)" text-anchor="middle" font-size="12" fill="#1f2328">{}</text>"##,
-        f(fr.x + fr.w / 2.0),
-        f(H - 10.0),
-        esc(&c.x_label),
-        f(fr.y + fr.h / 2.0),
-        esc(&format!(
-            "{}{}",
-            c.y_label,
-            if ym.log { " (log scale)" } else { "" }
-        ))
+        r#"<g class="series" data-name="{}"><path d="{d}" fill="none" stroke="{}" stroke-width="2" stroke-linejoin="round"{dash}/>"#,
+        esc(&l.name),
+        esc(&l.color)
     );
-    // Reference lines.
+    if pts.len() <= 40 {
+        for (x, y) in &pts {
+            let _ = write!(
+                o,
+                r#"<circle cx="{}" cy="{}" r="2.5" fill="{}"/>"#,
+                f(*x),
+                f(*y),
+                esc(&l.color)
+            );
+        }
+    }
+    o.push_str("</g>");
+}
+
+/// The finite values of the lines' points, x (first) or y.
+fn finite(lines: &[Line], pick: fn(&(f64, f64)) -> f64) -> Vec<f64> {
+    lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(pick))
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// Renders a line chart.
+pub fn line_chart(c: &LineChart) -> String {
+    let mut o = head(&c.id, &c.title);
+    let items = legend_items(
+        c.lines.iter().map(|l| (&l.name, &l.color, l.dashed)),
+        &c.hlines,
+    );
+    let fr = legend_and_frame(&mut o, &items, 46.0);
+    let xs = finite(&c.lines, |p| p.0);
+    let ys = finite(&c.lines, |p| p.1);
+    if xs.is_empty() {
+        no_data(&mut o, &fr);
+        o.push_str("</svg>");
+        return o;
+    }
+    let tx = |x: f64| -> f64 {
+        match c.x_axis {
+            XAxis::Linear => x,
+            XAxis::Nines => nines(x),
+        }
+    };
+    let xsc = XScale::new(c.x_axis, &xs);
+    let refs: Vec<f64> = c.hlines.iter().map(|h| h.value).collect();
+    let mut ym = y_range(&ys, &refs, c.y_scale);
+    if let Some(top) = c.y_max
+        && !ym.log
+    {
+        ym.hi = top.max(ym.lo + 1e-9);
+    }
+    let px = |x: f64| xsc.at(&fr, tx(x));
+    let py = |y: f64| fr.y + fr.h - ym.t(y).clamp(0.0, 1.0) * fr.h;
+    plot_rect(&mut o, &fr);
+    bands(&mut o, &c.bands, &fr, &px);
+    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
+    y_grid(&mut o, &ym, &fr, &py);
+    x_grid(&mut o, &xsc.ticks, &fr, &|v| xsc.at(&fr, v));
+    o.push_str("</g>");
+    x_title(&mut o, &fr, H - 10.0, &c.x_label);
+    y_title(&mut o, &fr, &c.y_label, ym.log);
     o.push_str(&thresholds(&c.hlines, &fr, &py));
-    // Series.
     for l in &c.lines {
-        let pts: Vec<(f64, f64)> = l
-            .points
-            .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .map(|(x, y)| (px(*x), py(*y)))
-            .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let mut d = String::new();
-        for (i, (x, y)) in pts.iter().enumerate() {
-            let _ = write!(d, "{}{} {}", if i == 0 { "M" } else { " L" }, f(*x), f(*y));
-        }
-        let dash = if l.dashed {
-            r#" stroke-dasharray="5 3""#
-        } else {
-            ""
-        };
-        let _ = write!(
-            o,
-            r#"<g class="series" data-name="{}"><path d="{d}" fill="none" stroke="{}" stroke-width="2" stroke-linejoin="round"{dash}/>"#,
-            esc(&l.name),
-            esc(&l.color)
-        );
-        if pts.len() <= 40 {
-            for (x, y) in &pts {
-                let _ = write!(
-                    o,
-                    r#"<circle cx="{}" cy="{}" r="2.5" fill="{}"/>"#,
-                    f(*x),
-                    f(*y),
-                    esc(&l.color)
-                );
-            }
-        }
-        o.push_str("</g>");
+        series(&mut o, l, &px, &py);
     }
     o.push_str("</svg>");
     o
@@ -592,72 +655,10 @@ pub struct BarChart {
     pub y_scale: YScale,
 }
 
-/// Grouped vertical bars (e.g. per instance).
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-pub fn bar_chart(c: &BarChart) -> String {
-    let mut o = head(&c.id, &c.title);
-    let items: Vec<(String, String, bool)> = c
-        .groups
-        .iter()
-        .map(|g| (g.name.clone(), g.color.clone(), false))
-        .chain(
-            c.hlines
-                .iter()
-                .map(|h| (h.label.clone(), h.color.clone(), true)),
-        )
-        .collect();
-    let (leg, leg_h) = legend(&items, 60.0, 42.0, W - 80.0);
-    o.push_str(&leg);
-    let top = 30.0 + leg_h + 8.0;
-    let fr = Frame {
-        x: 62.0,
-        y: top,
-        w: W - 62.0 - 18.0,
-        h: H - top - 40.0,
-    };
-    let vals: Vec<f64> = c
-        .groups
-        .iter()
-        .flat_map(|g| g.values.iter().cloned())
-        .filter(|v| v.is_finite())
-        .collect();
-    if c.categories.is_empty() || !vals.iter().any(|v| *v > 0.0) {
-        no_data(&mut o, &fr);
-        o.push_str("</svg>");
-        return o;
-    }
-    let refs: Vec<f64> = c.hlines.iter().map(|h| h.value).collect();
-    let ym = y_range(&vals, &refs, c.y_scale);
-    let py = |y: f64| fr.y + fr.h - ym.t(y).clamp(0.0, 1.0) * fr.h;
-    let _ = write!(
-        o,
-        r##"<rect class="plot" x="{}" y="{}" width="{}" height="{}" fill="#ffffff" stroke="#d0d7de"/>"##,
-        f(fr.x),
-        f(fr.y),
-        f(fr.w),
-        f(fr.h)
-    );
-    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
-    for (v, lab) in ym.ticks() {
-        let y = py(v);
-        let _ = write!(
-            o,
-            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-            f(fr.x),
-            f(fr.x + fr.w),
-            f(y),
-            f(y),
-            f(fr.x - 6.0),
-            f(y + 4.0),
-            esc(&lab)
-        );
-    }
-    let n = c.categories.len() as f64;
-    let slot = fr.w / n;
-    let ng = c.groups.len().max(1) as f64;
-    let bar_w = (slot * 0.8 / ng).min(48.0);
+/// The category labels under the bars, shortened with an ellipsis to their slot.
+fn category_labels(o: &mut String, categories: &[String], fr: &Frame, slot: f64) {
     let max_chars = ((slot / CHAR_W) as usize).max(3);
-    for (i, cat) in c.categories.iter().enumerate() {
+    for (i, cat) in categories.iter().enumerate() {
         let cx = fr.x + slot * (i as f64 + 0.5);
         let label: String = if cat.chars().count() > max_chars {
             cat.chars().take(max_chars - 1).collect::<String>() + "…"
@@ -673,17 +674,13 @@ pub fn bar_chart(c: &BarChart) -> String {
             esc(&label)
         );
     }
-    o.push_str("</g>");
-    let _ = write!(
-        o,
-        r##"<text transform="translate(16 {}) rotate(-90)" text-anchor="middle" font-size="12" fill="#1f2328">{}</text>"##,
-        f(fr.y + fr.h / 2.0),
-        esc(&format!(
-            "{}{}",
-            c.y_label,
-            if ym.log { " (log scale)" } else { "" }
-        ))
-    );
+}
+
+/// Every group's bars, side by side within each category's slot.
+fn bar_groups(o: &mut String, c: &BarChart, fr: &Frame, py: &dyn Fn(f64) -> f64) {
+    let slot = fr.w / c.categories.len() as f64;
+    let ng = c.groups.len().max(1) as f64;
+    let bar_w = (slot * 0.8 / ng).min(48.0);
     let base = fr.y + fr.h;
     for (gi, g) in c.groups.iter().enumerate() {
         let _ = write!(
@@ -712,6 +709,37 @@ pub fn bar_chart(c: &BarChart) -> String {
         }
         o.push_str("</g>");
     }
+}
+
+/// Grouped vertical bars (e.g. per instance).
+pub fn bar_chart(c: &BarChart) -> String {
+    let mut o = head(&c.id, &c.title);
+    let items = legend_items(
+        c.groups.iter().map(|g| (&g.name, &g.color, false)),
+        &c.hlines,
+    );
+    let fr = legend_and_frame(&mut o, &items, 40.0);
+    let vals: Vec<f64> = c
+        .groups
+        .iter()
+        .flat_map(|g| g.values.iter().cloned())
+        .filter(|v| v.is_finite())
+        .collect();
+    if c.categories.is_empty() || !vals.iter().any(|v| *v > 0.0) {
+        no_data(&mut o, &fr);
+        o.push_str("</svg>");
+        return o;
+    }
+    let refs: Vec<f64> = c.hlines.iter().map(|h| h.value).collect();
+    let ym = y_range(&vals, &refs, c.y_scale);
+    let py = |y: f64| fr.y + fr.h - ym.t(y).clamp(0.0, 1.0) * fr.h;
+    plot_rect(&mut o, &fr);
+    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
+    y_grid(&mut o, &ym, &fr, &py);
+    category_labels(&mut o, &c.categories, &fr, fr.w / c.categories.len() as f64);
+    o.push_str("</g>");
+    y_title(&mut o, &fr, &c.y_label, ym.log);
+    bar_groups(&mut o, c, &fr, &py);
     o.push_str(&thresholds(&c.hlines, &fr, &py));
     o.push_str("</svg>");
     o
@@ -729,12 +757,12 @@ pub struct HBarChart {
     pub limit: Option<(f64, String)>,
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-pub fn hbar_chart(c: &HBarChart) -> String {
-    let row_h = 18.0;
-    let top = 40.0;
-    let height = (top + row_h * c.rows.len().max(3) as f64 + 44.0).max(H);
-    let mut o = format!(
+const HBAR_ROW: f64 = 18.0;
+
+/// The SVG head of a horizontal bar chart, as tall as its rows need.
+fn hbar_head(c: &HBarChart) -> String {
+    let height = (40.0 + HBAR_ROW * c.rows.len().max(3) as f64 + 44.0).max(H);
+    format!(
         r##"<svg class="chart" id="{}" viewBox="0 0 {W} {}" role="img" aria-label="{}" font-family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif"><title>{}</title><rect class="bg" x="0" y="0" width="{W}" height="{}" fill="#ffffff"/><text x="12" y="20" font-size="14" font-weight="600" fill="#1f2328">{}</text>"##,
         esc(&c.id),
         f(height),
@@ -742,7 +770,11 @@ pub fn hbar_chart(c: &HBarChart) -> String {
         esc(&c.title),
         f(height),
         esc(&c.title)
-    );
+    )
+}
+
+/// The plot frame right of the row labels.
+fn hbar_frame(c: &HBarChart) -> Frame {
     let label_w = c
         .rows
         .iter()
@@ -751,61 +783,16 @@ pub fn hbar_chart(c: &HBarChart) -> String {
         .unwrap_or(4) as f64
         * CHAR_W
         + 16.0;
-    let fr = Frame {
+    Frame {
         x: label_w.clamp(60.0, 220.0),
-        y: top,
+        y: 40.0,
         w: W - label_w.clamp(60.0, 220.0) - 24.0,
-        h: row_h * c.rows.len().max(3) as f64,
-    };
-    let vals: Vec<f64> = c.rows.iter().map(|r| r.1).collect();
-    if c.rows.is_empty() {
-        no_data(&mut o, &fr);
-        o.push_str("</svg>");
-        return o;
+        h: HBAR_ROW * c.rows.len().max(3) as f64,
     }
-    let refs: Vec<f64> = c.limit.iter().map(|l| l.0).collect();
-    let ym = y_range(&vals, &refs, YScale::Linear);
-    let px = |v: f64| fr.x + ym.t(v).clamp(0.0, 1.0) * fr.w;
-    let _ = write!(
-        o,
-        r##"<rect class="plot" x="{}" y="{}" width="{}" height="{}" fill="#ffffff" stroke="#d0d7de"/>"##,
-        f(fr.x),
-        f(fr.y),
-        f(fr.w),
-        f(fr.h)
-    );
-    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
-    for (v, lab) in ym.ticks() {
-        let x = px(v);
-        let _ = write!(
-            o,
-            r##"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#eaeef2"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
-            f(x),
-            f(x),
-            f(fr.y),
-            f(fr.y + fr.h),
-            f(x),
-            f(fr.y + fr.h + 15.0),
-            esc(&lab)
-        );
-    }
-    for (i, (lab, _)) in c.rows.iter().enumerate() {
-        let _ = write!(
-            o,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            f(fr.x - 6.0),
-            f(fr.y + row_h * (i as f64 + 0.5) + 4.0),
-            esc(lab)
-        );
-    }
-    o.push_str("</g>");
-    let _ = write!(
-        o,
-        r##"<text x="{}" y="{}" text-anchor="middle" font-size="12" fill="#1f2328">{}</text>"##,
-        f(fr.x + fr.w / 2.0),
-        f(fr.y + fr.h + 34.0),
-        esc(&c.x_label)
-    );
+}
+
+/// One bar per row, drawn in `over_color` beyond the limit.
+fn hbar_rows(o: &mut String, c: &HBarChart, fr: &Frame, px: &dyn Fn(f64) -> f64) {
     o.push_str(r#"<g class="series bars" data-name="values">"#);
     for (i, (lab, v)) in c.rows.iter().enumerate() {
         let over = c.limit.as_ref().is_some_and(|l| *v > l.0);
@@ -814,28 +801,62 @@ pub fn hbar_chart(c: &HBarChart) -> String {
             o,
             r#"<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {}</title></rect>"#,
             f(fr.x),
-            f(fr.y + row_h * i as f64 + 3.0),
+            f(fr.y + HBAR_ROW * i as f64 + 3.0),
             f(w),
-            f(row_h - 6.0),
+            f(HBAR_ROW - 6.0),
             esc(if over { &c.over_color } else { &c.color }),
             esc(lab),
             esc(&crate::fmt::num(*v))
         );
     }
     o.push_str("</g>");
-    if let Some((v, lab)) = &c.limit {
-        let x = px(*v);
+}
+
+/// The vertical limit line with its label above the plot.
+fn hbar_limit(o: &mut String, fr: &Frame, x: f64, label: &str) {
+    let _ = write!(
+        o,
+        r#"<g class="threshold"><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{RED}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{}" y="{}" text-anchor="end" font-size="11" fill="{RED}">{}</text></g>"#,
+        f(x),
+        f(x),
+        f(fr.y - 4.0),
+        f(fr.y + fr.h),
+        f(x - 4.0),
+        f(fr.y - 6.0),
+        esc(label)
+    );
+}
+
+pub fn hbar_chart(c: &HBarChart) -> String {
+    let mut o = hbar_head(c);
+    let fr = hbar_frame(c);
+    if c.rows.is_empty() {
+        no_data(&mut o, &fr);
+        o.push_str("</svg>");
+        return o;
+    }
+    let vals: Vec<f64> = c.rows.iter().map(|r| r.1).collect();
+    let refs: Vec<f64> = c.limit.iter().map(|l| l.0).collect();
+    let ym = y_range(&vals, &refs, YScale::Linear);
+    let px = |v: f64| fr.x + ym.t(v).clamp(0.0, 1.0) * fr.w;
+    plot_rect(&mut o, &fr);
+    o.push_str(r##"<g class="axis" font-size="11" fill="#57606a">"##);
+    let ticks = ym.ticks();
+    x_grid(&mut o, &ticks, &fr, &px);
+    for (i, (lab, _)) in c.rows.iter().enumerate() {
         let _ = write!(
             o,
-            r#"<g class="threshold"><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{RED}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{}" y="{}" text-anchor="end" font-size="11" fill="{RED}">{}</text></g>"#,
-            f(x),
-            f(x),
-            f(fr.y - 4.0),
-            f(fr.y + fr.h),
-            f(x - 4.0),
-            f(fr.y - 6.0),
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            f(fr.x - 6.0),
+            f(fr.y + HBAR_ROW * (i as f64 + 0.5) + 4.0),
             esc(lab)
         );
+    }
+    o.push_str("</g>");
+    x_title(&mut o, &fr, fr.y + fr.h + 34.0, &c.x_label);
+    hbar_rows(&mut o, c, &fr, &px);
+    if let Some((v, lab)) = &c.limit {
+        hbar_limit(&mut o, &fr, px(*v), lab);
     }
     o.push_str("</svg>");
     o

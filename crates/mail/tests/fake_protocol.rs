@@ -388,6 +388,66 @@ fn every_message_of_a_run_is_conformant() {
     }
 }
 
+/// One message of each kind the profiles produce, each from a run whose
+/// profile has only that task, shown as mail-parser parses it (key headers,
+/// MIME tree with content types and transfer encodings; visible with
+/// `--nocapture`) and checked: conformant, Message-IDs in one pair of angle
+/// brackets, replies naming the message they answer, a forward's
+/// message/rfc822 part never base64 or quoted-printable (RFC 2046 5.2.1),
+/// meeting requests and appointments carrying their iCalendar method.
+#[test]
+fn one_message_of_each_kind_is_shown_and_conformant() {
+    for (kind, task) in [
+        ("send", "[tasks.send]\nper_day = 200\nrecipients = 2.0\n"),
+        ("reply", "[tasks.reply]\nper_day = 200\nrecipients = 1.0\n"),
+        (
+            "reply all",
+            "[tasks.reply_all]\nper_day = 200\nrecipients = 3.0\n",
+        ),
+        (
+            "forward",
+            "[tasks.forward]\nper_day = 200\nrecipients = 1.0\n",
+        ),
+        (
+            "meeting request",
+            "[tasks.request_meeting]\nper_day = 200\nrecipients = 2.0\n",
+        ),
+        ("appointment", "[tasks.make_appointment]\nper_day = 200\n"),
+    ] {
+        let fake = Fake::start(FakeConfig::default());
+        let env = Env::new();
+        let profile = env.profile(&profile_toml(kind, 0, task));
+        let o = env.options(&fake, 4, &profile);
+        assert_eq!(do_setup(&o).0, ExitStatus::Pass, "{kind}: setup");
+        let (_, v) = do_run(&short_day(o, 3));
+        assert_eq!(errors(&v), 0, "{kind}: {}", v["errors"]);
+        let raw = if kind == "appointment" {
+            (1..=4)
+                .flat_map(|n| fake.messages(&format!("user{n}@fake.test"), "Calendar"))
+                .next()
+        } else {
+            fake.state.lock().unwrap().submitted.first().cloned()
+        };
+        let raw = raw.unwrap_or_else(|| panic!("{kind}: no message was made"));
+        println!("== {kind} ==\n{}", conform::describe(&raw));
+        let p = conform::check(kind, &raw);
+        let irt = conform::ids(p.in_reply_to());
+        if kind.starts_with("reply") {
+            assert_eq!(irt.len(), 1, "{kind}: In-Reply-To {irt:?}");
+            assert!(conform::ids(p.references()).contains(&irt[0]), "{kind}");
+        } else {
+            assert!(irt.is_empty(), "{kind}: In-Reply-To {irt:?}");
+        }
+        let text = String::from_utf8_lossy(&raw);
+        match kind {
+            "forward" => assert!(p.parts.iter().any(|x| x.message().is_some()), "{kind}"),
+            "meeting request" => assert!(text.contains("METHOD:REQUEST"), "{kind}"),
+            "appointment" => assert!(text.contains("METHOD:PUBLISH"), "{kind}"),
+            _ => {}
+        }
+    }
+}
+
 /// Servers that refuse a login by quoting the command back (IMAP LOGIN with
 /// the password, SMTP AUTH PLAIN and ManageSieve AUTHENTICATE with its
 /// base64 token): the password appears in no error, sample, test.log,

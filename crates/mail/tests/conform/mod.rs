@@ -132,3 +132,73 @@ pub fn ids(v: &mail_parser::HeaderValue<'_>) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// The structure of a message as text: its key header lines as written
+/// (unfolded: Message-ID, In-Reply-To, References, Content-Type,
+/// Content-Transfer-Encoding) and the MIME tree as mail-parser sees it, one
+/// line per part with its content type, transfer encoding and body size.
+pub fn describe(raw: &[u8]) -> String {
+    let mut out = String::new();
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..end]).replace("\r\n ", " ");
+    let head = head.replace("\r\n\t", " ");
+    for name in [
+        "message-id",
+        "in-reply-to",
+        "references",
+        "content-type",
+        "content-transfer-encoding",
+    ] {
+        for line in head.split("\r\n") {
+            if line
+                .split_once(':')
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
+            {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+    }
+    if let Some(m) = MessageParser::default().parse(raw) {
+        out.push_str("  MIME tree:\n");
+        tree(&m, 0, 2, &mut out);
+    }
+    out
+}
+
+fn tree(m: &Message<'_>, id: usize, depth: usize, out: &mut String) {
+    let Some(part) = m.parts.get(id) else {
+        return;
+    };
+    let ct = part
+        .content_type()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c.ctype().to_ascii_lowercase(),
+                c.subtype().unwrap_or("").to_ascii_lowercase()
+            )
+        })
+        .unwrap_or_else(|| "text/plain (default)".into());
+    let cte = part
+        .content_transfer_encoding()
+        .unwrap_or("7bit (default)")
+        .to_ascii_lowercase();
+    let size = part.offset_end.saturating_sub(part.offset_body);
+    out.push_str(&format!(
+        "{:indent$}- {ct}; transfer encoding {cte}; {size} octets\n",
+        "",
+        indent = depth * 2
+    ));
+    match &part.body {
+        PartType::Multipart(children) => {
+            for c in children {
+                tree(m, *c as usize, depth + 1, out);
+            }
+        }
+        PartType::Message(inner) => tree(inner, 0, depth + 1, out),
+        _ => {}
+    }
+}

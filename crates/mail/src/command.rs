@@ -235,6 +235,13 @@ fn probe(rt: &tokio::runtime::Runtime, p: &mut Prepared, log: &TestLog) -> Resul
     Ok(())
 }
 
+/// Checks everything `mail setup` and `mail run` with options `o` can check
+/// before a run folder is written (exit 2): for callers that create folders
+/// of their own first (`mail sweep`, a run over several hosts).
+pub fn check(o: &Resolved) -> Result<()> {
+    validate(o, &Profile::load(&o.profile)?)
+}
+
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
     tls_of(o)?;
@@ -243,6 +250,9 @@ fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
     }
     if o.target == "local" {
         crate::local::check_prerequisites()?;
+        if let Some(d) = &o.local_dir {
+            mailbench_base::rundir::claim_folder(d, true)?;
+        }
         let dir = o
             .local_dir
             .clone()

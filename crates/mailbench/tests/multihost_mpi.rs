@@ -302,10 +302,51 @@ fn ranks_sharing_a_host_need_rank_in_the_path() {
         .arg(tmp.path().join("same"))
         .args(SMALL);
     let o = run_job(c, Duration::from_secs(60));
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let all = text(&o);
     assert!(all.contains("put `{rank}` in"), "{all}");
     assert!(!tmp.path().join("same").exists(), "nothing may be written");
+    assert!(
+        !tmp.path().join("out").exists(),
+        "no run folder may be made"
+    );
+}
+
+/// Bad input on one rank only (its database folder holds someone else's
+/// file) or on all (an unknown profile): every storage command over two
+/// ranks exits 2 naming the refusing rank, and writes nothing: no run
+/// folder, nothing in the foreign folder, no other rank's databases.
+#[test]
+fn a_refusal_on_any_rank_exits_2_before_any_folder_is_made() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    std::fs::create_dir(tmp.path().join("data-1")).unwrap();
+    std::fs::write(tmp.path().join("data-1/theirs.txt"), "x").unwrap();
+    let out = tmp.path().join("out");
+    for sub in ["init", "run", "verify", "backup", "recover"] {
+        for extra in [&[][..], &["--profile", "exchange1997"][..]] {
+            let mut c = mpirun(2);
+            c.arg(exe())
+                .arg("--output")
+                .arg(&out)
+                .args(["storage", sub, "--path", &data])
+                .args(SMALL)
+                .args(extra);
+            let o = run_job(c, Duration::from_secs(60));
+            let all = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{sub} {extra:?}: {all}");
+            if extra.is_empty() && sub != "verify" && sub != "backup" {
+                assert!(all.contains("rank 1 on host"), "{sub}: {all}");
+            }
+            assert!(!out.exists(), "{sub} {extra:?} made a run folder: {all}");
+            assert!(!tmp.path().join("data-0").exists(), "{sub} {extra:?}");
+            let n = std::fs::read_dir(tmp.path().join("data-1"))
+                .unwrap()
+                .count();
+            assert_eq!(n, 1, "{sub} {extra:?} wrote into the foreign folder");
+        }
+    }
 }
 
 #[test]
@@ -386,6 +427,71 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
         took.as_secs_f64(),
         o.status.code()
     );
+}
+
+/// Ctrl-C during `storage init` over two ranks (mpirun passes the stop on
+/// to the ranks): as on one host, every rank writes its interrupted init
+/// result and rank 0 the aggregate, verdict interrupted; the creation then
+/// resumes where it stopped.
+#[test]
+fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    let out = tmp.path().join("out");
+    let shape = ["--databases", "1", "--db-size", "64MiB"];
+    let mut c = mpirun(2);
+    c.args(["-x", "MAILBENCH_FAULTS"])
+        .env("MAILBENCH_FAULTS", "delay_ms=500,delay_share=1.0")
+        .arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["storage", "init", "--path", &data])
+        .args(shape);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both ranks are creating (their progress files exist), bounded.
+    let t = Instant::now();
+    let creating = |r: usize| tmp.path().join(format!("data-{r}/DB01.mdb.init")).exists();
+    while !(creating(0) && creating(1)) {
+        assert!(t.elapsed() < Duration::from_secs(60), "no creation started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (o, _) = wait(child, Duration::from_secs(60));
+    let run = only_run_dir(&out, "storage-init");
+    let v = json(&run.join("result.json"));
+    assert_eq!(v["verdict"]["status"], "interrupted", "{v}\n{}", text(&o));
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 2, "{v}");
+    for r in 0..2 {
+        let rv = json(&run.join(format!("rank-{r}/result.json")));
+        assert_eq!(rv["verdict"]["status"], "interrupted", "rank {r}: {rv}");
+        assert!(creating(r), "rank {r}: the creation stays resumable");
+    }
+    let mut c = mpirun(2);
+    c.arg(exe())
+        .arg("--output")
+        .arg(tmp.path().join("out2"))
+        .args(["storage", "init", "--path", &data])
+        .args(shape);
+    let o = run_job(c, Duration::from_secs(100));
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&only_run_dir(&tmp.path().join("out2"), "storage-init").join("result.json"));
+    for h in v["hosts"].as_array().unwrap() {
+        assert_eq!(
+            h["result"]["init"]["databases"][0]["action"], "resumed",
+            "{h}"
+        );
+    }
 }
 
 /// Two network namespaces joined by a veth pair; deleted on drop.

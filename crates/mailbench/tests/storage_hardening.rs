@@ -426,3 +426,81 @@ fn ctrl_c_while_waiting_for_the_start_time_writes_an_interrupted_result() {
     assert_eq!(r["window"]["interrupted"], true);
     assert_eq!(r["init"]["databases"][0]["name"], "DB01", "{r}");
 }
+
+/// Every command path, given a bad value, exits 2 and writes nothing: no
+/// results folder, no database folder, nothing new in a foreign folder.
+/// Covers the single-host paths, `--start-at` (storage and mail: the share
+/// is resolved before the run folder exists) and the folders a command
+/// makes before its first run (`mail sweep`).
+#[test]
+fn every_command_refuses_bad_input_before_writing() {
+    let t = tempfile::tempdir().unwrap();
+    let later = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+    )
+    .to_string();
+    let foreign = t.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("theirs.txt"), "not mailbench's").unwrap();
+    std::fs::write(t.path().join("bad.json"), "{\"x\": 1}").unwrap();
+    let f = foreign.to_str().unwrap();
+    let small = ["--databases", "1", "--db-size", "64MiB"];
+    let mut cases: Vec<Vec<&str>> = Vec::new();
+    for sub in ["init", "run", "verify", "backup", "recover"] {
+        cases.push(vec![
+            "storage",
+            sub,
+            "--path",
+            "data",
+            "--profile",
+            "exchange1997",
+        ]);
+    }
+    let at = ["storage", "run", "--path", "data", "--start-at", &later];
+    cases.push([&at[..], &["--profile", "exchange1997"]].concat());
+    cases.push([&at[..], &small, &["--threads", "auto"]].concat());
+    cases.push([&at[..], &["--db-size", "900TiB"]].concat());
+    cases.push([&at[..], &small, &["--log-path", f]].concat());
+    cases.push(vec![
+        "storage",
+        "init",
+        "--path",
+        "data",
+        "--start-at",
+        &later,
+    ]);
+    cases.push(vec!["mail", "setup", "--users", "2", "--local-dir", f]);
+    cases.push(vec!["mail", "run", "--users", "2", "--local-dir", f]);
+    cases.push(vec![
+        "mail",
+        "run",
+        "--users",
+        "2",
+        "--local-dir",
+        f,
+        "--start-at",
+        &later,
+    ]);
+    cases.push(vec!["mail", "sweep", "--users", "2,4", "--local-dir", f]);
+    cases.push(vec!["mail", "run", "--users", "0"]);
+    cases.push(vec!["plan", "--mailboxes", "0", "--mailbox-quota", "2GB"]);
+    cases.push(vec!["report", "render", "bad.json"]);
+    cases.push(vec!["report", "merge", "bad.json", "bad.json"]);
+    cases.push(vec!["report", "compare", "bad.json", "bad.json"]);
+    for args in &cases {
+        let o = bin()
+            .current_dir(t.path())
+            .args(args)
+            .args(["--output", "results"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            !t.path().join("results").exists() && !t.path().join("data").exists(),
+            "{args:?} wrote a folder: {}",
+            text(&o)
+        );
+        let theirs: Vec<_> = std::fs::read_dir(&foreign).unwrap().collect();
+        assert_eq!(theirs.len(), 1, "{args:?} wrote into the foreign folder");
+    }
+}

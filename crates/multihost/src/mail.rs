@@ -63,9 +63,7 @@ pub fn for_rank(mut o: Resolved, rank: usize, size: usize, host: &str) -> Result
 }
 
 /// This rank's `mail run`, its result.json as written.
-pub(crate) fn rank_part(ctx: &Ctx, resolve: MailResolve) -> Result<(RunDir, Value)> {
-    ctx.phase("option resolution");
-    let o = resolve(ctx.rank, ctx.size, &ctx.host)?;
+pub(crate) fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value)> {
     let users = o.users;
     let dir = ctx.rank_dir()?;
     let out = mailbench_mail::Output {

@@ -261,6 +261,16 @@ pub fn command(
         .into_iter()
         .map(|n| String::from_utf8_lossy(&n.unwrap_or_default()).into_owned())
         .collect();
+    // Every rank resolves and checks its share before rank 0 creates the run
+    // folder: bad input on any rank is an error on every rank, nothing written.
+    let hosts_all: Vec<String> = {
+        let bytes = serde_json::to_vec(&hosts_here).map_err(|e| Error::runtime(e.to_string()))?;
+        serde_json::from_slice(&t.broadcast(&bytes, &mut ok)?)
+            .map_err(|e| Error::runtime(format!("host names from rank 0: {e}")))?
+    };
+    let part = resolve_share(share, cmd, rank, size, &host, &hosts_all, opts);
+    agree(t, &part, &hosts_all, &mut ok)?;
+    let part = part?;
     let mut coord = None;
     let setup = if rank == 0 {
         let dir = RunDir::create(output, cmd.kind())?;
@@ -323,11 +333,119 @@ pub fn command(
         interrupt,
         opts,
     };
-    let own = match share {
-        Share::Storage(resolve) => rank_part(&ctx, resolve),
-        Share::Mail(resolve) => crate::mail::rank_part(&ctx, resolve),
+    let own = match part {
+        RankShare::Storage(spec) => rank_part(&ctx, *spec),
+        RankShare::Mail(o) => crate::mail::rank_part(&ctx, *o),
     };
     finish(ctx, own)
+}
+
+/// A rank's share, resolved and checked before anything is written.
+enum RankShare {
+    Storage(Box<StorageSpec>),
+    Mail(Box<mailbench_mail::options::Resolved>),
+}
+
+fn resolve_share(
+    share: Share,
+    cmd: Command,
+    rank: usize,
+    size: usize,
+    host: &str,
+    hosts: &[String],
+    opts: &Options,
+) -> Result<RankShare> {
+    match share {
+        Share::Mail(resolve) => Ok(RankShare::Mail(Box::new(resolve(rank, size, host)?))),
+        Share::Storage(resolve) => {
+            let spec = resolve(rank, host, hosts)?;
+            let sharing = hosts.iter().filter(|h| *h == host).count();
+            if cmd == Command::Backup
+                && let Some(to) = &opts.backup_to
+                && sharing > 1
+                && !to.to_string_lossy().contains("{rank}")
+            {
+                return Err(Error::usage(format!(
+                    "{sharing} ranks run on host {host} and would copy into the same folder {}: \
+                     put `{{rank}}` in --to, e.g. --to /backup/mailbench-{{rank}}",
+                    to.display()
+                )));
+            }
+            Ok(RankShare::Storage(Box::new(spec)))
+        }
+    }
+}
+
+/// A rank's resolution failure as sent to rank 0: its exit code and message.
+#[derive(Serialize, Deserialize)]
+struct Refusal {
+    code: i32,
+    message: String,
+}
+
+impl Refusal {
+    fn error(self) -> Error {
+        match self.code {
+            c if c == ExitStatus::Usage.code() => Error::Usage(self.message),
+            c if c == ExitStatus::Interrupted.code() => Error::Interrupted,
+            _ => Error::Runtime(self.message),
+        }
+    }
+}
+
+/// Every rank's resolution outcome to rank 0, then rank 0's verdict to all:
+/// when any rank refused its share, every rank returns that error (the
+/// first refusing rank's exit code; the message names each refusing host
+/// when there are several ranks), before any folder exists.
+fn agree(
+    t: &dyn Transport,
+    part: &Result<RankShare>,
+    hosts: &[String],
+    ok: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
+    let mine = part.as_ref().err().map(|e| Refusal {
+        code: e.exit_status().code(),
+        message: e.to_string(),
+    });
+    let bytes = serde_json::to_vec(&mine).map_err(|e| Error::runtime(e.to_string()))?;
+    let gathered = t.gather(&bytes, &Vec::new, ok)?;
+    let verdict = if t.rank() == 0 {
+        let refusals: Vec<(usize, Refusal)> = gathered
+            .into_iter()
+            .enumerate()
+            .filter_map(|(r, g)| {
+                serde_json::from_slice::<Option<Refusal>>(&g.unwrap_or_default())
+                    .ok()
+                    .flatten()
+                    .map(|x| (r, x))
+            })
+            .collect();
+        let code = refusals.first().map(|(_, x)| x.code);
+        code.map(|code| Refusal {
+            code,
+            message: if t.size() == 1 {
+                refusals.into_iter().map(|(_, x)| x.message).collect()
+            } else {
+                refusals
+                    .into_iter()
+                    .map(|(r, x)| {
+                        let h = hosts.get(r).map(String::as_str).unwrap_or("?");
+                        format!("rank {r} on host {h}: {}", x.message)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            },
+        })
+    } else {
+        None
+    };
+    let bytes = serde_json::to_vec(&verdict).map_err(|e| Error::runtime(e.to_string()))?;
+    let verdict: Option<Refusal> = serde_json::from_slice(&t.broadcast(&bytes, ok)?)
+        .map_err(|e| Error::runtime(format!("the ranks' check from rank 0: {e}")))?;
+    match verdict {
+        Some(r) => Err(r.error()),
+        None => Ok(()),
+    }
 }
 
 fn interrupt_check(i: &Interrupt) -> Result<()> {
@@ -340,22 +458,7 @@ fn interrupt_check(i: &Interrupt) -> Result<()> {
 
 /// This rank's own test; its result.json text.
 #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
-    ctx.phase("spec resolution");
-    let spec = resolve(ctx.rank, &ctx.host, &ctx.hosts)?;
-    let sharing = ctx.hosts.iter().filter(|h| **h == ctx.host).count();
-    if ctx.cmd == Command::Backup
-        && let Some(to) = &ctx.opts.backup_to
-        && sharing > 1
-        && !to.to_string_lossy().contains("{rank}")
-    {
-        return Err(Error::usage(format!(
-            "{sharing} ranks run on host {} and would copy into the same folder {}: put \
-                 `{{rank}}` in --to, e.g. --to /backup/mailbench-{{rank}}",
-            ctx.host,
-            to.display()
-        )));
-    }
+fn rank_part(ctx: &Ctx, spec: StorageSpec) -> Result<(RunDir, Value)> {
     let dir = ctx.rank_dir()?;
     dir.log.set_echo(ctx.opts.verbose);
     match ctx.cmd {
@@ -366,11 +469,26 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
             ctx.phase("database creation");
             let started = std::time::Instant::now();
             let mut run = RunHeader::begin("storage-init");
-            let init = mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt)?;
+            let (init, verdict) =
+                match mailbench_storage::init::init_all(&spec, &dir.log, &ctx.interrupt) {
+                    // Ctrl-C: a partial result, as on one host; the creation
+                    // resumes where it stopped.
+                    Err(Error::Interrupted) => {
+                        dir.log.line("stopped: interrupted");
+                        (
+                            mailbench_results::storage::init::InitSummary {
+                                seconds: started.elapsed().as_secs_f64(),
+                                ..Default::default()
+                            },
+                            init_interrupted(),
+                        )
+                    }
+                    r => (r?, Verdict::from_reasons(Vec::new())),
+                };
             run.finish(started.elapsed());
             let r = StorageInitResult {
                 run,
-                verdict: Verdict::from_reasons(Vec::new()),
+                verdict,
                 init,
                 spec,
                 rank: Some(ctx.rank),
@@ -456,6 +574,18 @@ fn rank_part(ctx: &Ctx, resolve: Resolve) -> Result<(RunDir, Value)> {
             }
             written(dir, AnyResult::StorageRun(Box::new(result)))
         }
+    }
+}
+
+/// The verdict of a database creation stopped by Ctrl-C / SIGTERM.
+fn init_interrupted() -> Verdict {
+    Verdict {
+        status: Status::Interrupted,
+        reasons: vec![
+            "Database creation was interrupted: run `mailbench storage init` again \
+             (same flags) to finish it where it stopped."
+                .into(),
+        ],
     }
 }
 
@@ -946,7 +1076,15 @@ fn aggregate_per_rank(
         summary.push_str(&line);
         t
     });
-    let verdict = Verdict::from_reasons(reasons).with_failures_first(failures);
+    let mut verdict = Verdict::from_reasons(reasons).with_failures_first(failures);
+    // Interrupted ranks (and no failed ones): the whole test was interrupted.
+    if failures.is_empty()
+        && hosts
+            .iter()
+            .any(|h| h.result.verdict().status == Status::Interrupted)
+    {
+        verdict.status = Status::Interrupted;
+    }
     summary.push_str(&format!("Verdict: {}\n", verdict.label()));
     let mut run = mailbench_results::RunHeader::begin(cmd.kind());
     run.finish(Duration::ZERO);

@@ -35,6 +35,9 @@ struct Progress {
 pub fn run(s: Sweep, global: &Global) -> Result<ExitStatus> {
     let profile = Profile::load(&s.base.profile)?;
     let started = std::time::Instant::now();
+    // Bad options (a foreign --local-dir, ...) are refused before the
+    // sweep's folder exists.
+    mailbench_mail::command::check(&s.base)?;
     let mut header = RunHeader::begin("mail-sweep");
     let dir = RunDir::create(&s.out.base, "mail-sweep")?;
     dir.log.set_echo(s.out.verbose);

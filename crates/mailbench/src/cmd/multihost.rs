@@ -194,7 +194,9 @@ fn run_mail(
 ) -> Result<ExitStatus> {
     let opts = options(start_at, global)?;
     let resolve = |rank: usize, size: usize, host: &str| {
-        mailbench_multihost::mail::for_rank(resolved.clone(), rank, size, host)
+        let o = mailbench_multihost::mail::for_rank(resolved.clone(), rank, size, host)?;
+        mailbench_mail::command::check(&o)?;
+        Ok(o)
     };
     drive(
         Command::MailRun,

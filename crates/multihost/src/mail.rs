@@ -11,6 +11,7 @@ use mailbench_mail::hooks::{IntervalView, RunHooks};
 use mailbench_mail::options::Resolved;
 use mailbench_results::AnyResult;
 use mailbench_runner::files::{Doc, MailDoc};
+use mailbench_storage::run::LiveFigures;
 use serde_json::Value;
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -111,11 +112,14 @@ fn live(seq: u64, users: usize, v: &IntervalView) -> LiveMsg {
     let g = ops.glance();
     LiveMsg {
         seq,
-        phase: "measured".into(),
-        elapsed_s: v.elapsed_s,
-        remaining_s: v.remaining_s,
-        errors: g.errors,
-        passing: g.errors == 0,
+        figures: LiveFigures {
+            phase: "measured".into(),
+            elapsed_s: v.elapsed_s,
+            remaining_s: v.remaining_s,
+            errors: g.errors,
+            passing: g.errors == 0,
+            ..Default::default()
+        },
         mail: Some(MailLive {
             users: users as u64,
             interval_s: v.interval_s,
@@ -125,17 +129,19 @@ fn live(seq: u64, users: usize, v: &IntervalView) -> LiveMsg {
             delivered: ops.delivered,
             worst_task_p95_ms: g.worst_p95_ms,
         }),
-        ..Default::default()
     }
 }
 
 /// Rank 0's live line for a mail run.
 pub(crate) fn print_live(parts: &[LiveMsg], size: usize) {
     let m = MailLive::aggregate(parts);
-    let elapsed = parts.iter().map(|p| p.elapsed_s).fold(0.0, f64::max);
+    let elapsed = parts
+        .iter()
+        .map(|p| p.figures.elapsed_s)
+        .fold(0.0, f64::max);
     let left = parts
         .iter()
-        .map(|p| p.remaining_s)
+        .map(|p| p.figures.remaining_s)
         .fold(f64::MAX, f64::min)
         .max(0.0);
     let per_s = |n: u64| {

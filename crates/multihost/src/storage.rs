@@ -631,24 +631,7 @@ fn interval_hook(size: usize, quiet: bool) -> IntervalHook {
         if quiet {
             return;
         }
-        let p = LiveMsg::aggregate(parts);
-        let target = p
-            .target_iops
-            .map(|t| format!(" / target {t:.0}"))
-            .unwrap_or_default();
-        eprintln!(
-            "[{:>6.0}s {:<8} {size} ranks] IOPS {:>9.1}{target} | db read {:>6.2} ms (<= {:.0}) | log write {:>6.2} ms (<= {:.0}) | errors {} | {} | {:.0}s left",
-            p.elapsed_s,
-            p.phase,
-            p.transactional_iops,
-            p.db_read_avg_ms,
-            p.db_read_limit_ms,
-            p.log_write_avg_ms,
-            p.log_write_limit_ms,
-            p.errors,
-            if p.passing { "passing" } else { "FAILING" },
-            p.remaining_s.max(0.0)
-        );
+        eprintln!("{}", LiveMsg::aggregate(parts).progress_line(Some(size)));
     })
 }
 

@@ -24,19 +24,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LiveMsg {
     pub seq: u64,
-    pub phase: String,
-    pub elapsed_s: f64,
-    pub remaining_s: f64,
-    pub transactional_iops: f64,
-    pub target_iops: Option<f64>,
-    pub db_read_avg_ms: f64,
-    pub log_write_avg_ms: f64,
-    pub db_read_limit_ms: f64,
-    pub log_write_limit_ms: f64,
-    pub errors: u64,
-    pub passing: bool,
-    pub classes: BTreeMap<String, ClassFigures>,
-    pub transactions_per_s: f64,
+    /// The storage figures (for a mail run: time, errors and passing only).
+    pub figures: LiveFigures,
     /// A mail run's figures (absent for storage).
     #[serde(default)]
     pub mail: Option<MailLive>,
@@ -79,19 +68,7 @@ impl LiveMsg {
     pub fn from_live(seq: u64, p: &LiveFigures) -> LiveMsg {
         LiveMsg {
             seq,
-            phase: p.phase.clone(),
-            elapsed_s: p.elapsed_s,
-            remaining_s: p.remaining_s,
-            transactional_iops: p.transactional_iops,
-            target_iops: p.target_iops,
-            db_read_avg_ms: p.db_read_avg_ms,
-            log_write_avg_ms: p.log_write_avg_ms,
-            db_read_limit_ms: p.db_read_limit_ms,
-            log_write_limit_ms: p.log_write_limit_ms,
-            errors: p.errors,
-            passing: p.passing,
-            classes: p.classes.clone(),
-            transactions_per_s: p.transactions_per_s,
+            figures: p.clone(),
             mail: None,
         }
     }
@@ -99,11 +76,12 @@ impl LiveMsg {
     /// The live aggregate of several ranks: rates and counts summed,
     /// averages weighted by operations. Live quantiles show the highest
     /// rank's (an upper bound); the final result merges histograms exactly.
-    pub fn aggregate(parts: &[LiveMsg]) -> LiveFigures {
-        let ops = |p: &LiveMsg, c: &str| p.classes.get(c).map(|c| c.ops).unwrap_or(0);
-        let weighted = |f: &dyn Fn(&LiveMsg) -> (f64, u64)| {
+    pub fn aggregate(msgs: &[LiveMsg]) -> LiveFigures {
+        let parts: Vec<&LiveFigures> = msgs.iter().map(|m| &m.figures).collect();
+        let ops = |p: &LiveFigures, c: &str| p.classes.get(c).map(|c| c.ops).unwrap_or(0);
+        let weighted = |f: &dyn Fn(&LiveFigures) -> (f64, u64)| {
             let (mut s, mut n) = (0.0, 0u64);
-            for p in parts {
+            for p in &parts {
                 let (v, w) = f(p);
                 s += v * w as f64;
                 n += w;
@@ -111,7 +89,7 @@ impl LiveMsg {
             if n == 0 { 0.0 } else { s / n as f64 }
         };
         let mut classes: BTreeMap<String, ClassFigures> = BTreeMap::new();
-        for p in parts {
+        for p in &parts {
             for (k, c) in &p.classes {
                 let e = classes.entry(k.clone()).or_default();
                 let n = e.ops + c.ops;
@@ -141,7 +119,7 @@ impl LiveMsg {
             }
         }
         let targets: Vec<f64> = parts.iter().filter_map(|p| p.target_iops).collect();
-        let first = parts.first().cloned().unwrap_or_default();
+        let first = parts.first().copied().cloned().unwrap_or_default();
         LiveFigures {
             phase: first.phase.clone(),
             elapsed_s: parts.iter().map(|p| p.elapsed_s).fold(0.0, f64::max),
@@ -716,11 +694,14 @@ mod tests {
         };
         send_line(&mut raw, &hello).unwrap();
         let mut a = LiveMsg {
-            transactional_iops: 100.0,
-            db_read_avg_ms: 2.0,
+            figures: LiveFigures {
+                transactional_iops: 100.0,
+                db_read_avg_ms: 2.0,
+                ..Default::default()
+            },
             ..Default::default()
         };
-        a.classes.insert(
+        a.figures.classes.insert(
             "db_read".into(),
             ClassFigures {
                 ops: 100,
@@ -728,8 +709,8 @@ mod tests {
             },
         );
         let mut b = a.clone();
-        b.db_read_avg_ms = 5.0;
-        b.classes.insert(
+        b.figures.db_read_avg_ms = 5.0;
+        b.figures.classes.insert(
             "db_read".into(),
             ClassFigures {
                 ops: 200,

@@ -148,7 +148,7 @@ impl LiveMsg {
 enum Msg {
     Hello { rank: usize, host: String },
     Heartbeat,
-    Interval { live: LiveMsg },
+    Interval { live: Box<LiveMsg> },
     Fail { message: String },
     Done,
     Stop { reason: String },
@@ -293,7 +293,12 @@ impl Coordinator {
 
     /// Rank 0's own interval figures.
     pub fn local_interval(&self, live: LiveMsg) {
-        let _ = self.tx.send((0, Some(Msg::Interval { live })));
+        let _ = self.tx.send((
+            0,
+            Some(Msg::Interval {
+                live: Box::new(live),
+            }),
+        ));
     }
 
     pub fn set_phase(&self, phase: &str) {
@@ -448,7 +453,7 @@ fn monitor(
                         };
                         let e = pending.entry(live.seq).or_insert_with(|| vec![None; size]);
                         if let Some(slot) = e.get_mut(rank) {
-                            *slot = Some(live);
+                            *slot = Some(*live);
                         }
                         while let Some((_, parts)) = pending.first_key_value() {
                             let complete = parts
@@ -600,7 +605,9 @@ impl Member {
     }
 
     pub fn interval(&self, live: LiveMsg) {
-        self.send(&Msg::Interval { live });
+        self.send(&Msg::Interval {
+            live: Box::new(live),
+        });
     }
 
     /// Tells rank 0 this rank failed and why.
@@ -720,7 +727,13 @@ mod tests {
         c.local_interval(a.clone());
         m1.interval(a.clone());
         m2.interval(b);
-        send_line(&mut raw, &Msg::Interval { live: a.clone() }).unwrap();
+        send_line(
+            &mut raw,
+            &Msg::Interval {
+                live: Box::new(a.clone()),
+            },
+        )
+        .unwrap();
         let agg = irx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(agg.transactional_iops, 400.0);
         // Weighted by db_read operations: (100x2 + 100x2 + 200x5 + 100x2) / 500.

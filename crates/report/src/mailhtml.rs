@@ -458,6 +458,7 @@ pub fn mail_page(d: &MailDoc) -> String {
             b.push_str("</ul>");
         }
     }
+    b.push_str(&crate::html::steady_and_server(r));
     b.push_str(r#"<h2 id="host-performance">Host System Performance</h2>"#);
     let mut rows = vec![
         (

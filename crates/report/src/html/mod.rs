@@ -11,10 +11,12 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+mod mail_sections;
 mod storage;
 mod storage_charts;
 mod storage_tables;
 
+pub use mail_sections::steady_and_server;
 pub use storage::storage_page;
 use storage_charts::*;
 use storage_tables::*;

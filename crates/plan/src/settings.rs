@@ -314,8 +314,148 @@ impl Settings {
     }
 
     /// Checks every input and applies the defaults; errors are usage errors naming the input.
-    #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
     pub fn validate(&self, rules: &Rules) -> Result<Input> {
+        let load = self.load()?;
+        let copies = self.copies(rules)?;
+        let sites = self.sites(&copies)?;
+        let (databases, max_database_size) = self.databases()?;
+        let failure = self.failure(&copies, &sites)?;
+        let headroom_pct = percent("headroom", &self.headroom, 20.0)?;
+        let guidance = self.guidance(rules)?;
+        let disk = self.disk()?;
+        let raid = self.raid(rules)?;
+        let capacity = self.capacity(rules)?;
+        let Capacity {
+            white_space,
+            dumpster,
+            retention_days,
+            growth_pct,
+            content_index_pct,
+            log_days,
+            move_share_pct,
+            scale,
+        } = capacity;
+        let paths = self.paths.as_ref().map(TextList::items).unwrap_or_default();
+        let log_paths = self
+            .log_paths
+            .as_ref()
+            .map(TextList::items)
+            .unwrap_or_default();
+        let duration = match &self.duration {
+            None => "2h".to_string(),
+            Some(t) => {
+                parse_duration(t).map_err(|e| bad("duration", format!("\"{t}\""), e))?;
+                t.trim().to_string()
+            }
+        };
+        // Upper bounds: past them the figures stop meaning anything (and the
+        // model's arithmetic leaves the range it is exact in).
+        for (key, x, max) in [
+            ("mailboxes", load.mailboxes as f64, MAX_MAILBOXES),
+            (
+                "messages_per_day",
+                load.messages_per_day,
+                MAX_MESSAGES_PER_DAY,
+            ),
+            ("replay_lag", copies.replay_lag_days, MAX_DAYS),
+            ("headroom", headroom_pct, MAX_PCT),
+            ("retention_days", retention_days, MAX_DAYS),
+            ("growth", growth_pct, MAX_PCT),
+            ("content_index", content_index_pct, MAX_PCT),
+            ("log_days", log_days, MAX_DAYS),
+            ("move_share", move_share_pct, 100.0),
+        ] {
+            if x.is_nan() || x > max {
+                return Err(bad(key, x, format!("must be at most {max}")));
+            }
+        }
+        Ok(Input {
+            mailboxes: load.mailboxes,
+            messages_per_day: load.messages_per_day,
+            iops_per_mailbox: load.iops_per_mailbox,
+            message_size: load.message_size,
+            mailbox_quota: load.mailbox_quota,
+            copies: copies.copies,
+            lagged_copies: copies.lagged_copies,
+            replay_lag_days: copies.replay_lag_days,
+            groups: copies.groups,
+            servers: sites.servers,
+            site_servers: sites.site_servers,
+            site_copies: sites.site_copies,
+            databases,
+            max_database_size,
+            failure,
+            headroom_pct,
+            guidance,
+            disk,
+            raid: raid.level,
+            raid_group: raid.group,
+            disks_per_server: raid.disks_per_server,
+            white_space,
+            dumpster,
+            retention_days,
+            growth_pct,
+            content_index_pct,
+            log_days,
+            move_share_pct,
+            restore_volume: self.restore_volume.unwrap_or(false),
+            layout: self.layout.unwrap_or(false),
+            markdown: self.markdown.unwrap_or(false),
+            emit_config: self.emit_config.clone(),
+            scale,
+            paths,
+            log_paths,
+            duration,
+        })
+    }
+}
+
+/// The users' load: how many mailboxes, their traffic and sizes.
+struct Load {
+    mailboxes: u64,
+    messages_per_day: f64,
+    iops_per_mailbox: Option<f64>,
+    message_size: u64,
+    mailbox_quota: u64,
+}
+
+/// Database copies per group.
+struct Copies {
+    copies: u32,
+    lagged_copies: u32,
+    replay_lag_days: f64,
+    groups: u32,
+}
+
+/// Servers and copies per site.
+struct Sites {
+    sites: u32,
+    servers: u32,
+    site_servers: Vec<u32>,
+    site_copies: Vec<u32>,
+}
+
+/// The RAID level, its group size and the disks per server.
+struct Raid {
+    level: String,
+    group: u32,
+    disks_per_server: Option<u32>,
+}
+
+/// Space, retention and growth inputs.
+struct Capacity {
+    white_space: Option<u64>,
+    dumpster: Option<u64>,
+    retention_days: f64,
+    growth_pct: f64,
+    content_index_pct: f64,
+    log_days: f64,
+    move_share_pct: f64,
+    scale: f64,
+}
+
+impl Settings {
+    fn load(&self) -> Result<Load> {
         let mailboxes = match self.mailboxes {
             None => {
                 return Err(Error::usage(format!(
@@ -349,7 +489,16 @@ impl Settings {
                 ),
             ));
         }
+        Ok(Load {
+            mailboxes,
+            messages_per_day,
+            iops_per_mailbox,
+            message_size,
+            mailbox_quota,
+        })
+    }
 
+    fn copies(&self, rules: &Rules) -> Result<Copies> {
         let copies = count("copies", self.copies, 1, 1)?;
         let lagged_copies = count("lagged_copies", self.lagged_copies, 0, 0)?;
         if lagged_copies >= copies {
@@ -379,8 +528,15 @@ impl Settings {
             replay_lag_days
         };
         let groups = count("groups", self.groups, 1, 1)?;
+        Ok(Copies {
+            copies,
+            lagged_copies,
+            replay_lag_days,
+            groups,
+        })
+    }
 
-        // Sites and servers.
+    fn sites(&self, c: &Copies) -> Result<Sites> {
         let site_servers_given = count_list("site_servers", &self.site_servers)?;
         let site_copies_given = count_list("site_copies", &self.site_copies)?;
         let sites = match (self.sites, &site_servers_given, &site_copies_given) {
@@ -389,109 +545,69 @@ impl Settings {
             (None, None, Some(l)) => l.len() as u32,
             (None, None, None) => 1,
         };
-        let site_servers = match site_servers_given {
-            Some(l) => {
-                if l.len() as u32 != sites {
-                    return Err(bad(
-                        "site_servers",
-                        format!("{l:?}"),
-                        format!("gives {} sites but --sites is {sites}", l.len()),
-                    ));
-                }
-                if let Some(pos) = l.iter().position(|&n| n == 0) {
-                    return Err(bad(
-                        "site_servers",
-                        format!("{l:?}"),
-                        format!("site {} has no server", pos + 1),
-                    ));
-                }
-                let total: u32 = l.iter().sum();
-                if let Some(s) = self.servers
-                    && s != i64::from(total)
-                {
-                    return Err(bad(
-                        "servers",
-                        s,
-                        format!("differs from the sum of --site-servers {l:?} ({total})"),
-                    ));
-                }
-                l
-            }
-            None => {
-                let servers = count("servers", self.servers, i64::from(sites), 1)?;
-                if servers < sites {
-                    return Err(bad(
-                        "servers",
-                        servers,
-                        format!("fewer servers than sites ({sites}, --sites)"),
-                    ));
-                }
-                even_split(servers, sites)
-            }
-        };
+        let site_servers = self.site_servers(site_servers_given, sites)?;
         let servers: u32 = site_servers.iter().sum();
-        if copies > servers {
+        if c.copies > servers {
             return Err(bad(
                 "copies",
-                copies,
+                c.copies,
                 format!(
                     "more copies than servers per group ({servers}, --servers): each copy of a database needs its own server"
                 ),
             ));
         }
-        let site_copies = match site_copies_given {
-            Some(l) => {
-                if l.len() as u32 != sites {
-                    return Err(bad(
-                        "site_copies",
-                        format!("{l:?}"),
-                        format!("gives {} sites but there are {sites}", l.len()),
-                    ));
-                }
-                let total: u32 = l.iter().sum();
-                if total != copies {
-                    return Err(bad(
-                        "site_copies",
-                        format!("{l:?}"),
-                        format!("adds up to {total} copies but --copies is {copies}"),
-                    ));
-                }
-                l
-            }
-            None => {
-                if copies < sites {
-                    return Err(bad(
-                        "copies",
-                        copies,
-                        format!(
-                            "fewer copies than sites ({sites}): some site would hold no copy; add copies or fewer sites"
-                        ),
-                    ));
-                }
-                even_split(copies, sites)
-            }
-        };
-        if site_copies.first() == Some(&0) {
-            return Err(bad(
-                "site_copies",
-                format!("{site_copies:?}"),
-                "the first site holds the active copies and needs at least one copy",
-            ));
-        }
-        for (i, (&c, &n)) in site_copies.iter().zip(&site_servers).enumerate() {
-            if c > n {
+        let site_copies = site_copies(site_copies_given, sites, c.copies)?;
+        check_site_copies(&site_copies, &site_servers)?;
+        Ok(Sites {
+            sites,
+            servers,
+            site_servers,
+            site_copies,
+        })
+    }
+
+    /// Servers per site: as given (matching --sites and --servers), or
+    /// --servers split evenly.
+    fn site_servers(&self, given: Option<Vec<u32>>, sites: u32) -> Result<Vec<u32>> {
+        let Some(l) = given else {
+            let servers = count("servers", self.servers, i64::from(sites), 1)?;
+            if servers < sites {
                 return Err(bad(
-                    "site_copies",
-                    format!("{site_copies:?}"),
-                    format!(
-                        "site {} holds {c} copies of each database on {n} servers; each copy needs its own server",
-                        i + 1
-                    ),
+                    "servers",
+                    servers,
+                    format!("fewer servers than sites ({sites}, --sites)"),
                 ));
             }
+            return Ok(even_split(servers, sites));
+        };
+        if l.len() as u32 != sites {
+            return Err(bad(
+                "site_servers",
+                format!("{l:?}"),
+                format!("gives {} sites but --sites is {sites}", l.len()),
+            ));
         }
+        if let Some(pos) = l.iter().position(|&n| n == 0) {
+            return Err(bad(
+                "site_servers",
+                format!("{l:?}"),
+                format!("site {} has no server", pos + 1),
+            ));
+        }
+        let total: u32 = l.iter().sum();
+        if let Some(s) = self.servers
+            && s != i64::from(total)
+        {
+            return Err(bad(
+                "servers",
+                s,
+                format!("differs from the sum of --site-servers {l:?} ({total})"),
+            ));
+        }
+        Ok(l)
+    }
 
-        // Databases.
+    fn databases(&self) -> Result<(DatabaseSpec, Option<u64>)> {
         let databases = match (self.databases, self.databases_per_server) {
             (Some(_), Some(_)) => {
                 return Err(Error::usage(format!(
@@ -513,14 +629,16 @@ impl Settings {
         if max_database_size == Some(0) {
             return Err(bad("max_database_size", 0, "must be larger than zero"));
         }
+        Ok((databases, max_database_size))
+    }
 
-        // Failure.
+    fn failure(&self, c: &Copies, s: &Sites) -> Result<Failure> {
         let failure = match &self.failure {
-            None if copies >= 2 => Failure::Servers(1),
+            None if c.copies >= 2 => Failure::Servers(1),
             None => Failure::None,
             Some(w) => Failure::parse(&w.text()).map_err(|e| bad("failure", w.text(), e))?,
         };
-        let active_copies = copies - lagged_copies;
+        let active_copies = c.copies - c.lagged_copies;
         match failure {
             Failure::None => {}
             Failure::Servers(0) => {
@@ -537,45 +655,20 @@ impl Settings {
                         ),
                     ));
                 }
-                if n >= servers {
+                if n >= s.servers {
                     return Err(bad(
                         "failure",
                         failure,
-                        format!("there are only {servers} servers per group"),
+                        format!("there are only {} servers per group", s.servers),
                     ));
                 }
             }
-            Failure::Site => {
-                if sites < 2 {
-                    return Err(bad(
-                        "failure",
-                        "site",
-                        "surviving a site needs two or more sites (--sites, --site-servers)",
-                    ));
-                }
-                // Non-lagged copies outside each site: the lagged copies are the last ones.
-                let lagged_from = copies - lagged_copies;
-                let mut idx = 0u32;
-                for (s, &c) in site_copies.iter().enumerate() {
-                    let outside_active = (0..copies)
-                        .filter(|&k| k < lagged_from && !(k >= idx && k < idx + c))
-                        .count();
-                    if outside_active == 0 {
-                        return Err(bad(
-                            "failure",
-                            "site",
-                            format!(
-                                "losing site {} leaves no non-lagged copy of its databases; put a copy in another site (--site-copies)",
-                                s + 1
-                            ),
-                        ));
-                    }
-                    idx += c;
-                }
-            }
+            Failure::Site => site_failure_survivable(c, s)?,
         }
+        Ok(failure)
+    }
 
-        let headroom_pct = percent("headroom", &self.headroom, 20.0)?;
+    fn guidance(&self, rules: &Rules) -> Result<String> {
         let guidance = self
             .guidance
             .as_ref()
@@ -588,8 +681,10 @@ impl Settings {
                 format!("unknown guidance version; use one of {}", known.join(", ")),
             ));
         }
+        Ok(guidance)
+    }
 
-        // Disk model.
+    fn disk(&self) -> Result<Disk> {
         let presets = disk_presets()?;
         let preset_name = self.disk.clone().unwrap_or_else(|| "nl-sas-7k2".into());
         let Some(preset) = presets.iter().find(|p| p.name == preset_name) else {
@@ -611,7 +706,7 @@ impl Settings {
             None => None,
             Some(x) => Some(positive("disk_iops", Some(x), 1.0, false)?),
         };
-        let disk = Disk {
+        Ok(Disk {
             preset: preset.name.clone(),
             description: preset.description.clone(),
             source: preset.source.clone(),
@@ -619,8 +714,10 @@ impl Settings {
             iops: iops.unwrap_or(preset.iops),
             capacity_overridden: capacity.is_some(),
             iops_overridden: iops.is_some(),
-        };
+        })
+    }
 
+    fn raid(&self, rules: &Rules) -> Result<Raid> {
         let raid = self.raid.as_ref().map_or("10".to_string(), |w| {
             w.text()
                 .to_ascii_lowercase()
@@ -674,7 +771,14 @@ impl Settings {
                 Some(n)
             }
         };
+        Ok(Raid {
+            level: raid,
+            group: raid_group,
+            disks_per_server,
+        })
+    }
 
+    fn capacity(&self, rules: &Rules) -> Result<Capacity> {
         let white_space = size("white_space", &self.white_space)?;
         let dumpster = size("dumpster", &self.dumpster)?;
         let retention_days = positive(
@@ -695,59 +799,7 @@ impl Settings {
                 "scales sizes down for a lab: give a share from 0 to 1, e.g. 0.01",
             ));
         }
-        let paths = self.paths.as_ref().map(TextList::items).unwrap_or_default();
-        let log_paths = self
-            .log_paths
-            .as_ref()
-            .map(TextList::items)
-            .unwrap_or_default();
-        let duration = match &self.duration {
-            None => "2h".to_string(),
-            Some(t) => {
-                parse_duration(t).map_err(|e| bad("duration", format!("\"{t}\""), e))?;
-                t.trim().to_string()
-            }
-        };
-
-        // Upper bounds: past them the figures stop meaning anything (and the
-        // model's arithmetic leaves the range it is exact in).
-        for (key, x, max) in [
-            ("mailboxes", mailboxes as f64, MAX_MAILBOXES),
-            ("messages_per_day", messages_per_day, MAX_MESSAGES_PER_DAY),
-            ("replay_lag", replay_lag_days, MAX_DAYS),
-            ("headroom", headroom_pct, MAX_PCT),
-            ("retention_days", retention_days, MAX_DAYS),
-            ("growth", growth_pct, MAX_PCT),
-            ("content_index", content_index_pct, MAX_PCT),
-            ("log_days", log_days, MAX_DAYS),
-            ("move_share", move_share_pct, 100.0),
-        ] {
-            if x.is_nan() || x > max {
-                return Err(bad(key, x, format!("must be at most {max}")));
-            }
-        }
-        Ok(Input {
-            mailboxes,
-            messages_per_day,
-            iops_per_mailbox,
-            message_size,
-            mailbox_quota,
-            copies,
-            lagged_copies,
-            replay_lag_days,
-            groups,
-            servers,
-            site_servers,
-            site_copies,
-            databases,
-            max_database_size,
-            failure,
-            headroom_pct,
-            guidance,
-            disk,
-            raid,
-            raid_group,
-            disks_per_server,
+        Ok(Capacity {
             white_space,
             dumpster,
             retention_days,
@@ -755,14 +807,94 @@ impl Settings {
             content_index_pct,
             log_days,
             move_share_pct,
-            restore_volume: self.restore_volume.unwrap_or(false),
-            layout: self.layout.unwrap_or(false),
-            markdown: self.markdown.unwrap_or(false),
-            emit_config: self.emit_config.clone(),
             scale,
-            paths,
-            log_paths,
-            duration,
         })
     }
+}
+
+/// Copies per site: as given (adding up to --copies), or --copies split evenly.
+fn site_copies(given: Option<Vec<u32>>, sites: u32, copies: u32) -> Result<Vec<u32>> {
+    let Some(l) = given else {
+        if copies < sites {
+            return Err(bad(
+                "copies",
+                copies,
+                format!(
+                    "fewer copies than sites ({sites}): some site would hold no copy; add copies or fewer sites"
+                ),
+            ));
+        }
+        return Ok(even_split(copies, sites));
+    };
+    if l.len() as u32 != sites {
+        return Err(bad(
+            "site_copies",
+            format!("{l:?}"),
+            format!("gives {} sites but there are {sites}", l.len()),
+        ));
+    }
+    let total: u32 = l.iter().sum();
+    if total != copies {
+        return Err(bad(
+            "site_copies",
+            format!("{l:?}"),
+            format!("adds up to {total} copies but --copies is {copies}"),
+        ));
+    }
+    Ok(l)
+}
+
+/// The first site holds the active copies; no site holds more copies than servers.
+fn check_site_copies(site_copies: &[u32], site_servers: &[u32]) -> Result<()> {
+    if site_copies.first() == Some(&0) {
+        return Err(bad(
+            "site_copies",
+            format!("{site_copies:?}"),
+            "the first site holds the active copies and needs at least one copy",
+        ));
+    }
+    for (i, (&c, &n)) in site_copies.iter().zip(site_servers).enumerate() {
+        if c > n {
+            return Err(bad(
+                "site_copies",
+                format!("{site_copies:?}"),
+                format!(
+                    "site {} holds {c} copies of each database on {n} servers; each copy needs its own server",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Losing any one site must leave a non-lagged copy elsewhere (the lagged
+/// copies are the last ones).
+fn site_failure_survivable(c: &Copies, s: &Sites) -> Result<()> {
+    if s.sites < 2 {
+        return Err(bad(
+            "failure",
+            "site",
+            "surviving a site needs two or more sites (--sites, --site-servers)",
+        ));
+    }
+    let lagged_from = c.copies - c.lagged_copies;
+    let mut idx = 0u32;
+    for (n, &k_in_site) in s.site_copies.iter().enumerate() {
+        let outside_active = (0..c.copies)
+            .filter(|&k| k < lagged_from && !(k >= idx && k < idx + k_in_site))
+            .count();
+        if outside_active == 0 {
+            return Err(bad(
+                "failure",
+                "site",
+                format!(
+                    "losing site {} leaves no non-lagged copy of its databases; put a copy in another site (--site-copies)",
+                    n + 1
+                ),
+            ));
+        }
+        idx += k_in_site;
+    }
+    Ok(())
 }

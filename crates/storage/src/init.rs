@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 const CHUNK: usize = 1 << 20;
 const DEPTH: usize = 8;
-const PROGRESS_EVERY: u64 = 64 << 20;
+/// How often the written prefix is saved to the progress file (an fsync
+/// each time): a resumed creation redoes at most this much writing.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Progress {
@@ -183,6 +185,127 @@ pub fn init_all(spec: &StorageSpec, log: &TestLog, interrupt: &Interrupt) -> Res
     Ok(out)
 }
 
+/// The sequential writer of one database's pages: `DEPTH` 1 MiB writes in
+/// flight, up to `AHEAD` more chunks formatted ahead, so that a completion
+/// is followed at once by the next write (its payload is already made) and
+/// the payload of the following ones is made while the device writes.
+struct Writer<'a> {
+    file: Arc<std::fs::File>,
+    ps: u64,
+    pages: u64,
+    db_id: u64,
+    path: &'a Path,
+    interrupt: &'a Interrupt,
+}
+
+/// Chunks formatted ahead of the writes in flight.
+const AHEAD: usize = 2;
+
+impl Writer<'_> {
+    /// Writes pages `start..pages`; returns the written prefix (the first
+    /// page not known written). `save` records the prefix (at most once per
+    /// `PROGRESS_EVERY`, with the queue full).
+    fn write(
+        &self,
+        io: &mut dyn IoEngine,
+        start: u64,
+        save: &dyn Fn(u64) -> Result<()>,
+    ) -> Result<u64> {
+        let ps = self.ps;
+        let per_chunk = (CHUNK as u64 / ps).max(1);
+        let chunk_bytes = (per_chunk * ps) as usize;
+        // Buffers come back with their completions and are reused: a fresh
+        // 1 MiB allocation per chunk costs a page fault per 4 KiB. Carved from
+        // regions, they go to the kernel as registered buffers.
+        let mut free: Vec<AlignedBuf> = AlignedBuf::carve(DEPTH + AHEAD, chunk_bytes);
+        let mut ready: std::collections::VecDeque<(u64, AlignedBuf)> = Default::default();
+        // Completed chunks may finish out of order: track the written prefix.
+        let mut done: std::collections::BTreeSet<u64> = Default::default();
+        let (mut next, mut prefix, mut last_saved) = (start, start, start);
+        let mut last_save = Instant::now();
+        let mut error: Option<Error> = None;
+        let mut out = Vec::new();
+        loop {
+            let stopping = error.is_some() || self.interrupt.raised();
+            if stopping {
+                ready.clear();
+            }
+            let mut submitted = false;
+            while io.in_flight() < DEPTH
+                && let Some((page, buf)) = ready.pop_front()
+            {
+                io.submit(self.request(page, buf));
+                submitted = true;
+            }
+            if submitted {
+                // Hands the writes to the kernel now (and takes any completion).
+                io.wait(0, Some(Duration::ZERO), &mut out);
+            }
+            if !stopping
+                && next < self.pages
+                && let Some(mut buf) = free.pop()
+            {
+                let n = per_chunk.min(self.pages - next);
+                buf.set_len((n * ps) as usize);
+                for k in 0..n {
+                    let b = &mut buf.as_mut_slice()[(k * ps) as usize..((k + 1) * ps) as usize];
+                    format::format_page(b, self.db_id, next + k);
+                }
+                ready.push_back((next, buf));
+                next += n;
+            } else if io.in_flight() == 0 && (ready.is_empty() || stopping) {
+                break;
+            } else if out.is_empty() {
+                io.wait(1, Some(Duration::from_millis(200)), &mut out);
+            }
+            for c in out.drain(..) {
+                if let Err(e) = c.full() {
+                    error.get_or_insert_with(|| self.failed(c.offset, e));
+                    continue;
+                }
+                done.insert(c.tag);
+                free.push(c.buf);
+            }
+            while done.remove(&prefix) {
+                prefix = (prefix + per_chunk).min(self.pages);
+            }
+            if prefix > last_saved && last_save.elapsed() >= PROGRESS_EVERY {
+                save(prefix)?;
+                last_saved = prefix;
+                last_save = Instant::now();
+            }
+        }
+        save(prefix)?;
+        match error {
+            Some(e) => Err(e),
+            None => Ok(prefix),
+        }
+    }
+
+    fn request(&self, page: u64, buf: AlignedBuf) -> IoRequest {
+        IoRequest {
+            file: self.file.clone(),
+            kind: OpKind::Write,
+            offset: page * self.ps,
+            buf,
+            tag: page,
+        }
+    }
+
+    fn failed(&self, offset: u64, errno: i32) -> Error {
+        let err = std::io::Error::from_raw_os_error(errno);
+        Error::runtime(format!(
+            "writing {} at offset {offset} failed: {err}{}",
+            self.path.display(),
+            if errno == libc::ENOSPC {
+                " (the volume is full)"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
 #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn init_one(
     spec: &StorageSpec,
@@ -268,81 +391,33 @@ fn init_one(
     save(start_page)?;
     let file = mailbench_io::open_file(&inst.db_path, true, caps.o_direct, false)
         .map_err(|e| Error::io("cannot create database", &inst.db_path, e))?;
+    // The whole file allocated first (as fio lays out its files): writes then
+    // land in allocated extents instead of extending the file, which on ext4
+    // and XFS makes every O_DIRECT write wait for its metadata (io_uring
+    // hands extending writes to its blocking workers).
+    mailbench_io::preallocate(&file, inst.pages * ps).map_err(|e| {
+        let full = e.raw_os_error() == Some(libc::ENOSPC);
+        Error::runtime(format!(
+            "cannot allocate {} for {}: {e}{}",
+            ByteSize(inst.pages * ps),
+            inst.db_path.display(),
+            if full { " (the volume is full)" } else { "" }
+        ))
+    })?;
     let file = Arc::new(file);
     let mut io: Box<dyn IoEngine> =
         mailbench_io::build(mailbench_io::EngineChoice::Auto, caps, DEPTH)
             .map_err(Error::runtime)?;
     let engine_name = io.name();
-    let pages_per_chunk = (CHUNK as u64 / ps).max(1);
-    let mut next = start_page;
-    // Completed chunks may finish out of order: track the written prefix.
-    let mut done_chunks: std::collections::BTreeSet<u64> = Default::default();
-    let mut prefix = start_page;
-    let mut last_saved = start_page;
-    let mut out = Vec::new();
-    let mut error: Option<Error> = None;
-    // Buffers come back with their completions and are reused: a fresh
-    // 1 MiB allocation per chunk costs a page fault per 4 KiB. Carved from
-    // regions, they go to the kernel as registered buffers.
-    let chunk_bytes = (pages_per_chunk * ps) as usize;
-    let mut free: Vec<AlignedBuf> = AlignedBuf::carve(DEPTH, chunk_bytes);
-    loop {
-        while error.is_none() && !interrupt.raised() && next < inst.pages && io.in_flight() < DEPTH
-        {
-            let n = pages_per_chunk.min(inst.pages - next);
-            let len = (n * ps) as usize;
-            let mut buf = free.pop().unwrap_or_else(|| AlignedBuf::new(chunk_bytes));
-            buf.set_len(len);
-            for k in 0..n {
-                let b = &mut buf.as_mut_slice()[(k * ps) as usize..((k + 1) * ps) as usize];
-                format::format_page(b, db_id, next + k);
-            }
-            io.submit(IoRequest {
-                file: file.clone(),
-                kind: OpKind::Write,
-                offset: next * ps,
-                buf,
-                tag: next,
-            });
-            next += n;
-        }
-        if io.in_flight() == 0 {
-            break;
-        }
-        out.clear();
-        io.wait(1, Some(Duration::from_millis(200)), &mut out);
-        for c in out.drain(..) {
-            if let Err(e) = c.full() {
-                let err = std::io::Error::from_raw_os_error(e);
-                if error.is_none() {
-                    error = Some(Error::runtime(format!(
-                        "writing {} at offset {} failed: {err}{}",
-                        inst.db_path.display(),
-                        c.offset,
-                        if e == libc::ENOSPC {
-                            " (the volume is full)"
-                        } else {
-                            ""
-                        }
-                    )));
-                }
-                continue;
-            }
-            done_chunks.insert(c.tag);
-            free.push(c.buf);
-        }
-        while done_chunks.remove(&prefix) {
-            prefix = (prefix + pages_per_chunk).min(inst.pages);
-        }
-        if (prefix - last_saved) * ps >= PROGRESS_EVERY {
-            save(prefix)?;
-            last_saved = prefix;
-        }
-    }
-    save(prefix)?;
-    if let Some(e) = error {
-        return Err(e);
-    }
+    let w = Writer {
+        file: file.clone(),
+        ps,
+        pages: inst.pages,
+        db_id,
+        path: &inst.db_path,
+        interrupt,
+    };
+    let prefix = w.write(io.as_mut(), start_page, &save)?;
     if interrupt.raised() {
         log.line(format!(
             "{}: creation interrupted at page {prefix} of {}",

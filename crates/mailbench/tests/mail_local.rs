@@ -276,6 +276,90 @@ fn a_long_interval_does_not_delay_the_end() {
     );
 }
 
+/// Sends SIGINT to `c` and waits at most 30 s for it to end.
+fn interrupt_within_30s(c: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    use std::time::{Duration, Instant};
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = c.kill();
+            panic!("{what} still running 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The test.log of the first run folder in `out`, once it exists (at most 60 s).
+fn first_test_log(out: &std::path::Path) -> std::path::PathBuf {
+    use std::time::{Duration, Instant};
+    let log = || {
+        std::fs::read_dir(out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("test.log"))
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    while log().is_none() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    log().expect("no run folder within 60 s")
+}
+
+/// Ctrl-C while `mail run` is still provisioning its users: exit 130 within
+/// seconds, an interrupted mail-run result, the local servers stopped.
+#[test]
+fn ctrl_c_during_a_runs_setup_writes_an_interrupted_result() {
+    if !servers_available() {
+        return;
+    }
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let work = tempfile::tempdir().unwrap();
+    let local = work.path().join("local");
+    let out = work.path().join("out");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args([
+            "mail",
+            "run",
+            "--users",
+            "400",
+            "--day-length",
+            "2m",
+            "--local-dir",
+        ])
+        .arg(&local)
+        .arg("--output")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(
+            &first_test_log(&out),
+            "a user logged in",
+            Duration::from_secs(60)
+        ),
+        "the local target did not start"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let status = interrupt_within_30s(&mut c, "mail run (setup)");
+    assert_eq!(status.code(), Some(130));
+    let v = result(&out, "mail-run");
+    assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    assert!(servers_of(&local).is_empty(), "{:?}", servers_of(&local));
+}
+
 /// Ctrl-C during `mail setup` stops it within seconds with a partial,
 /// interrupted result.json; a `mail run` killed with SIGKILL leaves no
 /// server running, and the next run without --local-dir removes the
@@ -301,38 +385,16 @@ fn interrupted_setup_and_killed_run_leave_nothing_behind() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let log = || {
-        std::fs::read_dir(&out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.path().join("test.log"))
-    };
-    let end = Instant::now() + Duration::from_secs(60);
-    while log().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-    }
     assert!(
-        wait_for(&log().unwrap(), "a user logged in", Duration::from_secs(60)),
+        wait_for(
+            &first_test_log(&out),
+            "a user logged in",
+            Duration::from_secs(60)
+        ),
         "the local target did not start"
     );
     std::thread::sleep(Duration::from_secs(2));
-    let st = Command::new("kill")
-        .args(["-INT", &c.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = c.kill();
-            panic!("mail setup still running 30 s after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt_within_30s(&mut c, "mail setup");
     assert_eq!(status.code(), Some(130));
     let v = result(&out, "mail-setup");
     assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);

@@ -300,6 +300,12 @@ fn out_of_space_during_creation_is_a_runtime_error_with_a_result() {
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
     assert_eq!(r["verdict"]["status"], "error");
+    // The error is in test.log too, not only on the terminal.
+    let log = std::fs::read_to_string(run.join("test.log")).unwrap();
+    assert!(
+        log.contains("No space left") || log.contains("full"),
+        "test.log lacks the error:\n{log}"
+    );
 }
 
 #[test]

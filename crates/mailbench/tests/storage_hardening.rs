@@ -60,6 +60,47 @@ fn slow_storage_shuts_down_clean_instead_of_feeding_its_own_shutdown() {
     }
 }
 
+/// SIGTERM on slow storage (every I/O delayed) ends the run like Ctrl-C:
+/// exit 130 with an interrupted result, not a run that ignores the signal.
+#[test]
+fn sigterm_on_slow_storage_ends_the_run_with_an_interrupted_result() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    init(dir);
+    let mut child = storage_cmd(
+        dir,
+        "run",
+        ONE,
+        &[
+            "--duration",
+            "10m",
+            "--warmup",
+            "0s",
+            "--sample-interval",
+            "1s",
+            "--no-verify",
+            "--shutdown-grace",
+            "5s",
+        ],
+    )
+    .env("MAILBENCH_FAULTS", "delay_ms=120,delay_share=1.0")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for("the measured window", || {
+        run_dirs(dir).iter().any(|d| {
+            std::fs::read_to_string(d.join("test.log"))
+                .unwrap_or_default()
+                .contains("phase: measured window")
+        })
+    });
+    assert_eq!(signal_and_wait(&mut child, "TERM"), Some(130));
+    let r = last_result(dir);
+    assert_eq!(r["kind"], "storage-run");
+    assert_eq!(r["verdict"]["status"], "interrupted", "{}", r["verdict"]);
+}
+
 /// A shutdown that cannot finish stops at the hard deadline: I/O stops, the
 /// partial result says so, the run exits 3.
 #[test]

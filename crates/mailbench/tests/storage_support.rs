@@ -70,10 +70,15 @@ pub fn log_dir(dir: &Path, index: usize) -> PathBuf {
 
 /// Sends SIGINT to `child` and waits (bounded) for it to end; its exit code.
 pub fn interrupt_and_wait(child: &mut Child) -> Option<i32> {
+    signal_and_wait(child, "INT")
+}
+
+/// Sends `SIG<sig>` and waits (at most 20 s) for the exit; returns its code.
+pub fn signal_and_wait(child: &mut Child, sig: &str) -> Option<i32> {
     let sent = Instant::now();
     assert!(
         Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
+            .args([&format!("-{sig}"), &child.id().to_string()])
             .status()
             .unwrap()
             .success()
@@ -84,7 +89,7 @@ pub fn interrupt_and_wait(child: &mut Child) -> Option<i32> {
         }
         assert!(
             sent.elapsed() < Duration::from_secs(20),
-            "did not stop within 20 s of SIGINT"
+            "did not stop within 20 s of SIG{sig}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

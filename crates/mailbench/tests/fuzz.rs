@@ -100,6 +100,7 @@ const PROFILE_KEYS: &[&str] = &[
     "cache_min_per_db",
     "flush_start_pct",
     "flush_stop_pct",
+    "preload_cache_pct",
     "checkpoint_depth",
     "max_write_pages",
     "record_size",

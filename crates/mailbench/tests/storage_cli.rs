@@ -496,3 +496,77 @@ fn the_2007_profile_is_judged_by_its_own_limits_and_the_report_prints_them() {
         "{summary}"
     );
 }
+
+/// The warm-up lasts until the database cache holds its lower bound (90 % of
+/// its maximum in the shipped profiles); the result records how long that took
+/// and what the cache held. A limit that ends it first is a warning.
+#[test]
+fn the_warm_up_attains_the_cache_lower_bound_and_the_result_records_it() {
+    let t = tempfile::tempdir().unwrap();
+    // A generous limit: the bound is 2 × 231 pages of 32 KiB.
+    let run_with = |limit: &str| {
+        let shape: Vec<&str> = SMALL
+            .chunks(2)
+            .filter(|kv| kv[0] != "--warmup")
+            .flatten()
+            .copied()
+            .collect();
+        storage_cmd(t.path(), "run", &shape, &["--warmup", limit, "--no-verify"])
+            .output()
+            .unwrap()
+    };
+    let o = run_with("120s");
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let w = &r["window"];
+    let p = &w["prerequisites"];
+    let bound = p["cache_lower_bound_bytes"].as_u64().unwrap();
+    assert_eq!(bound, 2 * 231 * 32768, "90 % of two 8 MiB caches: {p}");
+    assert_eq!(p["cache_max_bytes"].as_u64().unwrap(), 16 << 20);
+    assert_eq!(p["attained"], true, "{p}");
+    assert!(p["cache_reached_bytes"].as_u64().unwrap() >= bound, "{p}");
+    assert!(p.get("warning").is_none(), "{p}");
+    let secs = p["seconds"].as_f64().unwrap();
+    assert!(secs > 0.0 && secs <= 120.5, "{p}");
+    assert_eq!(
+        w["warmup_s"].as_f64().unwrap(),
+        secs,
+        "the warm-up is the prerequisites' time"
+    );
+    // The measured window is the configured duration, after the warm-up.
+    let measured = w["measured_s"].as_f64().unwrap();
+    assert!((2.5..=4.5).contains(&measured), "{w}");
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("Attaining Prerequisites") && summary.contains("reached"),
+        "{summary}"
+    );
+    let log = std::fs::read_to_string(run.join("test.log")).unwrap();
+    assert!(
+        log.contains("Attaining prerequisites: Database Cache Size, Last:")
+            && log.contains("Database cache settings: (minimum:"),
+        "{log}"
+    );
+
+    // A limit of zero ends the warm-up before the cache holds anything: the
+    // result and the summary say so, and the run is still measured.
+    let o = run_with("0s");
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let run = only_run_dir(t.path());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let p = &r["window"]["prerequisites"];
+    assert_eq!(p["attained"], false, "{p}");
+    assert!(
+        p["warning"].as_str().unwrap().contains("lower bound"),
+        "{p}"
+    );
+    assert!(r["window"]["measured_s"].as_f64().unwrap() > 2.5);
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("WARNING") && summary.contains("NOT reached"),
+        "{summary}"
+    );
+}

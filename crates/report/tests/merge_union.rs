@@ -69,6 +69,7 @@ fn result(spec: &StorageSpec, host: &str, st: &Stats, secs: f64) -> StorageResul
             intervals: 1,
             interrupted: false,
             ended_by_deadline: false,
+            prerequisites: None,
         },
         init: None,
         instances: vec![InstanceResult {

@@ -126,6 +126,13 @@ impl Cache {
         self.frames.is_empty()
     }
 
+    /// Frames holding a page (read in, being read, changed or being written):
+    /// what the database cache holds, as the published tool's "Database Cache
+    /// Size" counts it.
+    pub fn resident(&self) -> usize {
+        self.frames.len() - self.free.len()
+    }
+
     pub fn max_frames(&self) -> usize {
         self.max_frames
     }
@@ -370,5 +377,27 @@ mod tests {
         assert_eq!(c.frames[run[0]].state, FrameState::Dirty);
         assert_eq!(c.frames[run[1]].state, FrameState::Clean);
         assert_eq!(c.oldest_unwritten_lsn(), Some(5), "page 9 still writing");
+    }
+
+    #[test]
+    fn resident_counts_frames_holding_a_page() {
+        let mut c = Cache::new(4, 8, 4096);
+        assert_eq!(
+            (c.len(), c.resident()),
+            (4, 0),
+            "the minimum is allocated, empty"
+        );
+        let a = c.allocate(1).unwrap();
+        let _ = c.allocate(2).unwrap();
+        assert_eq!(c.resident(), 2);
+        c.discard(a);
+        assert_eq!(c.resident(), 1, "a failed read gives its frame back");
+        for p in 10..20 {
+            if let Some(f) = c.allocate(p) {
+                c.frames[f].state = FrameState::Clean;
+                c.frames[f].referenced = false;
+            }
+        }
+        assert_eq!((c.len(), c.resident()), (8, 8), "never beyond the maximum");
     }
 }

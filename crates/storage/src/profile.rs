@@ -116,6 +116,7 @@ impl ProfileExt for Profile {
             ("split_pct", self.split_pct),
             ("flush_start_pct", self.flush_start_pct),
             ("flush_stop_pct", self.flush_stop_pct),
+            ("preload_cache_pct", self.preload_cache_pct),
             ("growth_reserve_pct", self.growth_reserve_pct),
         ] {
             if !(0.0..=100.0).contains(&v) {

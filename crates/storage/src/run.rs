@@ -278,19 +278,36 @@ pub fn run(
                 .spawn(move || inst.run()),
         );
     }
+    let (cache_bound, cache_max) = cache_lower_bound(spec);
     progress.phase(&format!(
-        "running {} for {:?} after {:?} warm-up ({} databases, {} threads, {io_engine})",
+        "running {} for {:?} after attaining prerequisites (database cache {:.1} MB of {:.1} MB, \
+         at most {:?}) ({} databases, {} threads, {io_engine})",
         spec.profile.name,
         spec.duration,
+        mib(cache_bound),
+        mib(cache_max),
         spec.warmup,
         spec.instances.len(),
         spec.threads
     ));
-    log.line("phase: warm-up");
+    log.line(format!(
+        "Database cache settings: (minimum: {:.1} MB, maximum: {:.1} MB)",
+        mib(spec.cache_min_per_db * spec.instances.len() as u64),
+        mib(cache_max)
+    ));
+    log.line(format!(
+        "phase: warm-up, attaining prerequisites: database cache size, lower bound {} bytes \
+         ({} % of the maximum), limit {}",
+        cache_bound,
+        spec.profile.preload_cache_pct,
+        humantime::format_duration(spec.warmup)
+    ));
 
     let n = spec.instances.len();
-    let measure_from = spec.warmup.as_secs_f64();
-    let measure_to = measure_from + spec.duration.as_secs_f64();
+    // The measured window starts once the prerequisites are attained.
+    let mut measure_from = f64::INFINITY;
+    let mut measure_to = f64::INFINITY;
+    let mut prerequisites: Option<Prerequisites> = None;
     let mut intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
     let mut pending: BTreeMap<u64, (f64, Vec<Option<Stats>>)> = BTreeMap::new();
@@ -312,7 +329,7 @@ pub fn run(
     let grace = spec
         .shutdown_grace
         .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
-    let hard_deadline = t0 + spec.warmup + spec.duration + grace;
+    let mut hard_deadline = t0 + spec.warmup + WINDOW_LEAD + spec.duration + grace;
     let mut ended_by_deadline = false;
     // Once I/O was told to stop: the latest the instances may take to report
     // (their own drain, then a margin); past it the result is written without them.
@@ -336,6 +353,37 @@ pub fn run(
             progress.phase("interrupted: stopping (a partial result is kept)");
             let soon = now + limits::INTERRUPT_WRITE_BACK;
             abort_at = Some(abort_at.map_or(soon, |a| a.min(soon)));
+        }
+        if prerequisites.is_none() && !stop_sent {
+            let cached = ctl.cached_bytes.load(Ordering::Relaxed);
+            let since = now.saturating_duration_since(t0);
+            if warmup_over(cached, cache_bound, since, spec.warmup) {
+                let start = since + WINDOW_LEAD;
+                ctl.start_window_at(start);
+                measure_from = start.as_secs_f64();
+                measure_to = measure_from + spec.duration.as_secs_f64();
+                hard_deadline = t0 + start + spec.duration + grace;
+                let p = Prerequisites::new(
+                    cache_bound,
+                    cache_max,
+                    cached,
+                    measure_from,
+                    spec.warmup.as_secs_f64(),
+                );
+                log.line(format!(
+                    "Attaining prerequisites: Database Cache Size, Last: {cached} (lower bound: \
+                     {cache_bound}, upper bound: none){}",
+                    if p.attained {
+                        ""
+                    } else {
+                        "; the warm-up limit ended the warm-up"
+                    }
+                ));
+                if let Some(w) = &p.warning {
+                    progress.phase(&format!("warning: {w}"));
+                }
+                prerequisites = Some(p);
+            }
         }
         if !stop_sent {
             let failing = !errors.is_empty();
@@ -501,7 +549,11 @@ pub fn run(
                     let live = LiveFigures {
                         phase: rec.phase.clone(),
                         elapsed_s: end,
-                        remaining_s: measure_to - end,
+                        remaining_s: if measure_to.is_finite() {
+                            measure_to - end
+                        } else {
+                            spec.duration.as_secs_f64() + (spec.warmup.as_secs_f64() - end).max(0.0)
+                        },
                         transactional_iops: sum.transactional_ios() as f64 / secs,
                         target_iops: spec.target_iops,
                         db_read_avg_ms: rd.mean_ms(),
@@ -659,11 +711,14 @@ pub fn run(
         io_engine,
         o_direct: caps.o_direct,
         window: Window {
-            warmup_s: spec.warmup.as_secs_f64(),
+            warmup_s: prerequisites
+                .as_ref()
+                .map_or(t0.elapsed().as_secs_f64(), |p| p.seconds),
             measured_s,
             intervals,
             interrupted,
             ended_by_deadline,
+            prerequisites,
         },
         init,
         instances,
@@ -677,6 +732,38 @@ pub fn run(
         merged: None,
     };
     Ok(result)
+}
+
+/// How long after the prerequisites are attained the measured window starts:
+/// long enough for every instance to learn it and end an interval there.
+const WINDOW_LEAD: Duration = Duration::from_millis(200);
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1048576.0
+}
+
+/// The warm-up's lower bound and the maximum database cache over all
+/// instances, in bytes: `preload_cache_pct` of each instance's maximum cache,
+/// or of its database where that is smaller (a small database cannot fill a
+/// larger cache).
+pub fn cache_lower_bound(spec: &StorageSpec) -> (u64, u64) {
+    let ps = spec.profile.page_size.0;
+    let max_pages = (spec.cache_max_per_db / ps).max(64);
+    let pct = spec.profile.preload_cache_pct.clamp(0.0, 100.0);
+    let mut bound = 0u64;
+    let mut max = 0u64;
+    for inst in &spec.instances {
+        let fillable = max_pages.min(inst.pages);
+        bound += (fillable as f64 * pct / 100.0).ceil() as u64 * ps;
+        max += max_pages * ps;
+    }
+    (bound, max)
+}
+
+/// Whether the warm-up ("attaining prerequisites") is over: the database
+/// caches hold at least their lower bound, or the warm-up's time limit passed.
+pub fn warmup_over(cached: u64, lower_bound: u64, elapsed: Duration, limit: Duration) -> bool {
+    cached >= lower_bound || elapsed >= limit
 }
 
 /// The partial result of a run interrupted while it waited for its start time
@@ -822,5 +909,54 @@ mod tests {
         );
         let v = judge(&spec("exchange2007"), &totals(0.0, 0.0), None, &[], 60.0);
         assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn the_warm_up_ends_when_the_cache_holds_its_lower_bound_or_at_its_limit() {
+        let limit = Duration::from_secs(30);
+        let early = Duration::from_secs(1);
+        assert!(
+            !warmup_over(899, 900, early, limit),
+            "under the bound, in time"
+        );
+        assert!(warmup_over(900, 900, early, limit), "at the bound");
+        assert!(warmup_over(950, 900, early, limit), "over the bound");
+        assert!(
+            warmup_over(10, 900, limit, limit),
+            "the limit ends it anyway"
+        );
+        assert!(
+            warmup_over(0, 0, Duration::ZERO, limit),
+            "no bound: at once"
+        );
+        let p = Prerequisites::new(900, 1000, 10, 30.0, 30.0);
+        assert!(!p.attained);
+        let w = p.warning.as_deref().unwrap_or_default();
+        assert!(w.contains("lower bound") && w.contains("--warmup"), "{w}");
+        let p = Prerequisites::new(900, 1000, 900, 3.0, 30.0);
+        assert!(p.attained && p.warning.is_none());
+    }
+
+    #[test]
+    fn the_lower_bound_is_the_profile_share_of_the_maximum_cache_or_of_a_smaller_database() {
+        let mut s = spec("exchange2013");
+        s.cache_max_per_db = 256 << 20;
+        s.profile.preload_cache_pct = 90.0;
+        let ps = s.profile.page_size.0;
+        for i in &mut s.instances {
+            i.pages = (1 << 30) / ps;
+        }
+        let n = s.instances.len() as u64;
+        let (bound, max) = cache_lower_bound(&s);
+        assert_eq!(max, n * (256 << 20));
+        // 90 % of 8192 pages of 32 KiB, rounded up to a page.
+        assert_eq!(bound, n * 7373 * ps);
+        // A database of 1000 pages fills at most 900 of them.
+        for i in &mut s.instances {
+            i.pages = 1000;
+        }
+        assert_eq!(cache_lower_bound(&s).0, n * 900 * ps);
+        s.profile.preload_cache_pct = 0.0;
+        assert_eq!(cache_lower_bound(&s).0, 0);
     }
 }

@@ -208,6 +208,11 @@ pub struct HostToml {
     pub backup_to: Option<PathBuf>,
 }
 
+/// The longest the warm-up ("attaining prerequisites") may take by default,
+/// and with `--quick`.
+pub const WARMUP_LIMIT: Duration = Duration::from_secs(30 * 60);
+pub const QUICK_WARMUP_LIMIT: Duration = Duration::from_secs(30);
+
 impl StorageToml {
     /// The section with `[storage.hosts."host"]` applied over it, if present.
     pub fn for_host(mut self, host: &str) -> StorageToml {
@@ -479,10 +484,12 @@ impl SpecExt for StorageSpec {
                 "`duration` must be at least one `sample_interval`",
             ));
         }
+        // The warm-up lasts until the database cache holds its lower bound
+        // (`preload_cache_pct`); `warmup` is the longest it may take.
         let warmup = t.warmup.unwrap_or(if quick {
-            Duration::from_secs(10)
+            QUICK_WARMUP_LIMIT
         } else {
-            (duration / 20).clamp(sample_interval, Duration::from_secs(600))
+            WARMUP_LIMIT
         });
         limits::duration("duration", duration)?;
         limits::duration("warmup", warmup)?;

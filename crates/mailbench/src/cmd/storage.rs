@@ -96,7 +96,9 @@ pub struct StorageArgs {
     /// Measured window (e.g. 2h, 90s).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Warm-up before the measured window.
+    /// Longest warm-up: the measured window starts once the database cache
+    /// holds its lower bound (profile `preload_cache_pct`), or after this
+    /// (default 30m; 30s with --quick).
     #[arg(long, value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Sampling interval (default 15s).

@@ -166,7 +166,7 @@ pub(super) fn tables_test_summary(d: &StorageDoc, o: &mut String) {
             (
                 "Measured Window",
                 format!(
-                    "{} after {} warm-up ({} intervals){}",
+                    "{} after {} warm-up ({} intervals){}{}",
                     duration(r.window.measured_s),
                     duration(r.window.warmup_s),
                     r.window.intervals,
@@ -174,7 +174,8 @@ pub(super) fn tables_test_summary(d: &StorageDoc, o: &mut String) {
                         ", interrupted"
                     } else {
                         ""
-                    }
+                    },
+                    prerequisites_note(r.window.prerequisites.as_ref())
                 ),
             ),
             ("mailbench Version", r.run.tool_version.clone()),
@@ -822,4 +823,28 @@ pub(super) fn tables_creation_and_checks(d: &StorageDoc, o: &mut String) {
         }
         o.push_str("</ul>");
     }
+}
+
+/// The warm-up's cache against its lower bound, for the Measured Window row
+/// (empty for results whose warm-up was a fixed time).
+fn prerequisites_note(p: Option<&mailbench_results::storage::run::Prerequisites>) -> String {
+    let Some(p) = p else {
+        return String::new();
+    };
+    let mut s = format!(
+        "; attaining prerequisites: database cache {} of its {} lower bound ({} maximum), {}",
+        bytes(p.cache_reached_bytes as f64),
+        bytes(p.cache_lower_bound_bytes as f64),
+        bytes(p.cache_max_bytes as f64),
+        if p.attained {
+            "reached"
+        } else {
+            "NOT reached within the warm-up limit"
+        }
+    );
+    if let Some(w) = &p.warning {
+        s.push_str(". WARNING: ");
+        s.push_str(w);
+    }
+    s
 }

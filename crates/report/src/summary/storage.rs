@@ -42,6 +42,7 @@ pub fn render(r: &StorageResult) -> String {
             ""
         }
     );
+    prerequisites_text(r, &mut o);
     let _ = writeln!(
         o,
         "  Command Line            {}",
@@ -54,6 +55,32 @@ pub fn render(r: &StorageResult) -> String {
     background_text(r, &mut o);
     host_text(r, &mut o);
     o
+}
+
+/// The warm-up ("attaining prerequisites"): the cache reached against its
+/// lower bound, and the warning when the time limit ended it (absent in
+/// results whose warm-up was a fixed time).
+fn prerequisites_text(r: &StorageResult, o: &mut String) {
+    let Some(p) = &r.window.prerequisites else {
+        return;
+    };
+    let mb = |b: u64| b as f64 / 1048576.0;
+    let _ = writeln!(
+        o,
+        "  Attaining Prerequisites {:.0} s: database cache {:.1} MB, lower bound {:.1} MB of {:.1} MB maximum, {}",
+        p.seconds,
+        mb(p.cache_reached_bytes),
+        mb(p.cache_lower_bound_bytes),
+        mb(p.cache_max_bytes),
+        if p.attained {
+            "reached".to_string()
+        } else {
+            format!("NOT reached within the {:.0} s limit", p.limit_s)
+        }
+    );
+    if let Some(w) = &p.warning {
+        let _ = writeln!(o, "  WARNING                 {w}");
+    }
 }
 
 /// Database sizing and throughput, and the creation figures when the run created databases.

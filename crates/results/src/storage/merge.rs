@@ -226,6 +226,7 @@ pub fn merge(inputs: &[MergeInput]) -> Result<MergeOutput> {
         intervals: rs.iter().map(|r| r.window.intervals).max().unwrap_or(0),
         interrupted: rs.iter().any(|r| r.window.interrupted),
         ended_by_deadline: rs.iter().any(|r| r.window.ended_by_deadline),
+        prerequisites: merge_prerequisites(&rs),
     };
     let intervals = merge_intervals(inputs, &labels);
     if !intervals.is_empty() {
@@ -411,4 +412,18 @@ fn merge_intervals(inputs: &[MergeInput], labels: &[Option<String>]) -> Vec<Inte
         });
     }
     out
+}
+
+/// The hosts' warm-ups together: bounds and caches summed, the longest time,
+/// attained only if every host attained it (None if any host's result has none).
+fn merge_prerequisites(rs: &[&StorageResult]) -> Option<crate::storage::run::Prerequisites> {
+    let all: Option<Vec<_>> = rs.iter().map(|r| r.window.prerequisites.as_ref()).collect();
+    let all = all.filter(|a| !a.is_empty())?;
+    Some(crate::storage::run::Prerequisites::new(
+        all.iter().map(|p| p.cache_lower_bound_bytes).sum(),
+        all.iter().map(|p| p.cache_max_bytes).sum(),
+        all.iter().map(|p| p.cache_reached_bytes).sum(),
+        all.iter().map(|p| p.seconds).fold(0.0, f64::max),
+        all.iter().map(|p| p.limit_s).fold(0.0, f64::max),
+    ))
 }

@@ -53,6 +53,63 @@ pub struct Window {
     /// databases were left for recovery, the result is partial.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended_by_deadline: bool,
+    /// The warm-up ("attaining prerequisites"): the database cache the measured
+    /// window waited for, and what was reached. Absent in results of versions
+    /// whose warm-up was a fixed time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prerequisites: Option<Prerequisites>,
+}
+
+/// "Attaining prerequisites": the warm-up lasts until the database cache of all
+/// instances together holds at least its lower bound, or until its time limit.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Prerequisites {
+    /// The lower bound: `preload_cache_pct` of the maximum database cache (of
+    /// each database's size where that is smaller), over all instances, bytes.
+    pub cache_lower_bound_bytes: u64,
+    /// The maximum database cache over all instances, bytes.
+    pub cache_max_bytes: u64,
+    /// The pages held in the database cache when the measured window started, bytes.
+    pub cache_reached_bytes: u64,
+    /// How long attaining the prerequisites took (the warm-up), seconds.
+    pub seconds: f64,
+    /// The time limit of the warm-up, seconds.
+    pub limit_s: f64,
+    /// Whether the lower bound was reached; false: the time limit ended the
+    /// warm-up and the measured window started with a colder cache.
+    pub attained: bool,
+    /// What the summary and report say when the time limit ended the warm-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl Prerequisites {
+    /// The warm-up's record; the warning when the time limit, not the cache,
+    /// ended it.
+    pub fn new(lower_bound: u64, max: u64, reached: u64, seconds: f64, limit_s: f64) -> Self {
+        let attained = reached >= lower_bound;
+        let mb = |b: u64| b as f64 / 1048576.0;
+        let warning = (!attained).then(|| {
+            format!(
+                "The database cache held {:.1} MB, under its lower bound of {:.1} MB, when the \
+                 {:.0} s warm-up limit ended the warm-up: the measured window started with a \
+                 colder cache than the published test waits for. Give a longer `--warmup` (the \
+                 limit) or a smaller `--cache-size`.",
+                mb(reached),
+                mb(lower_bound),
+                limit_s
+            )
+        });
+        Prerequisites {
+            cache_lower_bound_bytes: lower_bound,
+            cache_max_bytes: max,
+            cache_reached_bytes: reached,
+            seconds,
+            limit_s,
+            attained,
+            warning,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

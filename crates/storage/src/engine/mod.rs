@@ -34,7 +34,7 @@ use rand::rngs::SmallRng;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,21 @@ pub struct Control {
     /// Soft-recovery test: keep the checkpoint where it is (no checkpoint file
     /// updates, no log files removed) so every new log file must be replayed.
     pub hold_checkpoint: AtomicBool,
+    /// Bytes of pages the database caches of all instances hold (each instance
+    /// adds its changes): what the warm-up waits for.
+    pub cached_bytes: AtomicU64,
+    /// When the measured window starts, in milliseconds after the run's start
+    /// (0: not yet known). Every instance ends a sampling interval at that
+    /// moment, so the window starts on an interval boundary.
+    pub window_start_ms: AtomicU64,
+}
+
+impl Control {
+    /// Schedules the measured window's start `at` after the run's start.
+    pub fn start_window_at(&self, at: Duration) {
+        let ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.window_start_ms.store(ms, Ordering::Relaxed);
+    }
 }
 
 /// Messages from an instance thread to the run's collector.
@@ -180,6 +195,12 @@ pub struct Instance {
     next_tick: Instant,
     seq: u64,
     failed: bool,
+    /// Cached bytes last added to [`Control::cached_bytes`].
+    published_cache: u64,
+    /// The measured window's start, once known, and whether an interval
+    /// ended there.
+    window_at: Option<Instant>,
+    window_cut: bool,
 }
 
 impl Instance {
@@ -228,6 +249,9 @@ impl Instance {
             next_tick: t0 + s.sample_interval,
             seq: 0,
             failed: false,
+            published_cache: 0,
+            window_at: None,
+            window_cut: false,
             s,
             ctl,
             events,
@@ -323,10 +347,49 @@ impl Instance {
             self.drive_maintenance(now);
             self.drive_replication();
         }
+        self.publish_cache();
+        self.learn_window_start();
         if now >= self.next_tick {
             self.emit_interval(now);
         }
         progressed
+    }
+
+    /// Adds this instance's change of cached bytes to the run's total.
+    fn publish_cache(&mut self) {
+        let now = (self.cache.resident() * self.ps) as u64;
+        if now != self.published_cache {
+            if now > self.published_cache {
+                self.ctl
+                    .cached_bytes
+                    .fetch_add(now - self.published_cache, Ordering::Relaxed);
+            } else {
+                self.ctl
+                    .cached_bytes
+                    .fetch_sub(self.published_cache - now, Ordering::Relaxed);
+            }
+            self.published_cache = now;
+        }
+    }
+
+    /// Once the run scheduled the measured window, ends the current sampling
+    /// interval at its start (the intervals after it follow from there).
+    fn learn_window_start(&mut self) {
+        if self.window_cut {
+            return;
+        }
+        if self.window_at.is_none() {
+            let ms = self.ctl.window_start_ms.load(Ordering::Relaxed);
+            if ms == 0 {
+                return;
+            }
+            self.window_at = Some(self.t0 + Duration::from_millis(ms));
+        }
+        if let Some(at) = self.window_at
+            && at < self.next_tick
+        {
+            self.next_tick = at;
+        }
     }
 
     /// Whether the loop is done: an abort once quiet (or out of time), a stop
@@ -394,6 +457,9 @@ impl Instance {
         stats.counters.cache_frames = self.cache.len() as u64;
         stats.counters.dirty_pages = self.cache.dirty_count() as u64;
         stats.counters.checkpoint_depth_bytes = self.checkpoint_depth();
+        if self.window_at.is_some_and(|at| now >= at) {
+            self.window_cut = true;
+        }
         let end_s = now.duration_since(self.t0).as_secs_f64();
         let _ = self.events.send(Event::Interval {
             instance: self.s.index,

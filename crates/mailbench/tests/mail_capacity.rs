@@ -249,3 +249,148 @@ fn a_sweep_into_a_relative_results_folder_starts_the_local_target() {
     let v = result(&cwd.path().join("out"), "mail-sweep");
     assert_eq!(v["levels"][0]["users"], 2, "{v}");
 }
+
+/// The run folder `kind-*` under `out`, once it exists.
+fn run_dir(out: &std::path::Path, kind: &str) -> Option<std::path::PathBuf> {
+    (std::fs::read_dir(out).ok()?)
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(kind))
+        })
+}
+
+/// True once the level's intervals.jsonl has an interval of its day.
+fn level_in_its_day(sweep: &std::path::Path, users: u64) -> bool {
+    let file = sweep
+        .join(format!("level-{users:06}-users"))
+        .join("intervals.jsonl");
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["phase"] == "day")
+}
+
+/// The server dies during the second level of a sweep (2, 3, 4 users): the
+/// first level keeps its figures, the second fails on what its users met,
+/// the third cannot run and fails with the reason, the sweep stops there,
+/// writes its result and exits 1.
+#[test]
+#[allow(clippy::too_many_lines)] // one scenario, read at once
+fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
+    let pw = srv.password.clone();
+    provision(&srv, 4, &pw);
+    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
+    let out = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(dir.path().join("sweep.out")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args([
+            "mail",
+            "sweep",
+            "--imap",
+            &imap,
+            "--submission",
+            &sub,
+            "--users",
+            "2,3,4",
+            "--profile",
+            "loadsim-light",
+            "--day-length",
+            "8s",
+            "--ramp-up",
+            "1s",
+            "--drain",
+            "5s",
+            "--interval",
+            "1s",
+            "--op-timeout",
+            "5s",
+            "--skip-setup",
+            "-q",
+            "--output",
+            out.path().to_str().unwrap(),
+        ])
+        .env("MAILBENCH_PASSWORD", &pw)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // Stop the server once the second level is in its day (bounded wait).
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut killed = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if !killed && run_dir(out.path(), "mail-sweep").is_some_and(|d| level_in_its_day(&d, 3)) {
+            srv.stop();
+            killed = true;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the sweep did not end within 150 s (server stopped: {killed}): {}",
+                std::fs::read_to_string(dir.path().join("sweep.out")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let printed = std::fs::read_to_string(dir.path().join("sweep.out")).unwrap_or_default();
+    assert!(killed, "the second level never reached its day: {printed}");
+    assert_eq!(status.code(), Some(1), "{printed}");
+
+    let sweep = run_dir(out.path(), "mail-sweep").unwrap();
+    let r = result(out.path(), "mail-sweep");
+    let levels = r["levels"].as_array().unwrap();
+    let users: Vec<u64> = levels
+        .iter()
+        .map(|l| l["users"].as_u64().unwrap())
+        .collect();
+    assert_eq!(users, vec![2, 3, 4], "{:#}", r["levels"]);
+    // Measured before the server died: its figures are kept.
+    assert!(matches!(
+        levels[0]["status"].as_str(),
+        Some("pass" | "fail")
+    ));
+    assert!(levels[0]["response_time_ms"].as_f64().unwrap() > 0.0);
+    // The level it died in ran, and failed on what its users met.
+    assert_eq!(levels[1]["status"], "fail", "{:#}", levels[1]);
+    assert!(!levels[1]["reasons"].as_array().unwrap().is_empty());
+    let l3: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sweep.join("level-000003-users/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        l3["errors"]["total"].as_u64().unwrap() > 0,
+        "{:#}",
+        l3["errors"]
+    );
+    // The next could not run: it fails with the reason, and the sweep stops.
+    assert_eq!(levels[2]["status"], "error", "{:#}", levels[2]);
+    assert_eq!(levels[2]["failed_criterion"], "error");
+    let why = levels[2]["reasons"][0].as_str().unwrap();
+    assert!(why.contains("4 users could not run"), "{why}");
+    assert!(why.contains(&srv.ports.imap.to_string()), "{why}");
+    assert_eq!(r["verdict"]["status"], "fail");
+    let reasons = r["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("could not run"), "{reasons}");
+    assert!(
+        reasons.contains("the sweep reports the levels measured before it"),
+        "{reasons}"
+    );
+    // The usual files are written.
+    let summary = std::fs::read_to_string(sweep.join("summary.txt")).unwrap();
+    assert!(summary.contains("FAIL error"), "{summary}");
+    assert!(summary.contains("could not run"), "{summary}");
+    assert!(sweep.join("report.html").is_file());
+}

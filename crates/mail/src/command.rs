@@ -614,7 +614,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             .steady
             .as_ref()
             .and_then(|s| s.judged_ms())
-            .unwrap_or(result.score.weighted_p95_ms)
+            .unwrap_or(result.response_time.weighted_p95_ms)
     ));
     drop(prepared);
     Ok(MailRun { dir: run, result })

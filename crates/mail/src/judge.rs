@@ -40,7 +40,7 @@ mod tests {
     fn verdicts() {
         let c = criteria();
         let ok = Figures {
-            score_ms: 200.0,
+            response_time_ms: 200.0,
             expected_deliveries: 10,
             within_pct: 100.0,
             queue_final: Some(0),
@@ -50,7 +50,7 @@ mod tests {
         };
         assert_eq!(verdict(&ok, &c).status, Status::Pass);
         let bad = Figures {
-            score_ms: 1500.0,
+            response_time_ms: 1500.0,
             total_errors: 3,
             error_rate_pct: error_rate_pct(3, 300),
             errors_by_kind: [("timeout".to_string(), 1), ("connect".to_string(), 2)]

@@ -223,7 +223,7 @@ pub(crate) fn build(
         },
         tasks,
         operations,
-        score: Score {
+        response_time: DayResponseTime {
             weighted_p95_ms: score,
             weights: weights
                 .into_iter()
@@ -281,9 +281,9 @@ pub(crate) fn build(
 /// The figures the verdict is made from.
 pub(crate) fn figures(r: &MailRunResult, interrupted: bool) -> Figures {
     Figures {
-        score_ms: (r.steady.as_ref())
+        response_time_ms: (r.steady.as_ref())
             .and_then(|s| s.judged_ms())
-            .unwrap_or(r.score.weighted_p95_ms),
+            .unwrap_or(r.response_time.weighted_p95_ms),
         total_errors: r.errors.total,
         error_rate_pct: r.errors.rate_pct,
         errors_by_kind: r.errors.by_kind.clone(),

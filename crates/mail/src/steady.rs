@@ -10,15 +10,13 @@
 //! figures are taken over that window; the queue criterion holds over the
 //! whole window: no upward trend, and under a limit at its end.
 
-use crate::profile::{Profile, TaskKind};
 use mailbench_base::{Error, Result};
-use mailbench_metrics::LatencyHist;
-use mailbench_metrics::system::DiskRates;
-use mailbench_results::mail::run::MailInterval;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use mailbench_results::mail::steady::{QueueJudgement, SteadySection, Window};
+pub use mailbench_results::mail::steady::{
+    Interval, QueueJudgement, Steady, SteadySection, Window, default_queue_limit, intervals_of,
+    judge_queue, section, steady, weighted_ms,
+};
 
 /// One end of the steady window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,226 +103,14 @@ impl SteadySpec {
     }
 }
 
-/// One interval's figures (a line of intervals.jsonl, decoded).
-#[derive(Debug, Clone, Default)]
-pub struct Interval {
-    /// End of the interval, seconds since the start.
-    pub t_s: f64,
-    pub interval_s: f64,
-    pub ops: BTreeMap<String, LatencyHist>,
-    pub errors: BTreeMap<String, u64>,
-    pub submitted: u64,
-    pub delivered: u64,
-    pub queue: Option<f64>,
-    /// The generator's host CPU busy over the interval, %.
-    pub cpu_busy_pct: f64,
-    pub disk: Option<DiskRates>,
-}
-
-/// The steady window's figures.
-#[derive(Debug, Clone, Default)]
-pub struct Steady {
-    pub window: Option<Window>,
-    pub intervals: usize,
-    /// Per operation: the window's histogram.
-    pub hists: BTreeMap<String, LatencyHist>,
-    pub errors: BTreeMap<String, u64>,
-    /// Response time: the weighted 95th percentile of the tasks, ms.
-    pub response_time_ms: f64,
-    /// The same weighting over the tasks' 50th percentiles, ms.
-    pub response_time_p50_ms: f64,
-    pub submitted: u64,
-    pub delivered: u64,
-    /// Per user per simulated day, from the window scaled to the whole day.
-    pub submitted_per_user_per_day: f64,
-    pub delivered_per_user_per_day: f64,
-    /// The generator's host CPU, averaged over the window's intervals, %.
-    pub cpu_busy_pct: f64,
-    /// The local store's disk, averaged over the window's intervals.
-    pub disk: Option<DiskRates>,
-}
-
-/// Σ(weight × the task's `q` quantile) / Σweight over the tasks that ran: the
-/// response time's weighting (judge.rs) at any percentile.
-pub fn weighted_ms(profile: &Profile, hists: &BTreeMap<String, LatencyHist>, q: f64) -> f64 {
-    crate::judge::weighted_p95_ms(profile, |k: TaskKind| {
-        hists
-            .get(k.name())
-            .filter(|h| !h.is_empty())
-            .map(|h| h.quantile_us(q))
-    })
-    .0
-}
-
-/// The figures of the intervals inside `w`, for `users` users.
-pub fn steady(intervals: &[Interval], w: &Window, profile: &Profile, users: usize) -> Steady {
-    let mut s = Steady {
-        window: Some(*w),
-        ..Default::default()
-    };
-    let mut disks = Vec::new();
-    for iv in intervals.iter().filter(|i| w.holds(i.t_s, i.interval_s)) {
-        s.intervals += 1;
-        for (op, h) in &iv.ops {
-            s.hists.entry(op.clone()).or_default().add(h);
-        }
-        for (op, e) in &iv.errors {
-            *s.errors.entry(op.clone()).or_default() += e;
-        }
-        s.submitted += iv.submitted;
-        s.delivered += iv.delivered;
-        s.cpu_busy_pct += iv.cpu_busy_pct;
-        if let Some(d) = &iv.disk {
-            disks.push(*d);
-        }
-    }
-    if s.intervals > 0 {
-        s.cpu_busy_pct /= s.intervals as f64;
-    }
-    s.disk = mean_disk(&disks);
-    s.response_time_ms = weighted_ms(profile, &s.hists, 0.95);
-    s.response_time_p50_ms = weighted_ms(profile, &s.hists, 0.50);
-    let per_day = |n: u64| {
-        if users == 0 || s.intervals == 0 {
-            0.0
-        } else {
-            n as f64 / users as f64 / w.share_of_day()
-        }
-    };
-    s.submitted_per_user_per_day = per_day(s.submitted);
-    s.delivered_per_user_per_day = per_day(s.delivered);
-    s
-}
-
-fn mean_disk(d: &[DiskRates]) -> Option<DiskRates> {
-    if d.is_empty() {
-        return None;
-    }
-    let n = d.len() as f64;
-    let avg = |f: fn(&DiskRates) -> f64| d.iter().map(f).sum::<f64>() / n;
-    Some(DiskRates {
-        reads_per_s: avg(|x| x.reads_per_s),
-        writes_per_s: avg(|x| x.writes_per_s),
-        read_bytes_per_s: avg(|x| x.read_bytes_per_s),
-        write_bytes_per_s: avg(|x| x.write_bytes_per_s),
-        read_latency_ms: avg(|x| x.read_latency_ms),
-        write_latency_ms: avg(|x| x.write_latency_ms),
-        utilisation_pct: avg(|x| x.utilisation_pct),
-        queue_depth: avg(|x| x.queue_depth),
-    })
-}
-
-/// The lines of intervals.jsonl as the window's inputs (a histogram that
-/// does not decode counts as empty).
-pub fn intervals_of(lines: &[MailInterval]) -> Vec<Interval> {
-    lines
-        .iter()
-        .map(|l| Interval {
-            t_s: l.t_s,
-            interval_s: l.interval_s,
-            ops: (l.ops.iter())
-                .map(|(k, op)| {
-                    let h = LatencyHist::from_base64(&op.hist).unwrap_or_default();
-                    (k.clone(), h)
-                })
-                .collect(),
-            errors: (l.ops.iter())
-                .filter(|(_, op)| op.errors > 0)
-                .map(|(k, op)| (k.clone(), op.errors))
-                .collect(),
-            submitted: l.submitted,
-            delivered: l.delivered,
-            queue: l.queue_length.map(|q| q as f64),
-            cpu_busy_pct: l.cpu_busy_pct,
-            disk: l.disk,
-        })
-        .collect()
-}
-
-/// The `steady` section of the result: the window's figures and the queue
-/// criterion over it (`queue`: the run's samples, seconds and length).
-pub fn section(
-    spec: &str,
-    w: &Window,
-    lines: &[MailInterval],
-    queue: &[(f64, f64)],
-    profile: &Profile,
-    users: usize,
-    delivery_within: Duration,
-) -> SteadySection {
-    let s = steady(&intervals_of(lines), w, profile, users);
-    let per_s = s.submitted as f64 / w.seconds().max(1e-9);
-    let limit = default_queue_limit(per_s, delivery_within);
-    SteadySection {
-        spec: spec.to_string(),
-        window: Some(*w),
-        intervals: s.intervals as u64,
-        response_time_ms: s.response_time_ms,
-        response_time_p50_ms: s.response_time_p50_ms,
-        tasks: (s.hists.iter())
-            .map(|(k, h)| (k.clone(), h.summary().into()))
-            .collect(),
-        errors: s.errors.values().sum(),
-        submitted: s.submitted,
-        delivered: s.delivered,
-        submitted_per_user_per_day: s.submitted_per_user_per_day,
-        delivered_per_user_per_day: s.delivered_per_user_per_day,
-        host_cpu_busy_pct: s.cpu_busy_pct,
-        disk: s.disk,
-        queue: judge_queue(queue, w, limit),
-    }
-}
-
-// ---- the queue criterion --------------------------------------------------------
-
-/// The queue limit by Little's law: a queue holding more than the messages
-/// submitted in `delivery_within` means the average message waits longer than
-/// the delivery criterion allows (at least 1 message).
-pub fn default_queue_limit(submitted_per_s: f64, delivery_within: Duration) -> f64 {
-    (submitted_per_s * delivery_within.as_secs_f64())
-        .ceil()
-        .max(1.0)
-}
-
-/// The queue criterion over the window: the queue "consistently returns to
-/// near zero" when its trend does not rise by more than `limit` over the
-/// window and its length at the window's end is within `limit`. None without
-/// at least two samples in the window (nothing to judge).
-pub fn judge_queue(samples: &[(f64, f64)], w: &Window, limit: f64) -> Option<QueueJudgement> {
-    let inside: Vec<(f64, f64)> = samples
-        .iter()
-        .copied()
-        .filter(|(t, q)| *t >= w.from_s && *t <= w.to_s && q.is_finite())
-        .collect();
-    if inside.len() < 2 {
-        return None;
-    }
-    let n = inside.len() as f64;
-    let mt = inside.iter().map(|x| x.0).sum::<f64>() / n;
-    let mq = inside.iter().map(|x| x.1).sum::<f64>() / n;
-    let sxx: f64 = inside.iter().map(|x| (x.0 - mt).powi(2)).sum();
-    let sxy: f64 = inside.iter().map(|x| (x.0 - mt) * (x.1 - mq)).sum();
-    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    let rise = slope * w.seconds();
-    let last = inside[inside.len() - 1].1;
-    Some(QueueJudgement {
-        samples: inside.len(),
-        slope_per_hour: slope * 3600.0,
-        rise,
-        last,
-        average: mq,
-        max: inside.iter().map(|x| x.1).fold(f64::MIN, f64::max),
-        limit,
-        holds: rise <= limit && last <= limit,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::ProfileExt;
-    use mailbench_results::mail::run::IntervalOp;
+    use crate::profile::{Profile, ProfileExt, TaskKind};
+    use mailbench_metrics::LatencyHist;
+    use mailbench_results::mail::run::{IntervalOp, MailInterval};
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     fn window() -> Window {
         SteadySpec::default()

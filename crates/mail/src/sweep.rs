@@ -152,7 +152,8 @@ pub fn level_of(r: &MailRunResult, dir: &str) -> SweepLevel {
     SweepLevel {
         users: r.users,
         rate_equivalent_users: r.users as f64 * r.window.compression,
-        response_time_ms: (st.and_then(|s| s.judged_ms())).unwrap_or(r.score.weighted_p95_ms),
+        response_time_ms: (st.and_then(|s| s.judged_ms()))
+            .unwrap_or(r.response_time.weighted_p95_ms),
         response_time_p50_ms: st.map(|s| s.response_time_p50_ms).unwrap_or(0.0),
         server_cpu_busy_pct: server_host.as_ref().map(|h| h.cpu_busy_pct),
         generator_cpu_busy_pct: st

@@ -119,7 +119,7 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
         files += std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
     }
     assert!(files > 100, "user1's Inbox has only {files} messages");
-    assert!(v["score"]["weighted_p95_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["response_time"]["weighted_p95_ms"].as_f64().unwrap() > 0.0);
     // The steady window (the middle half of the 3-minute day) is measured:
     // its response time and per-task figures, the flow scaled to the day,
     // and the queue judged over it (the local target's queue is sampled).

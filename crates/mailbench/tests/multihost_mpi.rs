@@ -752,7 +752,7 @@ fn three_generators_share_the_users_of_one_mail_server() {
     for key in [
         "tasks",
         "mail_flow",
-        "score",
+        "response_time",
         "delivery_latency",
         "verdict",
         "users",
@@ -776,7 +776,7 @@ fn three_generators_share_the_users_of_one_mail_server() {
     assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
     eprintln!(
         "3 generators, 12 users: score {:.1} ms, submitted {}, delivered {}/{}, hosts {:?}",
-        agg["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        agg["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
         agg["mail_flow"]["submitted"],
         agg["mail_flow"]["delivered"],
         agg["mail_flow"]["expected_deliveries"],

@@ -2,14 +2,17 @@
 //! own slice of the users (`--first-user`) against the local Dovecot+Postfix
 //! (one throwaway server each), run at the same time by the real binary; then
 //! `report merge` of both. The aggregate must equal the sums and the added
-//! histograms of the two results, the score and the verdict must be judged
+//! histograms of the two results, the response time (over the steady window the
+//! runs used) and the verdict must be judged
 //! again on the aggregate, and the merged result must render.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "mail_support.rs"]
 mod support;
 use mailbench_mail::judge::{self, Criteria, Figures};
 use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
+use mailbench_mail::steady::{self, SteadySection, Window};
 use mailbench_metrics::LatencyHist;
+use mailbench_results::mail::run::MailInterval;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +63,51 @@ fn interval_counts(lines: &[Value]) -> BTreeMap<String, u64> {
         }
     }
     out
+}
+
+/// The merged result's `steady` section: the generators' own window (`a`'s;
+/// both ran with the same options), and the figures `mail run` computes for
+/// that window from the merged intervals and queue samples.
+fn check_steady(m: &Value, a: &Value, dm: &Path, profile: &Profile) -> SteadySection {
+    let got: SteadySection = serde_json::from_value(m["steady"].clone()).unwrap();
+    assert_eq!(got.spec, "25%-75%");
+    assert_eq!(m["steady"]["window"], a["steady"]["window"]);
+    let w: Window = serde_json::from_value(a["steady"]["window"].clone()).unwrap();
+    let lines: Vec<MailInterval> = (intervals(dm).into_iter())
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+    let queue: Vec<(f64, f64)> = (m["queue"]["samples"].as_array().unwrap().iter())
+        .map(|q| (q["t_s"].as_f64().unwrap(), q["length"].as_f64().unwrap()))
+        .collect();
+    let want = steady::section(
+        "25%-75%",
+        &w,
+        &lines,
+        &queue,
+        profile,
+        (2 * USERS) as usize,
+        std::time::Duration::from_secs(60),
+    );
+    // Compared as the file holds it (text, read back the same way).
+    let want_text: Value = serde_json::from_str(&serde_json::to_string(&want).unwrap()).unwrap();
+    assert_eq!(m["steady"], want_text);
+    assert!(got.intervals >= 5, "{:#}", m["steady"]);
+    assert!(
+        got.judged_ms().is_some(),
+        "no task in the window: {:#}",
+        m["steady"]
+    );
+    // Fewer tasks inside the window than over the day: the window is judged.
+    let day: u64 = (m["tasks"].as_object().unwrap().values())
+        .map(|t| u(&t["count"]))
+        .sum();
+    let window: u64 = TaskKind::ALL
+        .iter()
+        .filter_map(|k| got.tasks.get(k.name()))
+        .map(|t| t.count)
+        .sum();
+    assert!(window > 0 && window < day, "{window} of {day}");
+    got
 }
 
 #[test]
@@ -143,7 +191,10 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         (u(&hosts[0]["first_user"]), u(&hosts[1]["first_user"])),
         (1, 4)
     );
-    assert_eq!(hosts[1]["score_ms"], b["score"]["weighted_p95_ms"]);
+    assert_eq!(
+        hosts[1]["response_time_ms"],
+        b["response_time"]["weighted_p95_ms"]
+    );
     assert_eq!(hosts[0]["verdict"], a["verdict"]);
 
     // Tasks and operations: counts add up, histograms are the sums, and every
@@ -187,7 +238,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     assert!(p95.len() >= 10, "few tasks ran: {p95:?}");
     let profile = Profile::load("mmb3").unwrap();
     let (score, _) = judge::weighted_p95_ms(&profile, |k: TaskKind| p95.get(k.name()).copied());
-    let merged_score = m["score"]["weighted_p95_ms"].as_f64().unwrap();
+    let merged_score = m["response_time"]["weighted_p95_ms"].as_f64().unwrap();
     assert!(close(merged_score, score), "{merged_score} vs {score}");
 
     // Mail flow: sums, and per-user / per-hour figures from the sums.
@@ -267,16 +318,19 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         delivery_pct: c["delivery_pct"].as_f64().unwrap(),
         delivery_within: std::time::Duration::from_secs(60),
     };
+    // The steady window the runs used, measured again over the merged
+    // intervals (not the whole day), and judged.
+    let steady = check_steady(&m, &a, &dm, &profile);
     let verdict = judge::verdict(
         &Figures {
-            score_ms: merged_score,
+            response_time_ms: steady.judged_ms().unwrap_or(merged_score),
             total_errors,
             error_rate_pct: m["errors"]["rate_pct"].as_f64().unwrap(),
             errors_by_kind: by_kind,
             expected_deliveries: expected,
             within_pct,
             queue_final: Some(queue_final),
-            queue_steady: None,
+            queue_steady: steady.queue.as_ref().and_then(|q| q.reason()),
             interrupted: false,
             planned_tasks: planned,
             executed_tasks: executed,
@@ -405,7 +459,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     eprintln!(
         "generator a: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
         a["users"],
-        a["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        a["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
         a["mail_flow"]["submitted"],
         a["mail_flow"]["delivered"],
         a["mail_flow"]["expected_deliveries"],
@@ -415,7 +469,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     eprintln!(
         "generator b: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
         b["users"],
-        b["score"]["weighted_p95_ms"].as_f64().unwrap(),
+        b["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
         b["mail_flow"]["submitted"],
         b["mail_flow"]["delivered"],
         b["mail_flow"]["expected_deliveries"],

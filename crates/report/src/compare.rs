@@ -198,10 +198,10 @@ fn mail_rows(a: &crate::load::MailDoc, b: &crate::load::MailDoc, tol: f64) -> Ve
     let (a, b) = (&a.raw, &b.raw);
     let g = |v: &Value, p: &str| fnum(v, p).unwrap_or(0.0);
     rows.push(row(
-        "weighted p95 score",
+        "response time (weighted p95)",
         "ms",
-        g(a, "score.weighted_p95_ms"),
-        g(b, "score.weighted_p95_ms"),
+        g(a, "response_time.weighted_p95_ms"),
+        g(b, "response_time.weighted_p95_ms"),
         Better::Lower,
         true,
         tol,

@@ -160,6 +160,8 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
             })))
         }
         "mail-run" => {
+            let mut raw = raw;
+            mailbench_results::kind::upgrade_v1(mailbench_results::Kind::MailRun, &mut raw);
             let (intervals, _) = read_intervals::<Value>(&dir.join("intervals.jsonl"));
             let merged = match raw.get("merged") {
                 Some(m) => Some(

@@ -105,9 +105,9 @@ pub fn mail_page(d: &MailDoc) -> String {
     // The steady window's response time (judged) when the result has one.
     let score = fnum(r, "steady.response_time_ms")
         .filter(|_| fnum(r, "steady.intervals").unwrap_or(0.0) > 0.0)
-        .or_else(|| fnum(r, "score.weighted_p95_ms"))
+        .or_else(|| fnum(r, "response_time.weighted_p95_ms"))
         .unwrap_or(0.0);
-    let limit = fnum(r, "score.limit_ms").unwrap_or(1000.0);
+    let limit = fnum(r, "response_time.limit_ms").unwrap_or(1000.0);
     let compression = fnum(r, "window.compression").unwrap_or(1.0).max(1e-9);
     let within_pct = fnum(r, "delivery_latency.within_pct");
     let within_s = fnum(r, "delivery_latency.within_s").unwrap_or(60.0);
@@ -539,7 +539,7 @@ fn hosts_table(m: &MailMerged, limit: f64) -> String {
                 td_judged(h.verdict.label(), h.verdict.status != Status::Pass),
                 td(&h.users.to_string()),
                 td(&format!("{}–{last}", h.first_user)),
-                td_judged(&ms(h.score_ms), h.score_ms > limit),
+                td_judged(&ms(h.response_time_ms), h.response_time_ms > limit),
                 td(&fixed(h.submitted as f64, 0)),
                 td(&fixed(h.expected_deliveries as f64, 0)),
                 td(&fixed(h.delivered as f64, 0)),
@@ -561,7 +561,7 @@ fn hosts_table(m: &MailMerged, limit: f64) -> String {
             "verdict",
             "users",
             "user numbers",
-            "score ms",
+            "response time ms",
             "submitted",
             "expected",
             "delivered",

@@ -193,10 +193,23 @@ impl AnyResult {
 ///   `init`, `spec`, and over ranks `host` as a name and `rank`): they get an
 ///   empty header (host name kept) and a Pass verdict, which is what their
 ///   exit code said.
+/// - `mail-run` results named the whole day's weighted p95 response time
+///   `score` (and a merge's hosts their `score_ms`): renamed `response_time`
+///   and `response_time_ms`, what they are (the sweep's supported users are
+///   the score).
 pub fn upgrade_v1(kind: Kind, v: &mut Value) {
     let Some(o) = v.as_object_mut() else {
         return;
     };
+    if kind == Kind::MailRun {
+        rename_key(o, "score", "response_time");
+        let hosts = (o.get_mut("merged"))
+            .and_then(|m| m.get_mut("hosts"))
+            .and_then(Value::as_array_mut);
+        for h in hosts.into_iter().flatten().filter_map(Value::as_object_mut) {
+            rename_key(h, "score_ms", "response_time_ms");
+        }
+    }
     if kind == Kind::StorageInit && !o.contains_key("schema_version") {
         let hostname = o.get("host").and_then(Value::as_str).unwrap_or_default();
         let mut header = RunHeader::empty(kind.name());
@@ -211,6 +224,15 @@ pub fn upgrade_v1(kind: Kind, v: &mut Value) {
         {
             o.insert("verdict".into(), pass);
         }
+    }
+}
+
+/// Moves `from` to `to` in `o` unless `to` is already there.
+fn rename_key(o: &mut serde_json::Map<String, Value>, from: &str, to: &str) {
+    if !o.contains_key(to)
+        && let Some(x) = o.remove(from)
+    {
+        o.insert(to.to_string(), x);
     }
 }
 

@@ -125,7 +125,9 @@ pub fn json_line(result: &AnyResult, dir: &Path) -> String {
             result: dir.join("result.json"),
             hosts: r.merged.as_ref().map(|m| m.hosts.len()),
             users: r.users,
-            score_ms: r.score.weighted_p95_ms,
+            response_time_ms: (r.steady.as_ref())
+                .and_then(|s| s.judged_ms())
+                .unwrap_or(r.response_time.weighted_p95_ms),
             mail_flow: &r.mail_flow,
         }),
         AnyResult::MailSetup(_) => serde_json::to_string(&MailSetupLine {
@@ -244,7 +246,9 @@ struct MailRunLine<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     hosts: Option<usize>,
     users: u64,
-    score_ms: f64,
+    /// The response time the verdict judged: the steady window's weighted p95, else
+    /// the whole day's.
+    response_time_ms: f64,
     mail_flow: &'a mailbench_results::mail::run::MailFlow,
 }
 

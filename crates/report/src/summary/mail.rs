@@ -125,8 +125,8 @@ fn response_time_lines(s: &mut String, r: &MailRunResult) {
         let _ = writeln!(
             s,
             "\nResponse time (weighted p95)     {} ms (limit {} ms)\n",
-            fmt_ms(r.score.weighted_p95_ms),
-            fmt_ms(r.score.limit_ms)
+            fmt_ms(r.response_time.weighted_p95_ms),
+            fmt_ms(r.response_time.limit_ms)
         );
         return;
     };
@@ -135,7 +135,7 @@ fn response_time_lines(s: &mut String, r: &MailRunResult) {
         s,
         "\nResponse time (weighted p95)     {} ms (limit {} ms), weighted p50 {} ms",
         fmt_ms(st.response_time_ms),
-        fmt_ms(r.score.limit_ms),
+        fmt_ms(r.response_time.limit_ms),
         fmt_ms(st.response_time_p50_ms)
     );
     let _ = writeln!(
@@ -143,7 +143,7 @@ fn response_time_lines(s: &mut String, r: &MailRunResult) {
         "  over the steady window {} of the day ({from:.0}-{to:.0} s, {} intervals); the whole day {} ms",
         st.spec,
         st.intervals,
-        fmt_ms(r.score.weighted_p95_ms)
+        fmt_ms(r.response_time.weighted_p95_ms)
     );
     let _ = writeln!(
         s,
@@ -306,7 +306,7 @@ pub fn hosts_text(m: &Merged<MailHost>) -> String {
         "host",
         "users",
         "first",
-        "score ms",
+        "resp ms",
         "submitted",
         "expected",
         "delivered",
@@ -320,7 +320,7 @@ pub fn hosts_text(m: &Merged<MailHost>) -> String {
             h.label,
             h.users,
             h.first_user,
-            h.score_ms,
+            h.response_time_ms,
             h.submitted,
             h.expected_deliveries,
             h.delivered,
@@ -398,7 +398,13 @@ mod fixture_tests {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../results/tests/fixtures/v1/");
         let json = std::fs::read_to_string(format!("{dir}{name}.json")).unwrap();
         let text = std::fs::read_to_string(format!("{dir}{name}.summary.txt")).unwrap();
-        (serde_json::from_str(&json).unwrap(), text)
+        // Read as mailbench reads a version 1 file: older key names renamed.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let kind = (mailbench_results::kind::kind_of(&v))
+            .and_then(mailbench_results::Kind::parse)
+            .unwrap();
+        mailbench_results::kind::upgrade_v1(kind, &mut v);
+        (v, text)
     }
 
     /// The typed renderers write what the binary wrote before the result

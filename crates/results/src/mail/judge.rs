@@ -39,7 +39,7 @@ pub struct Criteria {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Figures {
     /// Weighted 95th-percentile score (`weighted_p95_ms`).
-    pub score_ms: f64,
+    pub response_time_ms: f64,
     pub total_errors: u64,
     /// `error_rate_pct(total_errors, attempts)`.
     pub error_rate_pct: f64,
@@ -136,12 +136,12 @@ pub const CRITERIA: [&str; 5] = ["response_time", "errors", "delivery", "queue",
 /// the verdict's order. An interrupted run's planned tasks are not judged.
 pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    if f.score_ms > c.max_score_ms {
+    if f.response_time_ms > c.max_score_ms {
         out.push((
             "response_time",
             format!(
                 "the response time (weighted 95th percentile) is {:.0} ms, over the {:.0} ms limit",
-                f.score_ms, c.max_score_ms
+                f.response_time_ms, c.max_score_ms
             ),
         ));
     }

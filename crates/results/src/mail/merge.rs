@@ -11,7 +11,10 @@
 //!   recomputed from the sums (users summed; the real hours are the day, not a
 //!   sum); the delivery-latency histogram is added and the share of
 //!   deliveries in time recomputed from the summed counts;
-//! * intervals are aligned by their index (`t_s` / `interval_s`) and added.
+//! * intervals are aligned by their index (`t_s` / `interval_s`) and added;
+//! * the steady window the runs used (`--steady`, the same in every input) is
+//!   measured again over the added intervals, and the verdict judges its
+//!   response time and queue, as `mail run` does.
 //!
 //! The result is a mail-run result with a `merged` section: one row per
 //! generator.
@@ -19,6 +22,7 @@
 use crate::mail::judge::{self, Criteria, Figures};
 use crate::mail::profile::{Profile, TaskKind};
 use crate::mail::run::*;
+use crate::mail::steady::{QueueJudgement, SteadySection, Window, section};
 use crate::merged::{Merged, common_or_mixed, host_labels, merged_header};
 use crate::verdict::{RunHeader, Status, Verdict};
 use mailbench_base::{Error, Result};
@@ -75,6 +79,11 @@ pub fn check_compatible(inputs: &[MailMergeInput]) -> Result<()> {
                 "different verdict thresholds ({}); merge only results judged the same way",
                 criteria_diff(&a.config.criteria(), &b.config.criteria())
             )
+        } else if a.config.steady != b.config.steady {
+            format!(
+                "different steady windows (--steady {} vs {}): they were judged over different parts of the day; merge only results judged the same way",
+                a.config.steady, b.config.steady
+            )
         } else if a.config.day_length != b.config.day_length {
             format!(
                 "different day lengths ({} vs {}): the simulated day was compressed differently; merge only results of the same test",
@@ -101,7 +110,7 @@ fn criteria_diff(ca: &Criteria, cb: &Criteria) -> String {
     let mut diff = Vec::new();
     if ca.max_score_ms != cb.max_score_ms {
         diff.push(format!(
-            "max score {} vs {} ms",
+            "response time limit {} vs {} ms",
             ca.max_score_ms, cb.max_score_ms
         ));
     }
@@ -225,7 +234,7 @@ fn host_row(i: &Input, label: &str) -> MailHost {
         user_format: r.config.user_format.clone(),
         first_user: r.config.first_user as u64,
         users: r.users,
-        score_ms: r.score.weighted_p95_ms,
+        response_time_ms: r.response_time.weighted_p95_ms,
         submitted: r.mail_flow.submitted,
         expected_deliveries: r.mail_flow.expected_deliveries,
         delivered: r.mail_flow.delivered,
@@ -328,7 +337,7 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
             .map(|t| t.hist.quantile_us(0.95))
     };
     let (score, weights) = judge::weighted_p95_ms(&first.profile, p95);
-    out.score = Score {
+    out.response_time = DayResponseTime {
         weighted_p95_ms: score,
         weights: weights
             .into_iter()
@@ -342,8 +351,6 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
     out.errors = merge_errors(&inputs);
     out.host = merge_host_figures(&inputs);
     out.disk = merge_disk(&inputs, users);
-    // The steady window is not merged: the aggregate is judged on the day.
-    out.steady = None;
     out.generator = merge_generator(
         &inputs,
         users as f64 * first.window.simulated_day_s / 3600.0,
@@ -355,6 +362,9 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
         .collect();
     out.warnings.extend(overlap_warnings(&merged.hosts));
     let intervals = merge_intervals(&inputs, &mut out.warnings)?;
+    let mut steady_warnings = Vec::new();
+    out.steady = merge_steady(&inputs, &intervals, &out, &mut steady_warnings);
+    out.warnings.extend(steady_warnings);
     out.verdict = merge_verdict(&inputs, &out);
     out.run = merge_header(&inputs, &merged);
     merge_identity(&inputs, &mut out);
@@ -667,20 +677,76 @@ fn merge_setup(inputs: &[Input]) -> Option<SetupFigures> {
 
 /// The verdict of the sums, with the inputs' own rules and thresholds; an
 /// interrupted input is named; an input that ended in error makes it an error.
+/// The aggregate's steady window: the window the runs were judged over (the
+/// first's; every input ran with the same `--steady`, checked before), over
+/// the added intervals and the merged queue samples. None, with a warning,
+/// when an input has no steady window (a result of an older mailbench) or no
+/// interval was merged: the aggregate is then judged on the whole day.
+fn merge_steady(
+    inputs: &[Input],
+    intervals: &[MailInterval],
+    out: &MailRunResult,
+    warnings: &mut Vec<String>,
+) -> Option<SteadySection> {
+    let whole_day = "the aggregate is judged on the whole day";
+    let windows: Vec<Option<Window>> = (inputs.iter())
+        .map(|i| i.r().steady.as_ref().and_then(|s| s.window))
+        .collect();
+    if let Some(i) = inputs.iter().zip(&windows).find(|(_, w)| w.is_none()) {
+        warnings.push(i.0.prefix(&format!(
+            "no steady window in this result (an older mailbench): {whole_day}"
+        )));
+        return None;
+    }
+    let w = windows.first().copied().flatten()?;
+    if intervals.is_empty() {
+        warnings.push(format!("no intervals were merged: {whole_day}"));
+        return None;
+    }
+    let off = (windows.iter().flatten())
+        .map(|x| (x.from_s - w.from_s).abs().max((x.to_s - w.to_s).abs()))
+        .fold(0.0, f64::max);
+    let step = inputs.iter().map(|i| i.interval_s).fold(0.0, f64::max);
+    if off > step {
+        warnings.push(format!(
+            "the generators' steady windows differ by up to {off:.1} s (different ramp-ups?); \
+             the first's, {:.0}-{:.0} s after the start, is judged",
+            w.from_s, w.to_s
+        ));
+    }
+    let queue: Vec<(f64, f64)> = (out.queue.samples.iter())
+        .map(|q| (q.t_s, q.length as f64))
+        .collect();
+    let spec = (inputs[0].r().steady.as_ref()).map_or(out.config.steady.as_str(), |s| &s.spec);
+    Some(section(
+        spec,
+        &w,
+        intervals,
+        &queue,
+        &out.profile,
+        usize::try_from(out.users).unwrap_or(usize::MAX),
+        out.config.delivery_within,
+    ))
+}
+
 fn merge_verdict(inputs: &[Input], out: &MailRunResult) -> Verdict {
     let interrupted: Vec<&str> = (inputs.iter())
         .filter(|i| i.r().verdict.status == Status::Interrupted)
         .map(|i| i.label.as_deref().unwrap_or("merged input"))
         .collect();
+    // Judged as `mail run` judges: the steady window's response time and
+    // queue, the whole day's response time when no task ran inside it.
+    let steady = out.steady.as_ref();
     let figures = Figures {
-        score_ms: out.score.weighted_p95_ms,
+        response_time_ms: (steady.and_then(SteadySection::judged_ms))
+            .unwrap_or(out.response_time.weighted_p95_ms),
         total_errors: out.errors.total,
         error_rate_pct: out.errors.rate_pct,
         errors_by_kind: out.errors.by_kind.clone(),
         expected_deliveries: out.mail_flow.expected_deliveries,
         within_pct: out.delivery_latency.within_pct,
         queue_final: out.queue.final_length,
-        queue_steady: None,
+        queue_steady: (steady.and_then(|s| s.queue.as_ref())).and_then(QueueJudgement::reason),
         interrupted: !interrupted.is_empty(),
         planned_tasks: out.generator.planned_tasks,
         executed_tasks: out.generator.executed_tasks,

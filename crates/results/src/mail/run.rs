@@ -32,7 +32,9 @@ pub struct MailRunResult {
     pub tasks: BTreeMap<TaskKind, TaskFigures>,
     /// The operations measured besides the tasks (`logon`, `new_mail`).
     pub operations: BTreeMap<String, OpFigures>,
-    pub score: Score,
+    /// The whole day's weighted p95 response time (`score` in results
+    /// written before; [`crate::kind::upgrade_v1`] renames it).
+    pub response_time: DayResponseTime,
     pub mail_flow: MailFlow,
     pub delivery_latency: DeliveryLatency,
     pub queue: Queue,
@@ -123,7 +125,7 @@ pub struct MailWindow {
 /// The weighted 95th-percentile response time over every sample of the day
 /// (the verdict judges the steady window's, `steady.response_time_ms`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct Score {
+pub struct DayResponseTime {
     pub weighted_p95_ms: f64,
     /// The weight of every task kind of the profile.
     pub weights: BTreeMap<String, f64>,
@@ -417,7 +419,8 @@ pub struct MailHost {
     pub user_format: String,
     pub first_user: u64,
     pub users: u64,
-    pub score_ms: f64,
+    /// Its whole day's weighted p95 response time (`score_ms` before).
+    pub response_time_ms: f64,
     pub submitted: u64,
     pub expected_deliveries: u64,
     pub delivered: u64,

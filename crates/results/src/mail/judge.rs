@@ -62,7 +62,7 @@ pub struct Figures {
 /// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over the task
 /// kinds that ran. `p95_us(kind)` is the kind's 95th percentile in µs from
 /// every sample of the day, or None when it never completed. Returns the
-/// score in ms and the weights (`score.weights`).
+/// score in ms and the weights (`response_time.weights`).
 pub fn weighted_p95_ms(
     profile: &Profile,
     p95_us: impl Fn(TaskKind) -> Option<u64>,

@@ -164,15 +164,21 @@ fn parameters_text(r: &StorageResult, o: &mut String) {
         p.insert_pct, p.delete_pct, p.replace_pct, p.read_pct
     );
     let _ = writeln!(o, "  Lazy commits            {} %", p.lazy_commit_pct);
+    let n = s.instances.len() as f64;
+    let mb = |b: f64| b / 1048576.0;
     let _ = writeln!(
         o,
-        "  Cache per database      {} max, {} min",
+        "  Cache per database      {} max, {} min; all {} databases: minimum {:.1} MB, maximum {:.1} MB",
         ByteSize(s.cache_max_per_db),
-        ByteSize(s.cache_min_per_db)
+        ByteSize(s.cache_min_per_db),
+        s.instances.len(),
+        mb(s.cache_min_per_db as f64 * n),
+        mb(s.cache_max_per_db as f64 * n)
     );
+    let (start, stop) = flush_mb(s);
     let _ = writeln!(
         o,
-        "  Flush thresholds        start {} % / stop {} % dirty; checkpoint depth {}",
+        "  Flush thresholds        start {} % / stop {} % dirty ({start:.1} / {stop:.1} MB per database); checkpoint depth {}",
         p.flush_start_pct, p.flush_stop_pct, p.checkpoint_depth
     );
     let _ = writeln!(
@@ -195,6 +201,19 @@ fn parameters_text(r: &StorageResult, o: &mut String) {
         if r.o_direct { "yes" } else { "no" }
     );
     let _ = writeln!(o, "  Thresholds              {}", s.thresholds.describe());
+}
+
+/// The flush thresholds of one database's cache in MB of dirty pages: the
+/// profile's shares of the maximum cache as the engine counts it in pages.
+pub fn flush_mb(s: &mailbench_results::storage::spec::StorageSpec) -> (f64, f64) {
+    let ps = s.profile.page_size.0.max(1);
+    let max = (s.cache_max_per_db / ps).max(64) as f64;
+    let pages = |pct: f64| (max * pct / 100.0).floor();
+    let mb = |pages: f64| pages * ps as f64 / 1048576.0;
+    (
+        mb(pages(s.profile.flush_start_pct).max(1.0)),
+        mb(pages(s.profile.flush_stop_pct)),
+    )
 }
 
 /// Transactional I/O per instance.

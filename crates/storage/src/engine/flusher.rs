@@ -31,13 +31,41 @@ pub(super) struct WriteBack {
     last_log_flush: Instant,
 }
 
+/// The flush thresholds in pages: write-back starts when this many pages are
+/// dirty (`start_pct` of the maximum cache, at least one page) and stops at or
+/// under the second (`stop_pct`).
+pub(crate) fn flush_thresholds(max_frames: usize, start_pct: f64, stop_pct: f64) -> (usize, usize) {
+    let max = max_frames as f64;
+    (
+        ((max * start_pct / 100.0) as usize).max(1),
+        (max * stop_pct / 100.0) as usize,
+    )
+}
+
+/// Whether write-back runs after seeing `dirty` pages: it starts at the start
+/// threshold, stops at or under the stop threshold, and between them keeps
+/// doing what it did (the gap lets neighbouring pages be written together).
+fn flushing_after(flushing: bool, dirty: usize, start: usize, stop: usize) -> bool {
+    if dirty >= start {
+        true
+    } else if dirty <= stop {
+        false
+    } else {
+        flushing
+    }
+}
+
 impl WriteBack {
     pub(super) fn new(s: &InstanceSetup, now: Instant) -> WriteBack {
-        let max = s.cache_max_frames as f64;
+        let (flush_start, flush_stop) = flush_thresholds(
+            s.cache_max_frames,
+            s.profile.flush_start_pct,
+            s.profile.flush_stop_pct,
+        );
         WriteBack {
             flushing: false,
-            flush_start: ((max * s.profile.flush_start_pct / 100.0) as usize).max(1),
-            flush_stop: (max * s.profile.flush_stop_pct / 100.0) as usize,
+            flush_start,
+            flush_stop,
             write_ios: 0,
             writes: Slab::new(),
             last_log_flush: now,
@@ -156,12 +184,12 @@ impl Instance {
     /// above the thresholds, the checkpoint is too deep, a session stalled for a
     /// clean buffer, or the instance is stopping.
     pub(super) fn drive_writeback(&mut self) {
-        let dirty = self.cache.dirty_count();
-        if dirty >= self.wb.flush_start {
-            self.wb.flushing = true;
-        } else if dirty <= self.wb.flush_stop {
-            self.wb.flushing = false;
-        }
+        self.wb.flushing = flushing_after(
+            self.wb.flushing,
+            self.cache.dirty_count(),
+            self.wb.flush_start,
+            self.wb.flush_stop,
+        );
         let depth_max = self.s.profile.checkpoint_depth.0;
         let pressed = self.wb.flushing || self.any_stalled() || !self.accepting();
         let max_pages = self.s.profile.max_write_pages as usize;
@@ -347,5 +375,39 @@ impl Instance {
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_are_shares_of_the_maximum_cache_in_pages() {
+        // exchange2013: 256 MiB of 32 KiB pages = 8192 frames; 20 % / 15 %
+        // = 51.2 MB / 38.4 MB of dirty pages.
+        let (start, stop) = flush_thresholds(8192, 20.0, 15.0);
+        assert_eq!((start, stop), (1638, 1228));
+        assert_eq!(start * 32768, 53_673_984, "51.2 MiB");
+        // exchange2007: 128 MiB of 8 KiB pages.
+        assert_eq!(flush_thresholds(16384, 20.0, 15.0), (3276, 2457));
+        // A zero start threshold still needs one dirty page.
+        assert_eq!(flush_thresholds(64, 0.0, 0.0), (1, 0));
+    }
+
+    #[test]
+    fn write_back_starts_at_the_start_threshold_and_stops_at_the_stop_threshold() {
+        let (start, stop) = (100, 75);
+        let mut on = false;
+        let mut seen = Vec::new();
+        for dirty in [50, 99, 100, 90, 76, 75, 90, 99] {
+            on = flushing_after(on, dirty, start, stop);
+            seen.push(on);
+        }
+        assert_eq!(
+            seen,
+            [false, false, true, true, true, false, false, false],
+            "hysteresis between the thresholds"
+        );
     }
 }

@@ -394,3 +394,159 @@ fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
     assert!(summary.contains("could not run"), "{summary}");
     assert!(sweep.join("report.html").is_file());
 }
+
+/// `prometheus-node-exporter` on a loopback port of its own, stopped (by its
+/// handle) when dropped.
+struct NodeExporter {
+    child: std::process::Child,
+    url: String,
+}
+
+impl NodeExporter {
+    /// None (skipped) when the package is missing outside CI.
+    fn start() -> Option<NodeExporter> {
+        use std::io::{Read, Write};
+        use std::process::{Command, Stdio};
+        let bin = "/usr/bin/prometheus-node-exporter";
+        if !std::path::Path::new(bin).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install prometheus-node-exporter (scripts/packages/mail.txt)"
+            );
+            eprintln!("SKIPPED: prometheus-node-exporter is not installed");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ne = NodeExporter {
+            child,
+            url: format!("http://127.0.0.1:{port}/metrics"),
+        };
+        // Bounded wait until it serves its CPU counters.
+        for _ in 0..100 {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+                let mut body = String::new();
+                if s.write_all(req.as_bytes()).is_ok()
+                    && s.read_to_string(&mut body).is_ok()
+                    && body.contains("node_cpu_seconds_total")
+                {
+                    return Some(ne);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the node exporter did not answer on {}", ne.url);
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A sweep of a server addressed by its URLs (no local /proc sampling), with
+/// the server host read from a node exporter started here: every level's row
+/// carries the server CPU and the store's disk rates, and each level's own
+/// result names the exporter as their source.
+#[test]
+fn a_sweep_reads_the_server_host_from_a_node_exporter() {
+    if !servers_available() {
+        return;
+    }
+    let Some(ne) = NodeExporter::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = LocalServer::start(dir.path(), &TestLog::discard()).unwrap();
+    let pw = srv.password.clone();
+    provision(&srv, 4, &pw);
+    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
+    let out = tempfile::tempdir().unwrap();
+    let o = mailbench_within(
+        &[
+            "mail",
+            "sweep",
+            "--imap",
+            &imap,
+            "--submission",
+            &sub,
+            "--users",
+            "2,4",
+            "--profile",
+            "loadsim-light",
+            "--day-length",
+            "12s",
+            "--ramp-up",
+            "1s",
+            "--drain",
+            "10s",
+            "--interval",
+            "1s",
+            "--skip-setup",
+            "--max-error-rate",
+            "2%",
+            "--server-metrics",
+            &ne.url,
+            "-q",
+            "--output",
+            out.path().to_str().unwrap(),
+        ],
+        &[("MAILBENCH_PASSWORD", &pw)],
+        Duration::from_secs(170),
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = result(out.path(), "mail-sweep");
+    let sweep = run_dir(out.path(), "mail-sweep").unwrap();
+    let levels = r["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2, "{:#}", r["levels"]);
+    for l in levels {
+        let cpu = l["server_cpu_busy_pct"].as_f64();
+        assert!(cpu.is_some_and(|c| (0.0..=100.0).contains(&c)), "{l:#}");
+        for k in [
+            "store_reads_per_s",
+            "store_writes_per_s",
+            "iops_per_mailbox",
+        ] {
+            assert!(l[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {l:#}");
+        }
+        let lr: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                sweep
+                    .join(l["result_dir"].as_str().unwrap())
+                    .join("result.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let sources = lr["server"]["sources"].as_array().unwrap();
+        assert_eq!(sources.len(), 1, "{:#}", lr["server"]);
+        let s = &sources[0];
+        assert_eq!(s["source"], ne.url.as_str());
+        assert!(s["kinds"].to_string().contains("node-exporter"), "{s:#}");
+        assert!(s["scrapes"].as_u64().unwrap() >= 5, "{s:#}");
+        let host = &s["figures"]["host"];
+        assert_eq!(host["cpu_busy_pct"].as_f64(), cpu, "{s:#}");
+        assert!(
+            host["store"]["devices"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty())
+        );
+    }
+    let summary = std::fs::read_to_string(sweep.join("summary.txt")).unwrap();
+    assert!(summary.contains("Srv CPU"), "{summary}");
+}

@@ -810,3 +810,138 @@ fn real_results_match_the_json_schema() {
     validate(&schema, &schema, &bad, "$", &mut errs);
     assert_eq!(errs.len(), 3, "{errs:#?}");
 }
+
+/// A real `mail sweep` result (kept with the result fixtures) in a folder of
+/// its own under `root`, changed by `edit`.
+fn sweep_copy(root: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../results/tests/fixtures/v1/mail-sweep.json"
+    );
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    edit(&mut v);
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("result.json"), v.to_string()).unwrap();
+    dir
+}
+
+/// The rows of the table `id` in a page (header excluded).
+fn table_rows<'a>(html: &'a str, id: &str) -> Vec<&'a str> {
+    let start = html.find(&format!(r#"<table id="{id}">"#)).unwrap();
+    let body = &html[start..];
+    let body = &body[body.find("<tbody>").unwrap()..body.find("</tbody>").unwrap()];
+    body.split("<tr>").skip(1).collect()
+}
+
+/// A sweep's report.html: one table row per level, both charts (response time
+/// with its limit, CPU), the supported users marked in each and in a tile;
+/// drawn in headless Chromium without console messages.
+#[test]
+fn a_sweep_report_has_its_table_charts_and_supported_users() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = sweep_copy(root.path(), "sweep", |_| {});
+    let o = bin()
+        .args(["report", "render", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = result(&dir);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let levels = r["levels"].as_array().unwrap();
+    assert!(levels.len() >= 3, "the fixture has few levels");
+    let rows = table_rows(&html, "sweep-table");
+    assert_eq!(rows.len(), levels.len(), "{html}");
+    for (row, l) in rows.iter().zip(levels) {
+        let users = l["users"].as_u64().unwrap();
+        assert!(row.contains(&format!(">{users}<")), "{row}");
+        let status = if l["status"] == "pass" {
+            "PASS"
+        } else {
+            "FAIL"
+        };
+        assert!(row.contains(status), "{row}");
+    }
+    let n = r["supported_users"].as_u64().unwrap();
+    for id in ["chart-sweep-response", "chart-sweep-cpu"] {
+        let at = html.find(&format!(r#"id="{id}""#)).unwrap();
+        let svg = &html[at..at + html[at..].find("</svg>").unwrap()];
+        assert!(svg.contains(&format!("supported users: {n}")), "{id}");
+    }
+    assert!(html.contains("1000 ms limit"));
+    assert!(html.contains(r#"id="fig-supported""#));
+
+    let Some(chrome) = chromium() else { return };
+    let (dom, err) = browse(chrome, &dir.join("report.html"), &["--dump-dom"]);
+    assert!(console_lines(&err).is_empty(), "{err}");
+    assert!(dom.contains(r#"id="sweep-table""#));
+    let probe_path = dir.join("report-probe.html");
+    std::fs::write(&probe_path, html.replace("</body>", PROBE)).unwrap();
+    let (dom, err) = browse(
+        chrome,
+        &probe_path,
+        &["--dump-dom", "--window-size=1400,3000"],
+    );
+    assert!(console_lines(&err).is_empty(), "probe: {err}");
+    let start = dom.find("data-probe=\"").unwrap() + "data-probe=\"".len();
+    let end = start + dom[start..].find('"').unwrap();
+    let probe: Value = serde_json::from_str(
+        &dom[start..end]
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
+    .unwrap();
+    assert_drawn(&probe, "chart-sweep-response");
+    assert_drawn(&probe, "chart-sweep-cpu");
+    assert_eq!(probe["external"].as_array().unwrap().len(), 0, "{probe}");
+}
+
+/// `report compare` of two sweeps (a server before and after a change): fewer
+/// supported users after is a regression (exit 1) and the change is stated;
+/// the other way round passes (exit 0).
+#[test]
+fn compare_of_two_sweeps_states_the_change_in_supported_users() {
+    let root = tempfile::tempdir().unwrap();
+    let before = sweep_copy(root.path(), "before", |_| {});
+    let n = result(&before)["supported_users"].as_u64().unwrap();
+    // After: the supported level failed, so the one below it is supported.
+    let after = sweep_copy(root.path(), "after", |v| {
+        let users: Vec<u64> = (v["levels"].as_array().unwrap().iter())
+            .map(|l| l["users"].as_u64().unwrap())
+            .collect();
+        let below = users.iter().copied().filter(|u| *u < n).max().unwrap();
+        for l in v["levels"].as_array_mut().unwrap() {
+            if l["users"] == n {
+                l["status"] = "fail".into();
+                l["failed_criterion"] = "response_time".into();
+            }
+        }
+        v["supported_users"] = below.into();
+    });
+    let below = result(&after)["supported_users"].as_u64().unwrap();
+    let o = bin()
+        .args(["report", "compare"])
+        .arg(&before)
+        .arg(&after)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("supported users"), "{t}");
+    assert!(
+        t.contains(&format!("supported users: {n} before, {below} after")),
+        "{t}"
+    );
+    let o = bin()
+        .args(["report", "compare"])
+        .arg(&after)
+        .arg(&before)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("supported users: {below} before, {n} after")),
+        "{}",
+        text(&o)
+    );
+}

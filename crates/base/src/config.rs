@@ -103,8 +103,36 @@ impl MessageWithSpan for toml::de::Error {
     }
 }
 
+/// The keys a section type accepts (one with `deny_unknown_fields`), taken
+/// from serde's own error for an unknown key ("expected one of `a`, `b`"):
+/// the single list tests compare the flags, the docs and the fuzzers with.
+/// Empty for a type that accepts any key.
+pub fn accepted_keys<T: DeserializeOwned>() -> Vec<String> {
+    let Err(e) = serde_json::from_str::<T>(r#"{"zz_not_a_key": 1}"#) else {
+        return Vec::new();
+    };
+    let e = e.to_string();
+    let Some(list) = e.split("expected one of").nth(1) else {
+        return Vec::new();
+    };
+    list.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_keys_of_a_section_come_from_its_type() {
+        assert_eq!(
+            super::accepted_keys::<super::ConfigFile>(),
+            ["output", "storage", "plan", "mail", "report"]
+        );
+        assert!(super::accepted_keys::<toml::Table>().is_empty());
+    }
+
     use super::*;
 
     #[derive(Debug, Default, serde::Deserialize)]

@@ -5,7 +5,7 @@
 //! cases per property (`FUZZ_CASES`), part of the normal suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use mailbench_base::config::ConfigFile;
+use mailbench_base::config::{ConfigFile, accepted_keys};
 use mailbench_storage::profile::ProfileExt;
 use mailbench_storage::spec::{Profile, SpecExt, StorageSpec, StorageToml};
 use proptest::prelude::*;
@@ -36,9 +36,10 @@ fn value() -> impl Strategy<Value = String> {
 
 /// A TOML section of known keys (and a few unknown ones) with random values,
 /// or raw arbitrary text.
-fn section(name: &'static str, keys: &'static [&'static str]) -> impl Strategy<Value = String> {
+fn section(name: &'static str, keys: Vec<String>) -> impl Strategy<Value = String> {
+    assert!(!keys.is_empty(), "[{name}] has no known keys");
     let key = prop_oneof![
-        9 => proptest::sample::select(keys).prop_map(str::to_string),
+        9 => proptest::sample::select(keys),
         1 => "[a-z_]{1,12}",
     ];
     prop_oneof![
@@ -55,100 +56,6 @@ fn section(name: &'static str, keys: &'static [&'static str]) -> impl Strategy<V
         1 => "\\PC{0,200}",
     ]
 }
-
-const STORAGE_KEYS: &[&str] = &[
-    "type",
-    "profile",
-    "paths",
-    "log_paths",
-    "databases",
-    "mailboxes",
-    "mailbox_quota",
-    "db_size",
-    "capacity_pct",
-    "iops_per_mailbox",
-    "target_iops",
-    "copies",
-    "threads",
-    "duration",
-    "warmup",
-    "sample_interval",
-    "shutdown_grace",
-    "io_engine",
-    "cache_size",
-    "verify",
-    "open",
-    "quick",
-    "seed",
-    "log_files",
-    "backup_to",
-    "start_at",
-];
-
-const PROFILE_KEYS: &[&str] = &[
-    "name",
-    "description",
-    "page_size",
-    "log_file_size",
-    "insert_pct",
-    "delete_pct",
-    "replace_pct",
-    "read_pct",
-    "lazy_commit_pct",
-    "growth_reserve_pct",
-    "cache_max_per_db",
-    "cache_min_per_db",
-    "flush_start_pct",
-    "flush_stop_pct",
-    "preload_cache_pct",
-    "checkpoint_depth",
-    "max_write_pages",
-    "record_size",
-    "index_record_size",
-    "read_pages",
-    "read_run_pct",
-    "split_pct",
-    "hot_mailbox_skew",
-    "log_buffer_flush",
-    "log_flush_interval_ms",
-    "maintenance",
-    "maintenance_read_size",
-    "maintenance_mb_per_s",
-    "replication_read_size",
-    "copies",
-];
-
-const PLAN_KEYS: &[&str] = &[
-    "mailboxes",
-    "messages_per_day",
-    "message_size",
-    "mailbox_quota",
-    "copies",
-    "lagged_copies",
-    "replay_lag",
-    "groups",
-    "servers",
-    "sites",
-    "site_servers",
-    "site_copies",
-    "databases",
-    "databases_per_server",
-    "max_database_size",
-    "failure",
-    "headroom",
-    "guidance",
-    "disk",
-    "disk_capacity",
-    "disk_iops",
-    "raid",
-    "raid_group",
-    "disks_per_server",
-    "white_space",
-    "dumpster",
-    "retention_days",
-    "growth",
-    "content_index",
-];
 
 const RESULTS: &[&str] = &[
     include_str!("../../results/tests/fixtures/v1/storage-run.json"),
@@ -224,7 +131,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(FUZZ_CASES))]
 
     #[test]
-    fn storage_config_never_panics(text in section("storage", STORAGE_KEYS)) {
+    fn storage_config_never_panics(text in section("storage", accepted_keys::<StorageToml>())) {
         let path = Path::new("fuzz.toml");
         if let Ok(cfg) = ConfigFile::parse(&text, path) {
             let _ = StorageSpec::resolve(StorageToml::default(), &cfg, Path::new("/nonexistent/fuzz"));
@@ -232,7 +139,7 @@ proptest! {
     }
 
     #[test]
-    fn profile_files_never_panic_and_errors_name_the_file(text in section("x", PROFILE_KEYS)) {
+    fn profile_files_never_panic_and_errors_name_the_file(text in section("x", accepted_keys::<Profile>())) {
         // Profiles are top-level tables: drop the section line.
         let body = text.strip_prefix("[x]\n").unwrap_or(&text);
         let dir = tempfile::tempdir().unwrap();
@@ -245,7 +152,7 @@ proptest! {
     }
 
     #[test]
-    fn plan_config_never_panics(text in section("plan", PLAN_KEYS)) {
+    fn plan_config_never_panics(text in section("plan", accepted_keys::<mailbench_plan::Settings>())) {
         let path = Path::new("fuzz.toml");
         let Ok(cfg) = ConfigFile::parse(&text, path) else { return Ok(()) };
         let Ok(settings) = cfg.section::<mailbench_plan::Settings>("plan") else { return Ok(()) };

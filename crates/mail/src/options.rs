@@ -192,6 +192,11 @@ impl ResolveExt for Resolved {
                 "--users-file is for remote servers; the local target creates its own users",
             ));
         }
+        if target == "local" && o.password_file.is_some() {
+            return Err(Error::usage(
+                "--password-file is for remote servers; the local target makes its own users and passwords",
+            ));
+        }
         if target == "local" && o.lists_file.is_some() {
             return Err(Error::usage(
                 "--lists-file is for remote servers; the local target defines its own distribution lists",
@@ -495,6 +500,13 @@ mod tests {
         };
         let e = Resolved::resolve(&local, Duration::from_secs(60)).unwrap_err();
         assert!(e.to_string().contains("--tls-insecure"), "{e}");
+        // Nor a password file: the local target makes its own users.
+        let local = MailOptions {
+            password_file: Some("/nonexistent".into()),
+            ..Default::default()
+        };
+        let e = Resolved::resolve(&local, Duration::from_secs(60)).unwrap_err();
+        assert!(e.to_string().contains("--password-file"), "{e}");
         assert!(toml::from_str::<MailOptions>("starttls = \"maybe\"").is_err());
     }
 

@@ -1,0 +1,294 @@
+//! The replay's log: log files read ahead in order from the checkpoint
+//! (`LOG_READ` reads, `LOG_AHEAD` of them), their blocks checked, and the
+//! records decoded into updates queued for applying once their transaction
+//! commits. Replay stops reading at the end of the log, a torn tail or a
+//! damaged block, and says where.
+
+use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
+use crate::format::{self, LOG_BLOCK, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
+use mailbench_io::{AlignedBuf, IoRequest, OpKind};
+use std::fs::File;
+use std::sync::Arc;
+
+impl Replay {
+    fn log_file(&mut self, g: u64) -> Option<Arc<File>> {
+        if let Some(f) = self.log_files.get(&g) {
+            return Some(f.clone());
+        }
+        let path = self.log_dir.join(format::log_file_name(g));
+        if !path.exists() {
+            return None;
+        }
+        match mailbench_io::open_file(&path, false, self.direct, false) {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.log_files.insert(g, f.clone());
+                Some(f)
+            }
+            Err(e) => {
+                self.error(format!("cannot open log file {}: {e}", path.display()));
+                None
+            }
+        }
+    }
+
+    pub(super) fn submit_log_reads(&mut self) -> bool {
+        let mut any = false;
+        while !self.log_done
+            && !self.no_more_files
+            && self.log_in_flight + self.chunks.len() < LOG_AHEAD
+        {
+            if self.sub_off >= self.fs {
+                self.sub_gen += 1;
+                self.sub_off = 0;
+            }
+            let Some(file) = self.log_file(self.sub_gen) else {
+                self.no_more_files = true;
+                break;
+            };
+            let len = (LOG_READ as u64).min(self.fs - self.sub_off) as usize;
+            let buf = self.pool.get(len);
+            self.io.submit(IoRequest {
+                file,
+                kind: OpKind::Read,
+                offset: self.sub_off,
+                buf,
+                tag: T_LOG | self.sub_seq,
+            });
+            // Remember where this chunk comes from.
+            self.chunks_meta_insert(self.sub_seq, self.sub_gen, self.sub_off);
+            self.sub_seq += 1;
+            self.sub_off += len as u64;
+            self.log_in_flight += 1;
+            any = true;
+        }
+        any
+    }
+
+    fn chunks_meta_insert(&mut self, seq: u64, g: u64, off: u64) {
+        // A placeholder until the read completes (length 0 = not read yet).
+        self.chunks
+            .insert(seq, (g, off, AlignedBuf::empty(), usize::MAX));
+    }
+
+    pub(super) fn log_read_done(&mut self, c: mailbench_io::IoCompletion) {
+        self.log_in_flight = self.log_in_flight.saturating_sub(1);
+        let seq = c.tag & !T_MASK;
+        self.log_read.ops += 1;
+        self.log_read.latency.record(c.latency());
+        let n = match c.result {
+            Ok(n) => n,
+            Err(e) => {
+                self.log_read.errors += 1;
+                let g = self.chunks.get(&seq).map(|x| x.0).unwrap_or(0);
+                self.error(format!(
+                    "I/O error reading log file {} at offset {}: {}",
+                    self.log_dir.join(format::log_file_name(g)).display(),
+                    c.offset,
+                    std::io::Error::from_raw_os_error(e)
+                ));
+                self.chunks.remove(&seq);
+                return;
+            }
+        };
+        self.log_read.bytes += n as u64;
+        if let Some(e) = self.chunks.get_mut(&seq) {
+            e.2 = c.buf;
+            e.3 = n;
+        }
+    }
+
+    /// Decodes completed log chunks in order while the apply queue has room.
+    pub(super) fn consume_chunks(&mut self) -> bool {
+        let mut any = false;
+        while !self.log_done && self.queue_bytes < QUEUE_BYTES {
+            let Some(e) = self.chunks.get(&self.next_chunk) else {
+                if self.no_more_files && self.log_in_flight == 0 {
+                    self.log_done = true;
+                    self.stopped = format!(
+                        "end of the log: {} is the last log file",
+                        format::log_file_name(self.sub_gen.saturating_sub(1))
+                    );
+                }
+                break;
+            };
+            if e.3 == usize::MAX {
+                break;
+            }
+            let Some((g, off, buf, n)) = self.chunks.remove(&self.next_chunk) else {
+                break;
+            };
+            self.next_chunk += 1;
+            any = true;
+            self.consume_chunk(g, off, &buf.as_slice()[..n.min(buf.len())], buf.len());
+            self.pool.put(buf);
+            self.decode();
+        }
+        any
+    }
+
+    fn consume_chunk(&mut self, g: u64, off: u64, bytes: &[u8], asked: usize) {
+        let first_block = off / LOG_BLOCK as u64;
+        let whole = bytes.len() / LOG_BLOCK;
+        for k in 0..whole {
+            let b = first_block + k as u64;
+            let block = &bytes[k * LOG_BLOCK..(k + 1) * LOG_BLOCK];
+            let mut skip = 0usize;
+            if let Some((sg, sb, s)) = self.skip_first {
+                if g == sg && b < sb {
+                    continue;
+                }
+                if g == sg && b == sb {
+                    skip = s;
+                    self.skip_first = None;
+                }
+            }
+            match format::check_log_block(block, self.header.db_id, g, b as u32) {
+                LogBlock::Valid { data_len } => {
+                    if self.gens_seen.last() != Some(&g) {
+                        self.gens_seen.push(g);
+                    }
+                    let s = skip.min(data_len);
+                    let data = &block[LOG_BLOCK_HEADER + s..LOG_BLOCK_HEADER + data_len];
+                    let lsn = g * self.fs + b * LOG_BLOCK as u64 + (LOG_BLOCK_HEADER + s) as u64;
+                    let stream_at = self.pend_base + self.pend.len() as u64;
+                    self.segs.push_back((stream_at, lsn, data.len()));
+                    self.pend.extend_from_slice(data);
+                    self.log_bytes += data.len() as u64;
+                    self.end_lsn = self.end_lsn.max(lsn + data.len() as u64);
+                }
+                LogBlock::End => {
+                    self.log_done = true;
+                    self.stopped =
+                        format!("end of the log at {} block {b}", format::log_file_name(g));
+                    return;
+                }
+                LogBlock::Corrupt => {
+                    self.log_done = true;
+                    self.damaged = true;
+                    self.stopped = format!(
+                        "damaged log block at {} block {b}: replay stopped there, nothing after it \
+                         was replayed",
+                        format::log_file_name(g)
+                    );
+                    return;
+                }
+            }
+        }
+        if !bytes.len().is_multiple_of(LOG_BLOCK) {
+            self.log_done = true;
+            self.damaged = true;
+            self.stopped = format!(
+                "truncated log block at {} block {}: replay stopped there",
+                format::log_file_name(g),
+                first_block + whole as u64
+            );
+        } else if bytes.len() < asked {
+            self.log_done = true;
+            self.stopped = format!(
+                "end of the log: {} ends at block {}",
+                format::log_file_name(g),
+                first_block + whole as u64
+            );
+        }
+        let _ = self.blocks_per_file;
+    }
+
+    pub(super) fn lsn_of(&self, stream_pos: u64) -> u64 {
+        for (at, lsn, len) in &self.segs {
+            if stream_pos >= *at && stream_pos < at + *len as u64 {
+                return lsn + (stream_pos - at);
+            }
+        }
+        self.end_lsn
+    }
+
+    fn decode(&mut self) {
+        loop {
+            let avail = &self.pend[self.pend_pos..];
+            let (rec_len, end_lsn) = match Record::decode(avail) {
+                Ok(Some((_, len))) => {
+                    let end_pos = self.pend_base + (self.pend_pos + len) as u64;
+                    (len, self.lsn_of(end_pos - 1) + 1)
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let at = self.lsn_of(self.pend_base + self.pend_pos as u64);
+                    self.log_done = true;
+                    self.damaged = true;
+                    self.stopped =
+                        format!("undecodable log record at LSN {at} ({e}): replay stopped there");
+                    self.end_lsn = at;
+                    break;
+                }
+            };
+            let rec = match Record::decode(&self.pend[self.pend_pos..]) {
+                Ok(Some((r, _))) => r,
+                _ => break,
+            };
+            self.records += 1;
+            match rec {
+                Record::Update {
+                    txn,
+                    page_no,
+                    offset,
+                    data,
+                } => {
+                    let off = offset as usize;
+                    if page_no == 0
+                        || page_no >= self.header.page_count
+                        || off < PAGE_HEADER
+                        || off + data.len() > self.ps
+                    {
+                        let at = self.lsn_of(self.pend_base + self.pend_pos as u64);
+                        self.log_done = true;
+                        self.damaged = true;
+                        self.stopped = format!(
+                            "log record at LSN {at} names page {page_no} offset {off}, outside the \
+                             database: replay stopped there"
+                        );
+                        break;
+                    }
+                    if self.cur_txn != Some(txn) {
+                        self.dropped += self.txn_buf.len() as u64;
+                        self.txn_buf.clear();
+                        self.cur_txn = Some(txn);
+                    }
+                    self.txn_buf.push(Upd {
+                        page: page_no,
+                        offset: off,
+                        data: data.to_vec(),
+                        end_lsn,
+                    });
+                }
+                Record::Commit { txn } => {
+                    self.transactions += 1;
+                    if self.cur_txn == Some(txn) {
+                        for u in self.txn_buf.drain(..) {
+                            self.queue_bytes += u.data.len();
+                            self.queue.push_back(u);
+                        }
+                    } else {
+                        self.dropped += self.txn_buf.len() as u64;
+                        self.txn_buf.clear();
+                    }
+                    self.cur_txn = None;
+                }
+            }
+            self.pend_pos += rec_len;
+        }
+        // Forget consumed bytes.
+        if self.pend_pos > (1 << 20) || self.pend_pos == self.pend.len() {
+            self.pend.drain(..self.pend_pos);
+            self.pend_base += self.pend_pos as u64;
+            self.pend_pos = 0;
+            while let Some((at, _, len)) = self.segs.front() {
+                if at + (*len as u64) <= self.pend_base {
+                    self.segs.pop_front();
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Soft recovery (log replay) and the `storage recover` test.
+//!
+//! Replay reads the log sequentially from the checkpoint (256 KiB reads, a few
+//! ahead), decodes the records, and for every update reads the page it touches
+//! (several reads in flight, ahead of the record being applied, neighbours read
+//! together), applies the after-image if the page is older than the record
+//! (record end LSN > page LSN), and keeps the page in a cache that is written
+//! back only under pressure (every frame dirty; clean frames are evicted
+//! first) and in one sorted flush at the end, before the checkpoint moves to
+//! the end of the log. Its writes are thus the pages the crash left dirty.
+//! Only committed transactions are
+//! applied: the updates of a transaction whose commit record is missing at the
+//! end of the log are dropped. Replay stops at the end of the log, at a torn
+//! tail, or at a damaged block, and says where.
+//!
+//! The test: the transactional load runs with the checkpoint held until N new
+//! log files exist per instance, stops as a crash would (log flushed, dirty pages
+//! left unwritten), then every instance is replayed at once and verified.
+//!
+//! The module, by phase:
+//! - `mod.rs` (here): the public entry points (replay of every instance or of
+//!   one), the replay's limits, and the replay state shared by its phases;
+//! - `replay.rs`: setting a replay up (where the checkpoint says it starts) and
+//!   its I/O loop;
+//! - `log.rs`: reading the log ahead and decoding its records into committed
+//!   updates;
+//! - `pages.rs`: the replay's page cache (read-ahead of the pages updates touch,
+//!   eviction) and applying the updates;
+//! - `checkpoint.rs`: writing the pages back, and at the end the flush,
+//!   checkpoint and clean mark;
+//! - `figures.rs`: the figures of one instance's replay (its result);
+//! - `generate.rs`: the test's log generation (the load with the checkpoint
+//!   held, stopped as a crash would);
+//! - `run.rs`: the whole `storage recover` test, its phases in order and its
+//!   verdict.
+
+mod checkpoint;
+mod figures;
+mod generate;
+mod log;
+mod pages;
+mod replay;
+mod run;
+
+use crate::format::DbHeader;
+use crate::init::read_header;
+use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
+use crate::stats::ClassStats;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_io::{AlignedBuf, BufPool, EngineChoice, IoEngine};
+pub use mailbench_results::storage::recover::{GenerateResult, RecoverResult, ReplayResult};
+pub use run::{PhaseFn, run_recover};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Page reads in flight during replay.
+pub const REPLAY_DEPTH: usize = 16;
+/// Log read size during replay.
+pub const LOG_READ: usize = 256 << 10;
+const LOG_AHEAD: usize = 4;
+const QUEUE_BYTES: usize = 16 << 20;
+const READ_RUN_MAX: usize = 4;
+const WRITE_DEPTH: usize = 16;
+/// I/O buffers kept for reuse per size class.
+const BUFFERS_KEPT: usize = 32;
+
+const T_LOG: u64 = 1 << 60;
+const T_READ: u64 = 2 << 60;
+const T_WRITE: u64 = 3 << 60;
+const T_MASK: u64 = 0xF << 60;
+
+/// Replays the log of every instance at once.
+pub fn replay_all(spec: &StorageSpec, interrupt: &Interrupt) -> Vec<ReplayResult> {
+    let caps = mailbench_io::probe(&spec.volumes[0]);
+    std::thread::scope(|scope| {
+        let hs: Vec<_> = spec
+            .instances
+            .iter()
+            .map(|i| {
+                scope.spawn(move || {
+                    let cache = (spec.cache_max_per_db / spec.profile.page_size.0).max(64) as usize;
+                    replay_instance(i, spec.engine_choice(), caps.o_direct, cache, interrupt)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .zip(spec.instances.iter())
+            .map(|(h, i)| {
+                h.join().unwrap_or_else(|_| ReplayResult {
+                    name: i.name.clone(),
+                    errors: vec!["replay thread failed".into()],
+                    ..Default::default()
+                })
+            })
+            .collect()
+    })
+}
+
+/// Replays one instance's log into its database. Errors are recorded in the
+/// result (the database is then left marked as needing recovery).
+pub fn replay_instance(
+    inst: &InstanceSpec,
+    engine: EngineChoice,
+    direct: bool,
+    cache_pages: usize,
+    interrupt: &Interrupt,
+) -> ReplayResult {
+    let mut r = ReplayResult {
+        name: inst.name.clone(),
+        ..Default::default()
+    };
+    let header = match read_header(&inst.db_path) {
+        Ok(h) => h,
+        Err(e) => {
+            r.errors.push(e.to_string());
+            return r;
+        }
+    };
+    if header.clean {
+        r.clean = true;
+        r.stopped = "the database was shut down cleanly: nothing to replay".into();
+        return r;
+    }
+    r.needed = true;
+    match Replay::new(inst, header, engine, direct, cache_pages) {
+        Ok(mut rp) => {
+            rp.run(interrupt);
+            rp.finish(&mut r);
+        }
+        Err(e) => r.errors.push(e.to_string()),
+    }
+    r
+}
+
+struct Upd {
+    page: u64,
+    offset: usize,
+    data: Vec<u8>,
+    end_lsn: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FState {
+    Reading,
+    Ready,
+    Bad,
+}
+
+struct Frame {
+    page: u64,
+    state: FState,
+    data: Vec<u8>,
+    lsn: u64,
+    dirty: bool,
+    writing: bool,
+    refs: u32,
+    referenced: bool,
+}
+
+struct Replay {
+    db_path: std::path::PathBuf,
+    log_dir: std::path::PathBuf,
+    header: DbHeader,
+    ps: usize,
+    fs: u64,
+    blocks_per_file: u64,
+    db: Arc<File>,
+    direct: bool,
+    io: Box<dyn IoEngine>,
+    /// Buffers of log reads, page reads and writes, reused.
+    pool: BufPool,
+    // Log reading.
+    log_files: HashMap<u64, Arc<File>>,
+    sub_gen: u64,
+    sub_off: u64,
+    sub_seq: u64,
+    no_more_files: bool,
+    log_in_flight: usize,
+    chunks: BTreeMap<u64, (u64, u64, AlignedBuf, usize)>,
+    next_chunk: u64,
+    skip_first: Option<(u64, u64, usize)>,
+    log_done: bool,
+    gens_seen: Vec<u64>,
+    // Decoding.
+    pend: Vec<u8>,
+    pend_pos: usize,
+    pend_base: u64,
+    segs: VecDeque<(u64, u64, usize)>,
+    cur_txn: Option<u64>,
+    txn_buf: Vec<Upd>,
+    // Applying.
+    queue: VecDeque<Upd>,
+    queue_bytes: usize,
+    prepared: usize,
+    frames: Vec<Frame>,
+    map: HashMap<u64, usize>,
+    free: Vec<usize>,
+    hand: usize,
+    cap: usize,
+    reads: usize,
+    reads_meta: HashMap<u64, Vec<usize>>,
+    read_id: u64,
+    writes: usize,
+    writes_meta: HashMap<u64, Vec<usize>>,
+    write_id: u64,
+    blocked: bool,
+    // Results.
+    start_lsn: u64,
+    end_lsn: u64,
+    records: u64,
+    transactions: u64,
+    applied: u64,
+    skipped: u64,
+    dropped: u64,
+    log_bytes: u64,
+    db_read: ClassStats,
+    db_write: ClassStats,
+    log_read: ClassStats,
+    stopped: String,
+    damaged: bool,
+    bad_pages: Vec<u64>,
+    errors: Vec<String>,
+    interrupted: bool,
+    t0: Instant,
+    cpu0: f64,
+    /// When the log was replayed and the final flush (checkpoint) began, and
+    /// the page writes done before it (under cache pressure).
+    flush_start: Option<(Instant, u64)>,
+}

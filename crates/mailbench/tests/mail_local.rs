@@ -314,29 +314,22 @@ fn first_test_log(out: &std::path::Path) -> std::path::PathBuf {
     log().expect("no run folder within 60 s")
 }
 
-/// Ctrl-C while `mail run` is still provisioning its users: exit 130 within
-/// seconds, an interrupted mail-run result, the local servers stopped.
-#[test]
-fn ctrl_c_during_a_runs_setup_writes_an_interrupted_result() {
-    if !servers_available() {
-        return;
-    }
+/// Starts `mailbench mail ARGS --local-dir WORK/local --output WORK/out`,
+/// presses Ctrl-C once the first user has logged in, and checks it ends with
+/// 130; returns the result of `kind` it wrote.
+fn interrupt_while_provisioning(
+    work: &std::path::Path,
+    args: &[&str],
+    kind: &str,
+) -> serde_json::Value {
     use std::process::{Command, Stdio};
     use std::time::Duration;
-    let work = tempfile::tempdir().unwrap();
-    let local = work.path().join("local");
-    let out = work.path().join("out");
+    let out = work.join("out");
     let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
-        .args([
-            "mail",
-            "run",
-            "--users",
-            "400",
-            "--day-length",
-            "2m",
-            "--local-dir",
-        ])
-        .arg(&local)
+        .arg("mail")
+        .args(args)
+        .arg("--local-dir")
+        .arg(work.join("local"))
         .arg("--output")
         .arg(&out)
         .stdin(Stdio::null())
@@ -353,10 +346,24 @@ fn ctrl_c_during_a_runs_setup_writes_an_interrupted_result() {
         "the local target did not start"
     );
     std::thread::sleep(Duration::from_secs(2));
-    let status = interrupt_within_30s(&mut c, "mail run (setup)");
+    let status = interrupt_within_30s(&mut c, kind);
     assert_eq!(status.code(), Some(130));
-    let v = result(&out, "mail-run");
+    let v = result(&out, kind);
     assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    v
+}
+
+/// Ctrl-C while `mail run` is still provisioning its users: exit 130 within
+/// seconds, an interrupted mail-run result, the local servers stopped.
+#[test]
+fn ctrl_c_during_a_runs_setup_writes_an_interrupted_result() {
+    if !servers_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let args = ["run", "--users", "400", "--day-length", "2m"];
+    interrupt_while_provisioning(work.path(), &args, "mail-run");
+    let local = work.path().join("local");
     assert!(servers_of(&local).is_empty(), "{:?}", servers_of(&local));
 }
 
@@ -374,30 +381,7 @@ fn interrupted_setup_and_killed_run_leave_nothing_behind() {
     use std::time::{Duration, Instant};
     let work = tempfile::tempdir().unwrap();
     let local = work.path().join("local");
-    let out = work.path().join("out");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
-        .args(["mail", "setup", "--users", "400", "--local-dir"])
-        .arg(&local)
-        .arg("--output")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_for(
-            &first_test_log(&out),
-            "a user logged in",
-            Duration::from_secs(60)
-        ),
-        "the local target did not start"
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    let status = interrupt_within_30s(&mut c, "mail setup");
-    assert_eq!(status.code(), Some(130));
-    let v = result(&out, "mail-setup");
-    assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    let v = interrupt_while_provisioning(work.path(), &["setup", "--users", "400"], "mail-setup");
     assert!(
         v["setup"]["users_ok"].as_u64().unwrap() < 400,
         "{}",

@@ -88,13 +88,7 @@ fn sigterm_on_slow_storage_ends_the_run_with_an_interrupted_result() {
     .stderr(std::process::Stdio::null())
     .spawn()
     .unwrap();
-    wait_for("the measured window", || {
-        run_dirs(dir).iter().any(|d| {
-            std::fs::read_to_string(d.join("test.log"))
-                .unwrap_or_default()
-                .contains("phase: measured window")
-        })
-    });
+    wait_for_log(dir, "the measured window", "phase: measured window");
     assert_eq!(signal_and_wait(&mut child, "TERM"), Some(130));
     let r = last_result(dir);
     assert_eq!(r["kind"], "storage-run");
@@ -453,13 +447,7 @@ fn ctrl_c_while_waiting_for_the_start_time_writes_an_interrupted_result() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("the wait for the start time", || {
-        run_dirs(dir).iter().any(|d| {
-            std::fs::read_to_string(d.join("test.log"))
-                .unwrap_or_default()
-                .contains("the load starts at")
-        })
-    });
+    wait_for_log(dir, "the wait for the start time", "the load starts at");
     assert_eq!(interrupt_and_wait(&mut child), Some(130));
     let r = last_result(dir);
     assert_eq!(r["kind"], "storage-run");

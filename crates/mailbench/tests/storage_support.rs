@@ -103,3 +103,15 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Waits (bounded, as `wait_for`) until a run folder's test.log under
+/// `dir/results` holds `needle`.
+pub fn wait_for_log(dir: &Path, what: &str, needle: &str) {
+    wait_for(what, || {
+        run_dirs(dir).iter().any(|d| {
+            std::fs::read_to_string(d.join("test.log"))
+                .unwrap_or_default()
+                .contains(needle)
+        })
+    });
+}

@@ -324,17 +324,7 @@ impl Settings {
         let guidance = self.guidance(rules)?;
         let disk = self.disk()?;
         let raid = self.raid(rules)?;
-        let capacity = self.capacity(rules)?;
-        let Capacity {
-            white_space,
-            dumpster,
-            retention_days,
-            growth_pct,
-            content_index_pct,
-            log_days,
-            move_share_pct,
-            scale,
-        } = capacity;
+        let cap = self.capacity(rules)?;
         let paths = self.paths.as_ref().map(TextList::items).unwrap_or_default();
         let log_paths = self
             .log_paths
@@ -359,11 +349,11 @@ impl Settings {
             ),
             ("replay_lag", copies.replay_lag_days, MAX_DAYS),
             ("headroom", headroom_pct, MAX_PCT),
-            ("retention_days", retention_days, MAX_DAYS),
-            ("growth", growth_pct, MAX_PCT),
-            ("content_index", content_index_pct, MAX_PCT),
-            ("log_days", log_days, MAX_DAYS),
-            ("move_share", move_share_pct, 100.0),
+            ("retention_days", cap.retention_days, MAX_DAYS),
+            ("growth", cap.growth_pct, MAX_PCT),
+            ("content_index", cap.content_index_pct, MAX_PCT),
+            ("log_days", cap.log_days, MAX_DAYS),
+            ("move_share", cap.move_share_pct, 100.0),
         ] {
             if x.is_nan() || x > max {
                 return Err(bad(key, x, format!("must be at most {max}")));
@@ -391,18 +381,18 @@ impl Settings {
             raid: raid.level,
             raid_group: raid.group,
             disks_per_server: raid.disks_per_server,
-            white_space,
-            dumpster,
-            retention_days,
-            growth_pct,
-            content_index_pct,
-            log_days,
-            move_share_pct,
+            white_space: cap.white_space,
+            dumpster: cap.dumpster,
+            retention_days: cap.retention_days,
+            growth_pct: cap.growth_pct,
+            content_index_pct: cap.content_index_pct,
+            log_days: cap.log_days,
+            move_share_pct: cap.move_share_pct,
             restore_volume: self.restore_volume.unwrap_or(false),
             layout: self.layout.unwrap_or(false),
             markdown: self.markdown.unwrap_or(false),
             emit_config: self.emit_config.clone(),
-            scale,
+            scale: cap.scale,
             paths,
             log_paths,
             duration,

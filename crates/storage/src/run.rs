@@ -4,7 +4,7 @@
 
 use crate::engine::{ABORT_DRAIN, Control, Event, Instance, InstanceSetup};
 use crate::init::{self, read_header};
-use crate::spec::{SpecExt, StorageSpec};
+use crate::spec::StorageSpec;
 use crate::stats::{Class, ClassFigures, Stats};
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
@@ -184,31 +184,14 @@ pub fn run(
                 }
             }
         }
-        let ps = spec.profile.page_size.0 as usize;
-        let max_frames = (spec.cache_max_per_db as usize / ps).max(64);
-        let min_frames = (spec.cache_min_per_db as usize / ps).min(max_frames);
         setups.push(InstanceSetup {
-            index: inst.index,
-            name: inst.name.clone(),
-            db_path: inst.db_path.clone(),
-            log_dir: inst.log_dir.clone(),
-            header: h,
-            profile: spec.profile.clone(),
-            cache_min_frames: min_frames,
-            cache_max_frames: max_frames,
-            sessions: inst.sessions,
-            mailboxes: inst.mailboxes,
-            copies: spec.copies,
             target_iops: if spec.paced {
                 spec.target_iops.map(|t| t / spec.instances.len() as f64)
             } else {
                 None
             },
-            engine: spec.engine_choice(),
-            direct: caps.o_direct,
-            sample_interval: spec.sample_interval,
-            seed: spec.seed.wrapping_add(inst.index as u64 * 7919),
             ack_stream,
+            ..InstanceSetup::of(spec, inst, h, caps.o_direct)
         });
     }
 
@@ -840,7 +823,7 @@ fn finish_early(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{StorageToml, Thresholds};
+    use crate::spec::{SpecExt, StorageToml, Thresholds};
     use mailbench_base::config::ConfigFile;
     use std::path::Path;
 

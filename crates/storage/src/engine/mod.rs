@@ -63,6 +63,40 @@ pub struct InstanceSetup {
     pub ack_stream: bool,
 }
 
+impl InstanceSetup {
+    /// Instance `inst` of `spec` as a run sets it up: the profile's cache in
+    /// frames, the spec's copies and sampling interval, unpaced, no ack stream.
+    pub fn of(
+        spec: &crate::spec::StorageSpec,
+        inst: &crate::spec::InstanceSpec,
+        header: DbHeader,
+        direct: bool,
+    ) -> InstanceSetup {
+        use crate::spec::SpecExt;
+        let ps = spec.profile.page_size.0 as usize;
+        let max_frames = (spec.cache_max_per_db as usize / ps).max(64);
+        InstanceSetup {
+            index: inst.index,
+            name: inst.name.clone(),
+            db_path: inst.db_path.clone(),
+            log_dir: inst.log_dir.clone(),
+            header,
+            profile: spec.profile.clone(),
+            cache_min_frames: (spec.cache_min_per_db as usize / ps).min(max_frames),
+            cache_max_frames: max_frames,
+            sessions: inst.sessions,
+            mailboxes: inst.mailboxes,
+            copies: spec.copies,
+            target_iops: None,
+            engine: spec.engine_choice(),
+            direct,
+            sample_interval: spec.sample_interval,
+            seed: spec.seed.wrapping_add(inst.index as u64 * 7919),
+            ack_stream: false,
+        }
+    }
+}
+
 /// Shared stop switches.
 #[derive(Debug, Default)]
 pub struct Control {

@@ -5,7 +5,7 @@
 use super::GenerateResult;
 use crate::engine::{Control, Event, Instance, InstanceSetup};
 use crate::init::read_header;
-use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
+use crate::spec::{InstanceSpec, StorageSpec};
 use mailbench_base::Result;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::TestLog;
@@ -81,27 +81,10 @@ pub(super) fn generate(
 /// the checkpoint held by the shared control.
 fn instance_setup(spec: &StorageSpec, inst: &InstanceSpec, direct: bool) -> Result<InstanceSetup> {
     let h = read_header(&inst.db_path)?;
-    let ps = spec.profile.page_size.0 as usize;
-    let max_frames = (spec.cache_max_per_db as usize / ps).max(64);
-    let min_frames = (spec.cache_min_per_db as usize / ps).min(max_frames);
     Ok(InstanceSetup {
-        index: inst.index,
-        name: inst.name.clone(),
-        db_path: inst.db_path.clone(),
-        log_dir: inst.log_dir.clone(),
-        header: h,
-        profile: spec.profile.clone(),
-        cache_min_frames: min_frames,
-        cache_max_frames: max_frames,
-        sessions: inst.sessions,
-        mailboxes: inst.mailboxes,
         copies: 1,
-        target_iops: None,
-        engine: spec.engine_choice(),
-        direct,
         sample_interval: Duration::from_millis(250),
-        seed: spec.seed.wrapping_add(inst.index as u64 * 7919),
-        ack_stream: false,
+        ..InstanceSetup::of(spec, inst, h, direct)
     })
 }
 

@@ -356,23 +356,7 @@ fn check_in_browser(chrome: &str, dir: &Path, name: &str) -> Value {
     }
 
     // 2. Measured charts (test-only copy with a probe script).
-    let probe_path = dir.join("report-probe.html");
-    std::fs::write(&probe_path, html.replace("</body>", PROBE)).unwrap();
-    let (dom, err) = browse(
-        chrome,
-        &probe_path,
-        &["--dump-dom", "--window-size=1400,3000"],
-    );
-    assert!(console_lines(&err).is_empty(), "{name}: probe: {err}");
-    let start = dom.find("data-probe=\"").unwrap() + "data-probe=\"".len();
-    let end = start + dom[start..].find('"').unwrap();
-    let probe: Value = serde_json::from_str(
-        &dom[start..end]
-            .replace("&quot;", "\"")
-            .replace("&amp;", "&"),
-    )
-    .unwrap();
-    let _ = std::fs::remove_file(&probe_path);
+    let probe = probe(chrome, dir, &html, name);
     assert_eq!(probe["external"].as_array().unwrap().len(), 0, "{probe}");
 
     // 3. Screenshot, kept for people to look at.
@@ -408,6 +392,30 @@ fn chart<'a>(probe: &'a Value, id: &str) -> &'a Value {
         .iter()
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("no chart {id}: {probe}"))
+}
+
+/// Draws a test-only copy of the page `html` (in `dir`) with the probe script
+/// in headless Chromium and returns what the probe measured; no console
+/// messages allowed.
+fn probe(chrome: &str, dir: &Path, html: &str, what: &str) -> Value {
+    let probe_path = dir.join("report-probe.html");
+    std::fs::write(&probe_path, html.replace("</body>", PROBE)).unwrap();
+    let (dom, err) = browse(
+        chrome,
+        &probe_path,
+        &["--dump-dom", "--window-size=1400,3000"],
+    );
+    assert!(console_lines(&err).is_empty(), "{what}: probe: {err}");
+    let start = dom.find("data-probe=\"").unwrap() + "data-probe=\"".len();
+    let end = start + dom[start..].find('"').unwrap();
+    let probe: Value = serde_json::from_str(
+        &dom[start..end]
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(&probe_path);
+    probe
 }
 
 fn assert_drawn(probe: &Value, id: &str) {
@@ -875,22 +883,7 @@ fn a_sweep_report_has_its_table_charts_and_supported_users() {
     let (dom, err) = browse(chrome, &dir.join("report.html"), &["--dump-dom"]);
     assert!(console_lines(&err).is_empty(), "{err}");
     assert!(dom.contains(r#"id="sweep-table""#));
-    let probe_path = dir.join("report-probe.html");
-    std::fs::write(&probe_path, html.replace("</body>", PROBE)).unwrap();
-    let (dom, err) = browse(
-        chrome,
-        &probe_path,
-        &["--dump-dom", "--window-size=1400,3000"],
-    );
-    assert!(console_lines(&err).is_empty(), "probe: {err}");
-    let start = dom.find("data-probe=\"").unwrap() + "data-probe=\"".len();
-    let end = start + dom[start..].find('"').unwrap();
-    let probe: Value = serde_json::from_str(
-        &dom[start..end]
-            .replace("&quot;", "\"")
-            .replace("&amp;", "&"),
-    )
-    .unwrap();
+    let probe = probe(chrome, &dir, &html, "sweep");
     assert_drawn(&probe, "chart-sweep-response");
     assert_drawn(&probe, "chart-sweep-cpu");
     assert_eq!(probe["external"].as_array().unwrap().len(), 0, "{probe}");

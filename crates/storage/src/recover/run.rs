@@ -102,6 +102,23 @@ fn create_databases(
     Ok(())
 }
 
+/// Every instance's log replayed, each described in test.log, its errors
+/// (named by instance) added to the outcome.
+fn replay_logged(
+    spec: &StorageSpec,
+    log: &TestLog,
+    interrupt: &Interrupt,
+    o: &mut Outcome,
+) -> Vec<ReplayResult> {
+    let results = replay_all(spec, interrupt);
+    for r in &results {
+        log.line(describe(r));
+        o.errors
+            .extend(r.errors.iter().map(|e| format!("{}: {e}", r.name)));
+    }
+    results
+}
+
 /// Databases left unclean by an earlier crash: their logs replayed first.
 fn replay_earlier_crash(
     spec: &StorageSpec,
@@ -120,12 +137,7 @@ fn replay_earlier_crash(
     if unclean {
         phase("replaying the logs left by an earlier crash");
         log.line("phase: recovery of databases left unclean");
-        res.prior_recovery = replay_all(spec, interrupt);
-        for r in &res.prior_recovery {
-            log.line(describe(r));
-            o.errors
-                .extend(r.errors.iter().map(|e| format!("{}: {e}", r.name)));
-        }
+        res.prior_recovery = replay_logged(spec, log, interrupt, o);
     }
 }
 
@@ -157,12 +169,7 @@ fn crash_and_replay(
     if !o.interrupted && o.errors.is_empty() {
         phase("replaying the logs (soft recovery)");
         log.line("phase: soft recovery");
-        res.instances = replay_all(spec, interrupt);
-        for r in &res.instances {
-            log.line(describe(r));
-            o.errors
-                .extend(r.errors.iter().map(|e| format!("{}: {e}", r.name)));
-        }
+        res.instances = replay_logged(spec, log, interrupt, o);
     }
     Ok(())
 }

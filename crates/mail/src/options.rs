@@ -84,7 +84,10 @@ pub struct MailOptions {
     pub drain: Option<Dur>,
     pub interval: Option<Dur>,
     pub max_error_rate: Option<Pct>,
-    pub max_score_ms: Option<f64>,
+    /// The response-time limit (weighted p95 over the steady window), ms;
+    /// `max_score_ms` is its older name, still read.
+    #[serde(alias = "max_score_ms")]
+    pub max_response_time_ms: Option<f64>,
     pub delivery_within: Option<Dur>,
     pub delivery_pct: Option<Pct>,
     pub skip_setup: Option<bool>,
@@ -138,7 +141,7 @@ impl MailOptions {
             drain,
             interval,
             max_error_rate,
-            max_score_ms,
+            max_response_time_ms,
             delivery_within,
             delivery_pct,
             skip_setup,
@@ -304,7 +307,7 @@ impl ResolveExt for Resolved {
             drain: o.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
             interval,
             max_error_rate_pct: o.max_error_rate.map(|p| p.0).unwrap_or(0.0),
-            max_score_ms: o.max_score_ms.unwrap_or(1000.0),
+            max_score_ms: o.max_response_time_ms.unwrap_or(1000.0),
             delivery_within: o
                 .delivery_within
                 .map(|d| d.0)
@@ -323,7 +326,7 @@ impl ResolveExt for Resolved {
     }
 }
 
-/// The range of every duration option (and `--max-score-ms`): flag, least
+/// The range of every duration option (and `--max-response-time-ms`): flag, least
 /// and most in milliseconds.
 const DURATIONS: [(&str, u64, u64); 8] = [
     ("--day-length", 1_000, 7 * 86_400_000),
@@ -333,7 +336,7 @@ const DURATIONS: [(&str, u64, u64); 8] = [
     ("--op-timeout", 100, 3_600_000),
     ("--delivery-within", 1_000, 86_400_000),
     ("--poll-interval", 100, 3_600_000),
-    ("--max-score-ms", 1, 3_600_000),
+    ("--max-response-time-ms", 1, 3_600_000),
 ];
 
 /// Most users' sessions opened at once by `mail setup`.
@@ -352,13 +355,13 @@ fn check_ranges(o: &MailOptions) -> Result<()> {
         ms(&o.op_timeout),
         ms(&o.delivery_within),
         ms(&o.poll_interval),
-        o.max_score_ms,
+        o.max_response_time_ms,
     ];
     for ((flag, lo, hi), v) in DURATIONS.iter().zip(given) {
         let Some(v) = v else { continue };
         if !v.is_finite() || v < *lo as f64 || v > *hi as f64 {
             let show = |x: f64| {
-                if *flag == "--max-score-ms" {
+                if *flag == "--max-response-time-ms" {
                     format!("{x}")
                 } else {
                     Duration::from_millis(x as u64).as_secs_f64().to_string() + "s"

@@ -210,8 +210,8 @@ fn out_of_range_values_are_refused_before_anything_is_written() {
     let o = out.path().join("results");
     let o = o.to_str().unwrap();
     for (flag, value) in [
-        ("--max-score-ms", "-1"),
-        ("--max-score-ms", "NaN"),
+        ("--max-response-time-ms", "-1"),
+        ("--max-response-time-ms", "NaN"),
         ("--delivery-within", "0s"),
         ("--max-error-rate", "200"),
         ("--delivery-pct", "101%"),

@@ -701,7 +701,7 @@ fn three_generators_share_the_users_of_one_mail_server() {
             "--interval",
             "2s",
             // The distribution is under test, not this machine's server.
-            "--max-score-ms",
+            "--max-response-time-ms",
             "60000",
         ]);
     let o = run_job(c, Duration::from_secs(180));

@@ -25,6 +25,10 @@ fn flag_keys(group: &str, subs: &[&str]) -> BTreeSet<String> {
             if let Some(l) = a.get_long() {
                 out.insert(l.replace('-', "_"));
             }
+            // Older names kept as aliases have their key's alias too.
+            for l in a.get_all_aliases().unwrap_or_default() {
+                out.insert(l.replace('-', "_"));
+            }
         }
     };
     if subs.is_empty() {

@@ -317,3 +317,24 @@ fn different_tests_are_refused_by_name() {
     );
     assert!(merge(std::slice::from_ref(&a)).is_err());
 }
+
+#[test]
+fn a_host_under_its_cache_bound_makes_the_merged_warm_up_unattained() {
+    use mailbench_results::storage::run::Prerequisites;
+    let spec = spec();
+    let st = Stats::default();
+    let with = |host: &str, i: usize, reached: u64| {
+        let mut r = result(&spec, host, &st, 1.0);
+        r.window.prerequisites = Some(Prerequisites::new(100, 200, reached, 5.0, 60.0));
+        doc(&r, i)
+    };
+    // Together 210 of 200 bytes: the sums would say attained; host b is at 20 of 100.
+    let merged = merge(&[with("a", 0, 190), with("b", 1, 20)]).unwrap();
+    let p = merged.result.window.prerequisites.unwrap();
+    assert!(!p.attained);
+    let warning = p.warning.unwrap_or_default();
+    assert!(warning.contains("1 of 2 hosts (b)"), "{warning}");
+    let merged = merge(&[with("a", 0, 100), with("b", 1, 150)]).unwrap();
+    let p = merged.result.window.prerequisites.unwrap();
+    assert!(p.attained && p.warning.is_none(), "{p:?}");
+}

@@ -419,11 +419,29 @@ fn merge_intervals(inputs: &[MergeInput], labels: &[Option<String>]) -> Vec<Inte
 fn merge_prerequisites(rs: &[&StorageResult]) -> Option<crate::storage::run::Prerequisites> {
     let all: Option<Vec<_>> = rs.iter().map(|r| r.window.prerequisites.as_ref()).collect();
     let all = all.filter(|a| !a.is_empty())?;
-    Some(crate::storage::run::Prerequisites::new(
+    let mut merged = crate::storage::run::Prerequisites::new(
         all.iter().map(|p| p.cache_lower_bound_bytes).sum(),
         all.iter().map(|p| p.cache_max_bytes).sum(),
         all.iter().map(|p| p.cache_reached_bytes).sum(),
         all.iter().map(|p| p.seconds).fold(0.0, f64::max),
         all.iter().map(|p| p.limit_s).fold(0.0, f64::max),
-    ))
+    );
+    let missed: Vec<&str> = (rs.iter().zip(&all))
+        .filter(|(_, p)| !p.attained)
+        .map(|(r, _)| r.run.host.hostname.as_str())
+        .collect();
+    if merged.attained && !missed.is_empty() {
+        // The sums can reach the bound while a host stayed under its own.
+        merged.attained = false;
+        merged.warning = Some(format!(
+            "The warm-up limit ended the warm-up on {} of {} hosts ({}) before their database \
+             cache reached its lower bound: their measured window started with a colder cache \
+             than the published test waits for. Give a longer `--warmup` (the limit) or a \
+             smaller `--cache-size`.",
+            missed.len(),
+            rs.len(),
+            missed.join(", ")
+        ));
+    }
+    Some(merged)
 }

@@ -433,49 +433,43 @@ pub struct ServerSection {
 
 // ---- this host's /proc as the same sample ---------------------------------
 
-/// USER_HZ: /proc/stat counts in 1/100 s on every Linux architecture mailbench
-/// runs on (the kernel's ABI, independent of CONFIG_HZ).
-const USER_HZ: f64 = 100.0;
-
 /// Per-core seconds from the `cpuN` lines of /proc/stat.
 pub fn parse_proc_cores(stat: &str) -> BTreeMap<String, CoreSeconds> {
-    crate::system::cpu_lines(stat)
-        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        .map(|(n, t)| {
-            let secs = |ticks: u64| ticks as f64 / USER_HZ;
-            (
-                n.to_string(),
-                CoreSeconds {
-                    busy: secs(t.busy),
-                    idle: secs(t.idle),
-                    iowait: secs(t.iowait),
-                },
-            )
-        })
-        .collect()
+    let hz = procfs::ticks_per_second().max(1) as f64;
+    (crate::system::cpu_lines(stat)
+        .unwrap_or_default()
+        .into_iter())
+    .filter(|(n, _)| !n.is_empty())
+    .map(|(n, t)| {
+        let secs = |ticks: u64| ticks as f64 / hz;
+        (
+            n,
+            CoreSeconds {
+                busy: secs(t.busy),
+                idle: secs(t.idle),
+                iowait: secs(t.iowait),
+            },
+        )
+    })
+    .collect()
 }
 
-/// Per-device counters from /proc/net/dev.
+/// Per-device counters from /proc/net/dev (parsed by procfs); empty when
+/// the text is not a /proc/net/dev.
 pub fn parse_proc_net(text: &str) -> BTreeMap<String, NetCounters> {
-    text.lines()
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let v: Vec<f64> = rest
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            if v.len() < 10 {
-                return None;
-            }
-            Some((
-                name.trim().to_string(),
-                NetCounters {
-                    rx_bytes: v[0],
-                    rx_packets: v[1],
-                    tx_bytes: v[8],
-                    tx_packets: v[9],
-                },
-            ))
+    use procfs::FromRead;
+    let Ok(devs) = procfs::net::InterfaceDeviceStatus::from_read(text.as_bytes()) else {
+        return BTreeMap::new();
+    };
+    (devs.0.into_iter())
+        .map(|(name, d)| {
+            let c = NetCounters {
+                rx_bytes: d.recv_bytes as f64,
+                rx_packets: d.recv_packets as f64,
+                tx_bytes: d.sent_bytes as f64,
+                tx_packets: d.sent_packets as f64,
+            };
+            (name, c)
         })
         .collect()
 }
@@ -612,7 +606,9 @@ mod tests {
 
     #[test]
     fn parses_proc_per_core_lines_and_net_dev() {
-        let stat = "cpu  300 0 100 800 10 0 0 0 0 0\ncpu0 200 0 50 400 5 0 0 0\ncpu1 100 0 50 400 5 0 0 0\nintr 1\n";
+        let stat = "cpu  300 0 100 800 10 0 0 0 0 0\ncpu0 200 0 50 400 5 0 0 0 0 0\n\
+                    cpu1 100 0 50 400 5 0 0 0 0 0\nintr 1\nctxt 9\nbtime 1700000000\n\
+                    processes 42\nprocs_running 1\nprocs_blocked 0\n";
         let c = parse_proc_cores(stat);
         assert_eq!(c.len(), 2);
         assert!((c["0"].busy - 2.5).abs() < 1e-9 && (c["0"].idle - 4.0).abs() < 1e-9);

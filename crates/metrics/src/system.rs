@@ -4,16 +4,18 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Clock ticks per second of the CPU times in /proc (USER_HZ, from sysconf).
+fn ticks_per_second() -> f64 {
+    procfs::ticks_per_second().max(1) as f64
+}
+
 /// CPU seconds (user + system) from a /proc/<pid>/stat or
-/// /proc/thread-self/stat text: fields 14 and 15, in clock ticks of 1/100 s
-/// (the comm field may hold spaces and parentheses, so fields count from
-/// the last `)`).
+/// /proc/thread-self/stat text (parsed by procfs, which counts fields from
+/// the last `)`, so a command name with spaces and parentheses cannot shift them).
 pub fn parse_cpu_s(stat: &str) -> Option<f64> {
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let u: f64 = f.get(11)?.parse().ok()?;
-    let k: f64 = f.get(12)?.parse().ok()?;
-    Some((u + k) / 100.0)
+    use procfs::FromRead;
+    let s = procfs::process::Stat::from_read(stat.as_bytes()).ok()?;
+    Some((s.utime + s.stime) as f64 / ticks_per_second())
 }
 
 /// CPU seconds this process has used (0 when /proc is unreadable).
@@ -32,7 +34,7 @@ pub fn thread_cpu_s() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Cumulative CPU jiffies from the `cpu` line of /proc/stat.
+/// Cumulative CPU ticks (USER_HZ) of all CPUs or one, from /proc/stat.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CpuTimes {
     pub busy: u64,
@@ -47,7 +49,7 @@ impl CpuTimes {
 
     /// The all-CPU `cpu ` line of /proc/stat.
     pub fn parse(stat: &str) -> Option<CpuTimes> {
-        cpu_lines(stat).find(|(n, _)| n.is_empty()).map(|(_, t)| t)
+        cpu_lines(stat)?.into_iter().next().map(|(_, t)| t)
     }
 
     /// Busy and iowait percentages of all CPUs between two readings.
@@ -59,24 +61,31 @@ impl CpuTimes {
             d(self.iowait, earlier.iowait),
         )
     }
+
+    /// Busy is everything but idle and iowait: user, nice, system, irq,
+    /// softirq and steal (guest time is inside user).
+    fn of(t: &procfs::CpuTime) -> CpuTimes {
+        let opt = |v: Option<u64>| v.unwrap_or(0);
+        CpuTimes {
+            busy: t.user + t.nice + t.system + opt(t.irq) + opt(t.softirq) + opt(t.steal),
+            idle: t.idle,
+            iowait: opt(t.iowait),
+        }
+    }
 }
 
-/// Every `cpu…` line of /proc/stat: the suffix (`""` for all CPUs, `"0"`,
-/// `"1"`, ... per core) and its times in USER_HZ ticks; lines too short to
-/// hold idle and iowait are passed over.
-pub fn cpu_lines(stat: &str) -> impl Iterator<Item = (&str, CpuTimes)> {
-    stat.lines().filter_map(|l| {
-        let mut f = l.split_whitespace();
-        let name = f.next()?.strip_prefix("cpu")?;
-        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
-        if v.len() < 5 {
-            return None;
-        }
-        // user nice system idle iowait irq softirq steal (guest is inside user)
-        let (idle, iowait) = (v[3], v[4]);
-        let busy: u64 = v.iter().take(8).sum::<u64>() - idle - iowait;
-        Some((name, CpuTimes { busy, idle, iowait }))
-    })
+/// The `cpu…` lines of a /proc/stat text (parsed by procfs): `""` for all
+/// CPUs first, then `"0"`, `"1"`, ... per core in the file's order; None when
+/// the text is not a /proc/stat.
+pub fn cpu_lines(stat: &str) -> Option<Vec<(String, CpuTimes)>> {
+    use procfs::FromReadSI;
+    let k = procfs::KernelStats::from_read(stat.as_bytes(), procfs::current_system_info()).ok()?;
+    let cores = (k.cpu_time.iter().enumerate()).map(|(i, t)| (i.to_string(), CpuTimes::of(t)));
+    Some(
+        std::iter::once((String::new(), CpuTimes::of(&k.total)))
+            .chain(cores)
+            .collect(),
+    )
 }
 
 /// Busy and iowait percentages of busy + idle + iowait time (0 without time).
@@ -101,20 +110,13 @@ impl Memory {
         Self::parse(&std::fs::read_to_string("/proc/meminfo").ok()?)
     }
 
+    /// A /proc/meminfo text (parsed by procfs); None without MemAvailable.
     pub fn parse(text: &str) -> Option<Memory> {
-        let field = |name: &str| {
-            text.lines().find_map(|l| {
-                l.strip_prefix(name)?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-        };
+        use procfs::FromRead;
+        let m = procfs::Meminfo::from_read(text.as_bytes()).ok()?;
         Some(Memory {
-            total_bytes: field("MemTotal:")? * 1024,
-            available_bytes: field("MemAvailable:")? * 1024,
+            total_bytes: m.mem_total,
+            available_bytes: m.mem_available?,
         })
     }
 
@@ -166,32 +168,32 @@ pub struct DiskCounters {
 }
 
 impl DiskCounters {
+    /// Every device of a /proc/diskstats text (lines parsed by procfs; a
+    /// line it refuses is passed over).
     pub fn parse_all(text: &str) -> Vec<(u32, u32, String, DiskCounters)> {
-        text.lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                if f.len() < 14 {
-                    return None;
-                }
-                let n = |i: usize| f[i].parse::<u64>().ok();
-                Some((
-                    f[0].parse().ok()?,
-                    f[1].parse().ok()?,
-                    f[2].to_string(),
-                    DiskCounters {
-                        reads: n(3)?,
-                        read_sectors: n(5)?,
-                        read_ms: n(6)?,
-                        writes: n(7)?,
-                        write_sectors: n(9)?,
-                        write_ms: n(10)?,
-                        in_flight: n(11)?,
-                        io_ms: n(12)?,
-                        weighted_ms: n(13)?,
-                    },
-                ))
-            })
-            .collect()
+        (text
+            .lines()
+            .filter_map(|l| procfs::DiskStat::from_line(l).ok()))
+        .filter_map(|d| {
+            let c = DiskCounters {
+                reads: d.reads,
+                read_sectors: d.sectors_read,
+                read_ms: d.time_reading,
+                writes: d.writes,
+                write_sectors: d.sectors_written,
+                write_ms: d.time_writing,
+                in_flight: d.in_progress,
+                io_ms: d.time_in_progress,
+                weighted_ms: d.weighted_time_in_progress,
+            };
+            Some((
+                d.major.try_into().ok()?,
+                d.minor.try_into().ok()?,
+                d.name,
+                c,
+            ))
+        })
+        .collect()
     }
 
     pub fn read(device: &str) -> Option<DiskCounters> {
@@ -249,21 +251,35 @@ mod tests {
     #[test]
     fn cpu_time_of_a_stat_line_with_a_strange_name() {
         // A command name with spaces and parentheses must not shift the fields.
-        let line = "42 (a) b (c) S 1 2 3 4 5 6 7 8 9 10 250 150 0 0 20 0 1 0";
-        assert_eq!(parse_cpu_s(line), Some(4.0));
-        let line = "4242 (mb (x) y) S 1 4242 4242 0 -1 4194560 9 0 0 0 250 130 0 0 20 0 9 0";
-        assert_eq!(parse_cpu_s(line), Some(3.8));
+        // The kernel's 52 fields (fs/proc/array.c); utime and stime are 14 and 15.
+        let tail = "0 0 20 0 1 0 2320066 3133440 414 18446744073709551615 1 2 3 0 0 0 0 0 0 0 \
+                    0 0 17 1 0 0 0 0 0 4 5 6 7 8 9 10 0";
+        let line = format!("42 (a) b (c) S 1 2 3 4 5 6 7 8 9 10 250 150 {tail}");
+        assert_eq!(parse_cpu_s(&line), Some(4.0));
+        let line = format!("4242 (mb (x) y) S 1 4242 4242 0 -1 4194560 9 0 0 0 250 130 {tail}");
+        assert_eq!(parse_cpu_s(&line), Some(3.8));
         assert_eq!(parse_cpu_s("42 (x) S 1"), None);
         assert!(process_cpu_s() >= 0.0 && thread_cpu_s() >= 0.0);
     }
 
     #[test]
     fn parses_proc_stat_and_meminfo() {
-        let a = CpuTimes::parse("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n").unwrap();
-        let b = CpuTimes::parse("cpu  150 0 150 900 0 0 0 0 0 0\n").unwrap();
+        let rest = "intr 1\nctxt 9\nbtime 1700000000\nprocesses 42\nprocs_running 1\n";
+        let a = CpuTimes::parse(&format!(
+            "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4 0 0 0 0 0 0\n{rest}"
+        ))
+        .unwrap();
+        let b = CpuTimes::parse(&format!("cpu  150 0 150 900 0 0 0 0 0 0\n{rest}")).unwrap();
         let (busy, iow) = b.usage_since(&a);
         assert!((busy - 50.0).abs() < 1e-9 && iow == 0.0);
-        let m = Memory::parse("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 250 kB\n").unwrap();
+        let m = Memory::parse(
+            "MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 250 kB\nBuffers: 1 kB\n\
+             Cached: 1 kB\nSwapCached: 0 kB\nActive: 1 kB\nInactive: 1 kB\nSwapTotal: 0 kB\n\
+             SwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nMapped: 0 kB\nSlab: 0 kB\n\
+             CommitLimit: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\n\
+             VmallocChunk: 0 kB\n",
+        )
+        .unwrap();
         assert_eq!(m.total_bytes, 1_024_000);
         assert!((m.used_pct() - 75.0).abs() < 1e-9);
     }

@@ -38,8 +38,9 @@ unsafe impl Sync for Region {}
 
 impl Region {
     /// `len` bytes (a multiple of [`REGION`]) of zeroed memory aligned to
-    /// [`REGION`]. None if mmap fails.
-    fn map(len: usize) -> Option<Region> {
+    /// [`REGION`]. None if mmap fails. `populate`: fault every page in now
+    /// (`MADV_POPULATE_WRITE`; left to first use where the kernel lacks it).
+    fn map(len: usize, populate: bool) -> Option<Region> {
         let span = len + REGION;
         // SAFETY: an anonymous private mapping of `span` bytes; no memory is aliased.
         let raw = unsafe {
@@ -65,6 +66,9 @@ impl Region {
             let end = aligned + len;
             if start + span > end {
                 libc::munmap(end as *mut libc::c_void, start + span - end);
+            }
+            if populate {
+                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
             }
         }
         Some(Region {
@@ -117,6 +121,18 @@ impl AlignedBuf {
     /// bulk (a buffer cache, a pool), touched later. Falls back to one
     /// allocation per buffer where mapping fails.
     pub fn carve(count: usize, size: usize) -> Vec<AlignedBuf> {
+        Self::carve_with(count, size, false)
+    }
+
+    /// [`AlignedBuf::carve`], with every page of the regions faulted in at
+    /// once: for memory that will all be used (a buffer cache at its maximum),
+    /// so that its first touch (zeroing by the kernel, about 0.2-0.4 s of CPU
+    /// per 512 MiB in a VM) is paid when it is set up, not during the load.
+    pub fn carve_populated(count: usize, size: usize) -> Vec<AlignedBuf> {
+        Self::carve_with(count, size, true)
+    }
+
+    fn carve_with(count: usize, size: usize, populate: bool) -> Vec<AlignedBuf> {
         assert!(
             size > 0 && size.is_multiple_of(crate::ALIGN),
             "carved buffers are whole pages"
@@ -126,7 +142,7 @@ impl AlignedBuf {
         while out.len() < count {
             let n = per_region.min(count - out.len());
             let len = (n * size).next_multiple_of(REGION);
-            let Some(region) = Region::map(len).map(Arc::new) else {
+            let Some(region) = Region::map(len, populate).map(Arc::new) else {
                 out.extend((0..n).map(|_| AlignedBuf::new(size)));
                 continue;
             };

@@ -86,6 +86,14 @@ impl Cache {
             dirty: BTreeSet::new(),
             writing: BTreeSet::new(),
         };
+        // The memory of every frame up to the maximum, faulted in now: the
+        // cache fills to its maximum under load, and paying the kernel's
+        // zeroing of its pages at setup keeps it out of the I/O path (a region
+        // faulted in while being registered for I/O cost 19 % of a 20 s run's
+        // CPU; docs/ARCHITECTURE.md, "Performance notes"). Frames are still
+        // created as the cache grows.
+        c.spare = AlignedBuf::carve_populated(max_frames, page_size);
+        c.spare.reverse();
         for _ in 0..min_frames.min(max_frames) {
             c.grow();
         }

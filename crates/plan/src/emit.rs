@@ -37,7 +37,6 @@ pub const MIN_TEST_DATABASE: u64 = 256 * 32 * 1024;
 
 /// The storage test config for the heaviest server of the plan. Fails (usage) when
 /// `--scale` makes the databases smaller than the storage test accepts.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn storage_config(plan: &Plan) -> Result<String> {
     let i = &plan.inputs;
     let Some(s) = test_server(plan) else {
@@ -55,19 +54,19 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
             ByteSize(MIN_TEST_DATABASE)
         )));
     }
-    let databases = s.normal.copies();
-    let mailboxes = u64::from(databases) * plan.per_database.mailboxes;
-    let paths = if i.paths.is_empty() {
-        vec!["./mailbench-data".to_string()]
-    } else {
-        i.paths.clone()
-    };
-    let list = |v: &[String]| {
-        format!(
-            "[{}]",
-            v.iter().map(|p| quoted(p)).collect::<Vec<_>>().join(", ")
-        )
-    };
+    let mut o = header_comment(plan, s);
+    o.push_str(&storage_section(plan, s, &quota_text));
+    Ok(o)
+}
+
+/// Whether `--scale` shrinks the sizes.
+fn scaled(plan: &Plan) -> bool {
+    (plan.inputs.scale - 1.0).abs() > f64::EPSILON
+}
+
+/// The comment lines above `[storage]`: the plan, the server tested, how to run it.
+fn header_comment(plan: &Plan, s: &ServerPlan) -> String {
+    let i = &plan.inputs;
     let mut o = String::new();
     o.push_str(&format!(
         "# Storage test written by `mailbench plan --emit-config` (mailbench {}).\n",
@@ -100,24 +99,47 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
         s.after_failure.passive,
         s.after_failure.lagged,
         plan.per_database.mailboxes,
-        databases
+        s.normal.copies()
     ));
-    if (i.scale - 1.0).abs() > f64::EPSILON {
+    if scaled(plan) {
         o.push_str(&format!(
             "# Sizes are scaled by --scale {} for a lab; mailboxes and the IOPS target are not.\n",
             i.scale
         ));
     }
     o.push_str("# Run: mailbench storage init --config FILE.toml && mailbench storage run --config FILE.toml\n\n");
+    o
+}
+
+/// A TOML array of strings.
+fn string_list(v: &[String]) -> String {
+    format!(
+        "[{}]",
+        v.iter().map(|p| quoted(p)).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The `[storage]` section: one database per copy the server carries, its mailboxes, the
+/// (scaled) mailbox size and the server's IOPS after the failure as the target.
+fn storage_section(plan: &Plan, s: &ServerPlan, quota_text: &str) -> String {
+    let i = &plan.inputs;
+    let databases = s.normal.copies();
+    let mailboxes = u64::from(databases) * plan.per_database.mailboxes;
+    let paths = if i.paths.is_empty() {
+        vec!["./mailbench-data".to_string()]
+    } else {
+        i.paths.clone()
+    };
+    let mut o = String::new();
     o.push_str("[storage]\n");
     o.push_str("type = \"performance\"\n");
     o.push_str(&format!(
         "profile = {}\n",
         quoted(&plan.guidance.storage_profile)
     ));
-    o.push_str(&format!("paths = {}\n", list(&paths)));
+    o.push_str(&format!("paths = {}\n", string_list(&paths)));
     if !i.log_paths.is_empty() {
-        o.push_str(&format!("log_paths = {}\n", list(&i.log_paths)));
+        o.push_str(&format!("log_paths = {}\n", string_list(&i.log_paths)));
     }
     o.push_str(&format!("databases = {databases}\n"));
     o.push_str(&format!(
@@ -128,26 +150,13 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
         "mailbox_quota = \"{}\"             # size of a mailbox on disk: quota + white space + dumpster ({}){}\n",
         quota_text,
         ByteSize(plan.per_mailbox.size_on_disk),
-        if (i.scale - 1.0).abs() > f64::EPSILON {
+        if scaled(plan) {
             format!(" x {}", i.scale)
         } else {
             String::new()
         }
     ));
-    o.push_str(&format!(
-        "target_iops = {:.2}                # transactional IOPS of this server after the failure, with {} % headroom\n",
-        s.iops_after_failure,
-        num(i.headroom_pct, 0)
-    ));
-    o.push_str(&format!(
-        "# iops_per_mailbox = {:.4}        # per active mailbox with headroom, {} (passive copies cost {} % of it)\n",
-        plan.per_mailbox.iops_with_headroom,
-        match plan.per_mailbox.iops_source {
-            IopsSource::Measured => "measured (--iops-per-mailbox)",
-            IopsSource::Guidance => "from the guidance",
-        },
-        num(plan.per_mailbox.passive_iops_with_headroom / plan.per_mailbox.iops_with_headroom.max(f64::MIN_POSITIVE) * 100.0, 0)
-    ));
+    o.push_str(&iops_lines(plan, s));
     o.push_str(&format!("copies = {}\n", i.copies));
     o.push_str("threads = \"auto\"\n");
     o.push_str(&format!("duration = {}\n", quoted(&i.duration)));
@@ -155,7 +164,27 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
         "# Exchange would give this server {} of database cache; the test keeps the profile's smaller\n#   cache so that the I/O reaches the disks.\n",
         ByteSize(s.cache_after_failure)
     ));
-    Ok(o)
+    o
+}
+
+/// `target_iops` and the per-mailbox figure it comes from.
+fn iops_lines(plan: &Plan, s: &ServerPlan) -> String {
+    let pm = &plan.per_mailbox;
+    let mut o = format!(
+        "target_iops = {:.2}                # transactional IOPS of this server after the failure, with {} % headroom\n",
+        s.iops_after_failure,
+        num(plan.inputs.headroom_pct, 0)
+    );
+    o.push_str(&format!(
+        "# iops_per_mailbox = {:.4}        # per active mailbox with headroom, {} (passive copies cost {} % of it)\n",
+        pm.iops_with_headroom,
+        match pm.iops_source {
+            IopsSource::Measured => "measured (--iops-per-mailbox)",
+            IopsSource::Guidance => "from the guidance",
+        },
+        num(pm.passive_iops_with_headroom / pm.iops_with_headroom.max(f64::MIN_POSITIVE) * 100.0, 0)
+    ));
+    o
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use crate::input::{DatabaseSpec, Failure, Input};
 use crate::layout::{Layout, Load, site_letter};
-use crate::rules::{Rules, raid_cost};
+use crate::rules::{GuidanceRules, RaidRule, Rules, raid_cost};
 use mailbench_base::{ByteSize, Error, Result};
 use serde::Serialize;
 
@@ -312,7 +312,6 @@ fn scenarios(layout: &Layout, failure: Failure) -> Result<Vec<(String, Vec<bool>
 }
 
 /// Computes the plan.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
     let g = rules
         .guidance(&input.guidance)
@@ -321,17 +320,84 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         .raid(&input.raid)
         .ok_or_else(|| Error::usage(format!("unknown RAID level {}", input.raid)))?;
     let mut warnings = Vec::new();
+    let (per_mailbox, cache_per_mailbox) = size_mailbox(input, rules, g, &mut warnings);
+    let per_database = size_database(
+        input,
+        rules,
+        g,
+        &per_mailbox,
+        cache_per_mailbox,
+        &mut warnings,
+    )?;
+    let layout = Layout::build(
+        per_database.per_group,
+        &input.site_servers,
+        &input.site_copies,
+        input.lagged_copies,
+    );
+    let loads = FailureLoads::compute(input, &layout, &per_database)?;
+    let disk = disk_info(input, raid, per_database.read_share);
+    let basis = ServerBasis {
+        input,
+        guidance: g,
+        log_file: rules.logs.log_file_size.0 as f64,
+        cache_per_mailbox,
+        db: &per_database,
+        disk: &disk,
+    };
+    let mut servers: Vec<ServerPlan> = (0..layout.servers())
+        .map(|s| basis.server(s, &layout, &loads))
+        .collect();
+    let disks_per_server = fit_disks(input, &disk, &mut servers);
+    warn_disks(input, &servers, disks_per_server, &mut warnings);
+    warn_raid_and_layout(input, raid, &loads.normal, &mut warnings);
+    let failure = loads.summary(input, &servers);
+    let group = group_totals(
+        &basis,
+        &layout,
+        &loads,
+        &servers,
+        &failure,
+        disks_per_server,
+    );
+    let total = all_groups(input, &group);
+    Ok(Plan {
+        schema: "mailbench.plan/1".into(),
+        guidance: GuidanceInfo {
+            version: g.version.clone(),
+            name: g.name.clone(),
+            source: g.source.clone(),
+            storage_profile: g.storage_profile.clone(),
+        },
+        inputs: input.clone(),
+        disk,
+        per_mailbox,
+        per_database,
+        servers,
+        disks_per_server,
+        group,
+        total,
+        failure,
+        layout,
+        warnings,
+    })
+}
 
-    // Per mailbox.
+/// Per mailbox: IOPS (guidance or measured, with headroom), cache, logs and size on disk;
+/// also the unrounded cache per mailbox the database and server figures are computed from.
+fn size_mailbox(
+    input: &Input,
+    rules: &Rules,
+    g: &GuidanceRules,
+    warnings: &mut Vec<String>,
+) -> (PerMailbox, f64) {
     let lookup = g.iops_per_mailbox(input.messages_per_day, input.copies);
     let size_factor = rules.iops_size_factor(input.message_size);
     let (iops, iops_source) = match input.iops_per_mailbox {
         Some(measured) => (measured, IopsSource::Measured),
         None => (lookup.value * size_factor, IopsSource::Guidance),
     };
-    let headroom = 1.0 + input.headroom_pct / 100.0;
-    let iops_h = iops * headroom;
-    let passive_h = iops_h * g.passive_iops_share;
+    let iops_h = iops * headroom(input);
     let cache_pm = g.cache_per_mailbox(input.messages_per_day);
     let log_factor = rules.log_size_factor(input.message_size);
     let logs_pm = rules.logs.logs_per_message
@@ -354,7 +420,7 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         iops_source,
         iops,
         iops_with_headroom: iops_h,
-        passive_iops_with_headroom: passive_h,
+        passive_iops_with_headroom: iops_h * g.passive_iops_share,
         cache: cache_pm.value.round() as u64,
         log_size_factor: log_factor,
         logs_per_day: logs_pm,
@@ -363,16 +429,74 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         size_on_disk: on_disk,
         extrapolated,
     };
+    (per_mailbox, cache_pm.value)
+}
 
-    // Databases.
-    let mailboxes_group = input.mailboxes.div_ceil(u64::from(input.groups));
-    let n1 = u64::from(input.site_servers[0]);
-    let advice = if input.copies >= 2 {
+/// The I/O headroom as a factor.
+fn headroom(input: &Input) -> f64 {
+    1.0 + input.headroom_pct / 100.0
+}
+
+/// The database size advice that applies: with copies or stand-alone.
+fn size_advice(input: &Input, rules: &Rules) -> u64 {
+    if input.copies >= 2 {
         rules.capacity.max_db_with_copies.0
     } else {
         rules.capacity.max_db_standalone.0
+    }
+}
+
+/// Per database: how many per group, and the figures of the fullest one.
+fn size_database(
+    input: &Input,
+    rules: &Rules,
+    g: &GuidanceRules,
+    pm: &PerMailbox,
+    cache_per_mailbox: f64,
+    warnings: &mut Vec<String>,
+) -> Result<PerDatabase> {
+    let mailboxes_group = input.mailboxes.div_ceil(u64::from(input.groups));
+    let advice = size_advice(input, rules);
+    let (databases, chosen_by) = database_count(input, mailboxes_group, pm.size_on_disk, advice);
+    let databases = databases.max(1);
+    if databases > u64::from(u32::MAX) {
+        return Err(Error::usage("too many databases per group"));
+    }
+    let mailboxes_db = mailboxes_group.div_ceil(databases);
+    let db_active = mailboxes_db as f64 * pm.iops_with_headroom;
+    let logs_db = pm.logs_per_day * mailboxes_db as f64;
+    let log_file = rules.logs.log_file_size.0 as f64;
+    let db_size = mailboxes_db * pm.size_on_disk;
+    let growth = 1.0 + input.growth_pct / 100.0;
+    let ci = 1.0 + input.content_index_pct / 100.0;
+    let per_database = PerDatabase {
+        per_group: databases as u32,
+        total: databases * u64::from(input.groups),
+        chosen_by,
+        mailboxes: mailboxes_db,
+        active_iops: db_active,
+        active_iops_without_headroom: mailboxes_db as f64 * pm.iops,
+        passive_iops: mailboxes_db as f64 * pm.passive_iops_with_headroom,
+        log_iops: db_active * g.log_iops_per_db_iops,
+        read_share: g.read_share(input.copies),
+        maintenance_mb_s: g.maintenance_mb_per_s_per_copy,
+        logs_per_day: logs_db,
+        cache: (cache_per_mailbox * mailboxes_db as f64).round() as u64,
+        size: db_size,
+        volume: (db_size as f64 * growth * ci).round() as u64,
+        log_space: (logs_db * log_file * input.log_days).round() as u64,
+        log_space_lagged: (logs_db * log_file * (input.log_days + input.replay_lag_days)).round()
+            as u64,
+        size_advice: advice,
     };
-    let (databases, chosen_by) = match input.databases {
+    warn_database(input, &per_database, warnings);
+    Ok(per_database)
+}
+
+/// Databases per group as the input asks for them, and how they were chosen.
+fn database_count(input: &Input, mailboxes_group: u64, on_disk: u64, advice: u64) -> (u64, String) {
+    let n1 = u64::from(input.site_servers[0]);
+    match input.databases {
         DatabaseSpec::Count(n) => (u64::from(n), "--databases".to_string()),
         DatabaseSpec::PerServer(k) => (
             (u64::from(input.servers) * u64::from(k)).div_ceil(u64::from(input.copies)),
@@ -403,49 +527,18 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
                 ),
             )
         }
-    };
-    let databases = databases.max(1);
-    if databases > u64::from(u32::MAX) {
-        return Err(Error::usage("too many databases per group"));
     }
-    let mailboxes_db = mailboxes_group.div_ceil(databases);
-    let db_active = mailboxes_db as f64 * iops_h;
-    let db_passive = mailboxes_db as f64 * passive_h;
-    let log_iops_copy = db_active * g.log_iops_per_db_iops;
-    let read_share = g.read_share(input.copies);
-    let logs_db = logs_pm * mailboxes_db as f64;
-    let log_file = rules.logs.log_file_size.0 as f64;
-    let db_size = mailboxes_db * on_disk;
-    let growth = 1.0 + input.growth_pct / 100.0;
-    let ci = 1.0 + input.content_index_pct / 100.0;
-    let db_volume = (db_size as f64 * growth * ci).round() as u64;
-    let log_space = (logs_db * log_file * input.log_days).round() as u64;
-    let log_space_lagged =
-        (logs_db * log_file * (input.log_days + input.replay_lag_days)).round() as u64;
-    let per_database = PerDatabase {
-        per_group: databases as u32,
-        total: databases * u64::from(input.groups),
-        chosen_by,
-        mailboxes: mailboxes_db,
-        active_iops: db_active,
-        active_iops_without_headroom: mailboxes_db as f64 * iops,
-        passive_iops: db_passive,
-        log_iops: log_iops_copy,
-        read_share,
-        maintenance_mb_s: g.maintenance_mb_per_s_per_copy,
-        logs_per_day: logs_db,
-        cache: (cache_pm.value * mailboxes_db as f64).round() as u64,
-        size: db_size,
-        volume: db_volume,
-        log_space,
-        log_space_lagged,
-        size_advice: advice,
-    };
-    if db_size > advice {
+}
+
+/// Warnings on the databases: over the size advice, uneven over site A's servers.
+fn warn_database(input: &Input, db: &PerDatabase, warnings: &mut Vec<String>) {
+    let databases = u64::from(db.per_group);
+    let n1 = u64::from(input.site_servers[0]);
+    if db.size > db.size_advice {
         warnings.push(format!(
             "database size {} is over the {} advice ({} {}); add databases (--databases, --max-database-size)",
-            ByteSize(db_size),
-            ByteSize(advice),
+            ByteSize(db.size),
+            ByteSize(db.size_advice),
             if input.copies >= 2 { "with" } else { "for" },
             if input.copies >= 2 {
                 "two or more copies"
@@ -459,86 +552,160 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
             "{databases} databases do not divide evenly over the {n1} servers of site A: some servers carry one more active database"
         ));
     }
+}
 
-    // Layout and failure scenarios.
-    let layout = Layout::build(
-        databases as u32,
-        &input.site_servers,
-        &input.site_copies,
-        input.lagged_copies,
-    );
-    let n = layout.servers();
-    let (normal_loads, _) = layout.loads(&vec![false; n]);
-    let scen = scenarios(&layout, input.failure)?;
-    let load_iops = |l: &Load, act: f64, pas: f64| {
-        f64::from(l.active) * act + f64::from(l.passive + l.lagged) * pas
-    };
-    let mut after: Vec<(Load, Option<String>, f64)> = normal_loads
-        .iter()
-        .map(|l| (*l, None, load_iops(l, db_active, db_passive)))
-        .collect();
-    let mut matrix = Vec::new();
-    let mut max_actives = normal_loads.iter().map(|l| l.active).max().unwrap_or(0);
-    for (label, mask) in &scen {
-        let (loads, lost) = layout.loads(mask);
-        if lost > 0 {
-            return Err(Error::usage(format!(
-                "--failure {}: losing {label} leaves {lost} database(s) without a non-lagged copy; add copies (--copies, --site-copies)",
-                input.failure
-            )));
-        }
-        for (s, l) in loads.iter().enumerate() {
-            if mask[s] {
-                continue;
+/// Database IOPS of a server carrying `l`: active copies at `active`, passive and lagged
+/// ones at `passive`.
+fn load_iops(l: &Load, active: f64, passive: f64) -> f64 {
+    f64::from(l.active) * active + f64::from(l.passive + l.lagged) * passive
+}
+
+/// The servers' loads in normal operation and over the failure's scenarios.
+struct FailureLoads {
+    /// Each server's load with nothing failed.
+    normal: Vec<Load>,
+    /// Each scenario: its label and which servers it fails.
+    scenarios: Vec<(String, Vec<bool>)>,
+    /// Each server's heaviest state: its load, the scenario (None: normal operation) and
+    /// its database IOPS.
+    heaviest: Vec<(Load, Option<String>, f64)>,
+    /// Actives per server of the first 64 scenarios.
+    matrix: Vec<ScenarioLoads>,
+    /// The most active copies any server carries, normal or after a failure.
+    max_actives: u32,
+}
+
+impl FailureLoads {
+    /// Goes through every scenario of the failure; a scenario that leaves a database
+    /// without a non-lagged copy is a usage error.
+    fn compute(input: &Input, layout: &Layout, db: &PerDatabase) -> Result<FailureLoads> {
+        let (active, passive) = (db.active_iops, db.passive_iops);
+        let (normal, _) = layout.loads(&vec![false; layout.servers()]);
+        let scenarios = scenarios(layout, input.failure)?;
+        let mut heaviest: Vec<(Load, Option<String>, f64)> = normal
+            .iter()
+            .map(|l| (*l, None, load_iops(l, active, passive)))
+            .collect();
+        let mut matrix = Vec::new();
+        let mut max_actives = normal.iter().map(|l| l.active).max().unwrap_or(0);
+        for (label, mask) in &scenarios {
+            let (loads, lost) = layout.loads(mask);
+            if lost > 0 {
+                return Err(Error::usage(format!(
+                    "--failure {}: losing {label} leaves {lost} database(s) without a non-lagged copy; add copies (--copies, --site-copies)",
+                    input.failure
+                )));
             }
-            let v = load_iops(l, db_active, db_passive);
-            if v > after[s].2 + 1e-9 {
-                after[s] = (*l, Some(label.clone()), v);
+            for (s, l) in loads.iter().enumerate() {
+                if mask[s] {
+                    continue;
+                }
+                let v = load_iops(l, active, passive);
+                if v > heaviest[s].2 + 1e-9 {
+                    heaviest[s] = (*l, Some(label.clone()), v);
+                }
+                max_actives = max_actives.max(l.active);
             }
-            max_actives = max_actives.max(l.active);
+            if matrix.len() < 64 {
+                matrix.push(ScenarioLoads {
+                    label: label.clone(),
+                    active: loads
+                        .iter()
+                        .enumerate()
+                        .map(|(s, l)| (!mask[s]).then_some(l.active))
+                        .collect(),
+                });
+            }
         }
-        if matrix.len() < 64 {
-            matrix.push(ScenarioLoads {
-                label: label.clone(),
-                active: loads
-                    .iter()
-                    .enumerate()
-                    .map(|(s, l)| (!mask[s]).then_some(l.active))
-                    .collect(),
-            });
-        }
+        Ok(FailureLoads {
+            normal,
+            scenarios,
+            heaviest,
+            matrix,
+            max_actives,
+        })
     }
 
-    // Servers.
+    /// The failure section: the scenario and server loaded most.
+    fn summary(&self, input: &Input, servers: &[ServerPlan]) -> FailureSummary {
+        let worst = servers
+            .iter()
+            .max_by(|a, b| a.iops_after_failure.total_cmp(&b.iops_after_failure));
+        FailureSummary {
+            failure: input.failure,
+            scenarios: self.scenarios.len() as u64,
+            worst_scenario: worst.and_then(|w| w.worst_scenario.clone()),
+            worst_server: worst.map(|w| w.name.clone()),
+            worst_server_iops: worst.map_or(0.0, |w| w.iops_after_failure),
+            max_actives_after: self.max_actives,
+            matrix: self.matrix.clone(),
+        }
+    }
+}
+
+/// The disk, its RAID level and what one disk gives.
+fn disk_info(input: &Input, raid: &RaidRule, read_share: f64) -> DiskInfo {
     let penalty = raid.penalty;
     let cost = raid_cost(read_share, penalty);
-    let functional = input.disk.iops / cost;
-    let usable_group = (raid.data_disks(input.raid_group) * input.disk.capacity as f64) as u64;
-    let group = u64::from(input.raid_group);
-    let restore = if input.restore_volume {
-        db_volume + log_space
-    } else {
-        0
-    };
-    let mut servers = Vec::with_capacity(n);
-    for s in 0..n {
-        let normal = normal_loads[s];
-        let (aft, worst, iops_after) = after[s].clone();
+    DiskInfo {
+        preset: input.disk.preset.clone(),
+        description: input.disk.description.clone(),
+        source: input.disk.source.clone(),
+        capacity: input.disk.capacity,
+        iops: input.disk.iops,
+        capacity_overridden: input.disk.capacity_overridden,
+        iops_overridden: input.disk.iops_overridden,
+        raid: input.raid.clone(),
+        raid_group: input.raid_group,
+        write_penalty: penalty,
+        read_share,
+        raid_cost: cost,
+        functional_iops_per_disk: input.disk.iops / cost,
+        usable_per_group: (raid.data_disks(input.raid_group) * input.disk.capacity as f64) as u64,
+    }
+}
+
+/// What every server's figures are computed from.
+struct ServerBasis<'a> {
+    input: &'a Input,
+    guidance: &'a GuidanceRules,
+    /// Bytes of one transaction log file.
+    log_file: f64,
+    /// Database cache per active mailbox, unrounded.
+    cache_per_mailbox: f64,
+    db: &'a PerDatabase,
+    disk: &'a DiskInfo,
+}
+
+impl ServerBasis<'_> {
+    /// Server `s` of a group: its loads, throughput, space and the disks it needs. The
+    /// utilisations hold the disk IOPS and bytes needed until [`fit_disks`] divides them by
+    /// what the chosen disks give.
+    fn server(&self, s: usize, layout: &Layout, loads: &FailureLoads) -> ServerPlan {
+        let (input, db) = (self.input, self.db);
+        let normal = loads.normal[s];
+        let (aft, worst, iops_after) = loads.heaviest[s].clone();
         let copies = normal.copies();
-        let iops_normal = load_iops(&normal, db_active, db_passive);
-        let log_iops = f64::from(copies) * log_iops_copy;
-        let maint = f64::from(copies) * g.maintenance_mb_per_s_per_copy;
-        let logs_day = f64::from(copies) * logs_db;
-        let log_mb_s = logs_day * log_file / 86400.0 / MB;
-        let log_total = u64::from(normal.active + normal.passive) * log_space
-            + u64::from(normal.lagged) * log_space_lagged;
-        let db_total = u64::from(copies) * db_volume;
+        let iops_normal = load_iops(&normal, db.active_iops, db.passive_iops);
+        let log_iops = f64::from(copies) * db.log_iops;
+        let maint = f64::from(copies) * self.guidance.maintenance_mb_per_s_per_copy;
+        let logs_day = f64::from(copies) * db.logs_per_day;
+        let log_mb_s = logs_day * self.log_file / 86400.0 / MB;
+        let log_total = u64::from(normal.active + normal.passive) * db.log_space
+            + u64::from(normal.lagged) * db.log_space_lagged;
+        let db_total = u64::from(copies) * db.volume;
+        let restore = self.restore_space();
         let capacity = db_total + log_total + restore;
+        let (cost, penalty) = (self.disk.raid_cost, self.disk.write_penalty);
         let raw_after = iops_after * cost + log_iops * f64::from(penalty);
         let raw_normal = iops_normal * cost + log_iops * f64::from(penalty);
+        let group = u64::from(input.raid_group);
         let by_iops = round_up_to(ceil(raw_after / input.disk.iops), group);
-        let by_cap = ceil(capacity as f64 / usable_group.max(1) as f64) * group;
-        servers.push(ServerPlan {
+        let by_cap = ceil(capacity as f64 / self.disk.usable_per_group.max(1) as f64) * group;
+        let cache = |actives: u32| {
+            (f64::from(actives) * db.mailboxes as f64 * self.cache_per_mailbox).round() as u64
+        };
+        ServerPlan {
             name: layout.names[s].clone(),
             site: site_letter(layout.server_site[s]),
             normal,
@@ -546,15 +713,13 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
             worst_scenario: worst,
             iops_normal,
             iops_after_failure: iops_after,
-            iops_after_failure_without_headroom: iops_after / headroom,
+            iops_after_failure_without_headroom: iops_after / headroom(input),
             log_iops,
             maintenance_mb_s: maint,
             log_mb_s,
             sequential_mb_s: maint + log_mb_s,
-            cache_normal: (f64::from(normal.active) * mailboxes_db as f64 * cache_pm.value).round()
-                as u64,
-            cache_after_failure: (f64::from(aft.active) * mailboxes_db as f64 * cache_pm.value)
-                .round() as u64,
+            cache_normal: cache(normal.active),
+            cache_after_failure: cache(aft.active),
             logs_per_day: logs_day,
             database_space: db_total,
             log_space: log_total,
@@ -567,8 +732,23 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
             iops_utilisation_normal: raw_normal,
             iops_utilisation_after_failure: raw_after,
             capacity_utilisation: capacity as f64,
-        });
+        }
     }
+
+    /// Space kept free on each server to restore a database and its logs (0 without
+    /// `--restore-volume`).
+    fn restore_space(&self) -> u64 {
+        if self.input.restore_volume {
+            self.db.volume + self.db.log_space
+        } else {
+            0
+        }
+    }
+}
+
+/// Disks per server (given, or the most any server needs), set on every server with its
+/// utilisations.
+fn fit_disks(input: &Input, disk: &DiskInfo, servers: &mut [ServerPlan]) -> u32 {
     let needed = servers
         .iter()
         .map(|s| s.disks_by_iops.max(s.disks_by_capacity))
@@ -576,36 +756,57 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         .unwrap_or(0)
         .max(input.raid_group);
     let disks_per_server = input.disks_per_server.unwrap_or(needed);
-    for s in &mut servers {
+    for s in servers {
         s.disks = disks_per_server;
         let raw = f64::from(disks_per_server) * input.disk.iops;
-        let usable = f64::from(disks_per_server / input.raid_group) * usable_group as f64;
+        let usable = f64::from(disks_per_server / input.raid_group) * disk.usable_per_group as f64;
         s.iops_utilisation_normal /= raw.max(f64::MIN_POSITIVE);
         s.iops_utilisation_after_failure /= raw.max(f64::MIN_POSITIVE);
         s.capacity_utilisation /= usable.max(f64::MIN_POSITIVE);
     }
-    if input.disks_per_server.is_some() {
-        for s in &servers {
-            if s.disks_by_iops > disks_per_server {
-                warnings.push(format!(
-                    "server {} after {} needs {:.0} disk IOPS ({} disks) but has {disks_per_server} disks: the failure leaves it over its IOPS ({:.0} %)",
-                    s.name,
-                    s.worst_scenario.as_deref().map_or("the failure".to_string(), |w| format!("the loss of {w}")),
-                    s.raw_iops_after_failure,
-                    s.disks_by_iops,
-                    s.iops_utilisation_after_failure * 100.0
-                ));
-            }
-            if s.disks_by_capacity > disks_per_server {
-                warnings.push(format!(
-                    "server {} needs {} of space ({} disks) but has {disks_per_server} disks",
-                    s.name,
-                    ByteSize(s.capacity),
-                    s.disks_by_capacity
-                ));
-            }
+    disks_per_server
+}
+
+/// Warnings when `--disks-per-server` gives a server fewer disks than it needs.
+fn warn_disks(
+    input: &Input,
+    servers: &[ServerPlan],
+    disks_per_server: u32,
+    warnings: &mut Vec<String>,
+) {
+    if input.disks_per_server.is_none() {
+        return;
+    }
+    for s in servers {
+        if s.disks_by_iops > disks_per_server {
+            warnings.push(format!(
+                "server {} after {} needs {:.0} disk IOPS ({} disks) but has {disks_per_server} disks: the failure leaves it over its IOPS ({:.0} %)",
+                s.name,
+                s.worst_scenario.as_deref().map_or("the failure".to_string(), |w| format!("the loss of {w}")),
+                s.raw_iops_after_failure,
+                s.disks_by_iops,
+                s.iops_utilisation_after_failure * 100.0
+            ));
+        }
+        if s.disks_by_capacity > disks_per_server {
+            warnings.push(format!(
+                "server {} needs {} of space ({} disks) but has {disks_per_server} disks",
+                s.name,
+                ByteSize(s.capacity),
+                s.disks_by_capacity
+            ));
         }
     }
+}
+
+/// Warnings on the RAID level (copies, group size) and on a layout that cannot give every
+/// server `--databases-per-server` copies.
+fn warn_raid_and_layout(
+    input: &Input,
+    raid: &RaidRule,
+    normal: &[Load],
+    warnings: &mut Vec<String>,
+) {
     if let Some(min) = raid.min_copies
         && input.copies - input.lagged_copies < min
     {
@@ -624,71 +825,69 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         ));
     }
     if let DatabaseSpec::PerServer(k) = input.databases {
-        let most = normal_loads.iter().map(Load::copies).max().unwrap_or(0);
-        let least = normal_loads.iter().map(Load::copies).min().unwrap_or(0);
+        let most = normal.iter().map(Load::copies).max().unwrap_or(0);
+        let least = normal.iter().map(Load::copies).min().unwrap_or(0);
         if most != k || least != k {
             warnings.push(format!(
                 "--databases-per-server {k}: the layout puts {least} to {most} database copies on a server (sites with different servers per copy)"
             ));
         }
     }
-    if input.copies == 1 && input.groups * input.servers > 1 && input.failure == Failure::None {
-        // Nothing to warn: stand-alone by choice.
-    }
-    let worst = servers
-        .iter()
-        .max_by(|a, b| a.iops_after_failure.total_cmp(&b.iops_after_failure));
-    let failure = FailureSummary {
-        failure: input.failure,
-        scenarios: scen.len() as u64,
-        worst_scenario: worst.and_then(|w| w.worst_scenario.clone()),
-        worst_server: worst.map(|w| w.name.clone()),
-        worst_server_iops: worst.map_or(0.0, |w| w.iops_after_failure),
-        max_actives_after: max_actives,
-        matrix,
-    };
+}
 
-    // Group and total.
-    let group_totals = {
-        let worst_label = failure.worst_scenario.clone();
-        let iops_after = match &worst_label {
-            None => servers.iter().map(|s| s.iops_normal).sum(),
-            Some(label) => {
-                let mask = &scen
-                    .iter()
-                    .find(|(l, _)| l == label)
-                    .map(|(_, m)| m.clone())
-                    .unwrap_or_else(|| vec![false; n]);
-                let (loads, _) = layout.loads(mask);
-                loads
-                    .iter()
-                    .map(|l| load_iops(l, db_active, db_passive))
-                    .sum()
-            }
-        };
-        let disks = u64::from(disks_per_server) * n as u64;
-        Totals {
-            servers: n as u64,
-            mailboxes: mailboxes_group,
-            databases,
-            copies: databases * u64::from(input.copies),
-            iops_normal: servers.iter().map(|s| s.iops_normal).sum(),
-            iops_after_failure: iops_after,
-            log_iops: servers.iter().map(|s| s.log_iops).sum(),
-            maintenance_mb_s: servers.iter().map(|s| s.maintenance_mb_s).sum(),
-            logs_per_day: servers.iter().map(|s| s.logs_per_day).sum(),
-            database_space: servers.iter().map(|s| s.database_space).sum(),
-            log_space: servers.iter().map(|s| s.log_space).sum(),
-            capacity: servers.iter().map(|s| s.capacity).sum(),
-            disks,
-            raw_capacity: disks * input.disk.capacity,
-            usable_capacity: disks / group * usable_group,
+/// One group's totals; its IOPS after failure are those of the worst scenario's state.
+fn group_totals(
+    basis: &ServerBasis<'_>,
+    layout: &Layout,
+    loads: &FailureLoads,
+    servers: &[ServerPlan],
+    failure: &FailureSummary,
+    disks_per_server: u32,
+) -> Totals {
+    let (input, db) = (basis.input, basis.db);
+    let n = layout.servers();
+    let iops_after = match &failure.worst_scenario {
+        None => servers.iter().map(|s| s.iops_normal).sum(),
+        Some(label) => {
+            let mask = &loads
+                .scenarios
+                .iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, m)| m.clone())
+                .unwrap_or_else(|| vec![false; n]);
+            let (after, _) = layout.loads(mask);
+            after
+                .iter()
+                .map(|l| load_iops(l, db.active_iops, db.passive_iops))
+                .sum()
         }
     };
+    let disks = u64::from(disks_per_server) * n as u64;
+    let databases = u64::from(db.per_group);
+    Totals {
+        servers: n as u64,
+        mailboxes: input.mailboxes.div_ceil(u64::from(input.groups)),
+        databases,
+        copies: databases * u64::from(input.copies),
+        iops_normal: servers.iter().map(|s| s.iops_normal).sum(),
+        iops_after_failure: iops_after,
+        log_iops: servers.iter().map(|s| s.log_iops).sum(),
+        maintenance_mb_s: servers.iter().map(|s| s.maintenance_mb_s).sum(),
+        logs_per_day: servers.iter().map(|s| s.logs_per_day).sum(),
+        database_space: servers.iter().map(|s| s.database_space).sum(),
+        log_space: servers.iter().map(|s| s.log_space).sum(),
+        capacity: servers.iter().map(|s| s.capacity).sum(),
+        disks,
+        raw_capacity: disks * input.disk.capacity,
+        usable_capacity: disks / u64::from(input.raid_group) * basis.disk.usable_per_group,
+    }
+}
+
+/// The totals of every group (all groups are the same).
+fn all_groups(input: &Input, t: &Totals) -> Totals {
     let k = u64::from(input.groups);
     let kf = f64::from(input.groups);
-    let t = &group_totals;
-    let total = Totals {
+    Totals {
         servers: t.servers * k,
         mailboxes: input.mailboxes,
         databases: t.databases * k,
@@ -704,43 +903,7 @@ pub fn plan(input: &Input, rules: &Rules) -> Result<Plan> {
         disks: t.disks * k,
         raw_capacity: t.raw_capacity * k,
         usable_capacity: t.usable_capacity * k,
-    };
-
-    Ok(Plan {
-        schema: "mailbench.plan/1".into(),
-        guidance: GuidanceInfo {
-            version: g.version.clone(),
-            name: g.name.clone(),
-            source: g.source.clone(),
-            storage_profile: g.storage_profile.clone(),
-        },
-        inputs: input.clone(),
-        disk: DiskInfo {
-            preset: input.disk.preset.clone(),
-            description: input.disk.description.clone(),
-            source: input.disk.source.clone(),
-            capacity: input.disk.capacity,
-            iops: input.disk.iops,
-            capacity_overridden: input.disk.capacity_overridden,
-            iops_overridden: input.disk.iops_overridden,
-            raid: input.raid.clone(),
-            raid_group: input.raid_group,
-            write_penalty: penalty,
-            read_share,
-            raid_cost: cost,
-            functional_iops_per_disk: functional,
-            usable_per_group: usable_group,
-        },
-        per_mailbox,
-        per_database,
-        servers,
-        disks_per_server,
-        group: group_totals,
-        total,
-        failure,
-        layout,
-        warnings,
-    })
+    }
 }
 
 /// Bytes as MiB, for the cache and log figures.

@@ -1,6 +1,6 @@
 //! Plan output as a plain-text report (default) or Markdown; JSON is serde of [`Plan`].
 
-use crate::model::{IopsSource, PerMailbox, Plan};
+use crate::model::{IopsSource, PerDatabase, PerMailbox, Plan, ServerPlan};
 use mailbench_base::ByteSize;
 
 /// One block of the report.
@@ -606,83 +606,20 @@ fn section_failure(p: &Plan, layout: bool, out: &mut Vec<Section>) {
 /// Disk Space, and IO Requirements": docs/planner.md "The calculator's pane").
 /// A group's IOPS row counts what every server's storage must carry in its own
 /// worst case, summed over the servers.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn requirements_pane(p: &Plan) -> Section {
-    let d = &p.per_database;
     let sv = &p.servers;
     let groups = f64::from(p.inputs.groups);
-    let most = |f: &dyn Fn(&crate::model::ServerPlan) -> f64| sv.iter().map(f).fold(0.0, f64::max);
-    let sum = |f: &dyn Fn(&crate::model::ServerPlan) -> f64| sv.iter().map(f).sum::<f64>();
-    type Fig<'a> = (
-        &'a str,
-        f64,
-        &'a dyn Fn(&crate::model::ServerPlan) -> f64,
-        fn(f64) -> String,
-    );
-    let logs = |x: f64| num(x, 0);
-    let iops = |x: f64| num(x, 1);
-    let mbs = |x: f64| format!("{} MB/s", num(x, 1));
-    let bytes = |x: f64| size(x.round() as u64);
-    let rows: Vec<Fig> = vec![
-        (
-            "Transaction Logs Generated / Day",
-            d.logs_per_day,
-            &|s| s.logs_per_day,
-            logs,
-        ),
-        ("Log Write IOPS", d.log_iops, &|s| s.log_iops, iops),
-        (
-            "Database IOPS, normal operation",
-            d.active_iops,
-            &|s| s.iops_normal,
-            iops,
-        ),
-        (
-            "Database IOPS, worst failure case",
-            d.active_iops,
-            &|s| s.iops_after_failure,
-            iops,
-        ),
-        (
-            "Background Database Maintenance",
-            d.maintenance_mb_s,
-            &|s| s.maintenance_mb_s,
-            mbs,
-        ),
-        (
-            "Database Volume Space Required",
-            d.volume as f64,
-            &|s| s.database_space as f64,
-            bytes,
-        ),
-        (
-            "Log Space Required",
-            d.log_space as f64,
-            &|s| s.log_space as f64,
-            bytes,
-        ),
-        (
-            "Restore Volume Space Required",
-            0.0,
-            &|s| s.restore_space as f64,
-            bytes,
-        ),
-        (
-            "Total Space Required",
-            (d.volume + d.log_space) as f64,
-            &|s| s.capacity as f64,
-            bytes,
-        ),
-    ];
-    let table = rows
+    let table = requirements(&p.per_database)
         .into_iter()
-        .map(|(name, db, f, show)| {
+        .map(|r| {
+            let most = sv.iter().map(r.server).fold(0.0, f64::max);
+            let sum = sv.iter().map(r.server).sum::<f64>();
             vec![
-                name.to_string(),
-                show(db),
-                show(most(f)),
-                show(sum(f)),
-                show(sum(f) * groups),
+                r.name.to_string(),
+                (r.show)(r.database),
+                (r.show)(most),
+                (r.show)(sum),
+                (r.show)(sum * groups),
             ]
         })
         .collect();
@@ -696,20 +633,99 @@ fn requirements_pane(p: &Plan) -> Section {
                     .collect(),
                 table,
             ),
-            Block::Lines(vec![
-                "/ Database: one copy of the fullest database (IOPS: its active copy); / Server: the most loaded server, in its worst failure case for IOPS; / DAG: the sum over one group's servers; / Environment: all groups".into(),
-                format!(
-                    "log space: {} days of logs (truncation failure tolerance){}; transport database space is not modelled",
-                    num_auto(p.inputs.log_days, 1),
-                    if p.inputs.move_share_pct > 0.0 {
-                        format!(" + {} % for mailbox moves", num(p.inputs.move_share_pct, 0))
-                    } else {
-                        String::new()
-                    }
-                ),
-            ]),
+            Block::Lines(requirements_notes(p)),
         ],
     }
+}
+
+/// One row of the requirements pane: the database copy's figure, a server's, and how
+/// both are shown.
+struct Requirement {
+    name: &'static str,
+    database: f64,
+    server: fn(&ServerPlan) -> f64,
+    show: fn(f64) -> String,
+}
+
+/// The rows of the requirements pane, in the calculator's order.
+fn requirements(d: &PerDatabase) -> Vec<Requirement> {
+    let row = |name, database, server, show| Requirement {
+        name,
+        database,
+        server,
+        show,
+    };
+    let logs: fn(f64) -> String = |x| num(x, 0);
+    let iops: fn(f64) -> String = |x| num(x, 1);
+    let mbs: fn(f64) -> String = |x| format!("{} MB/s", num(x, 1));
+    let bytes: fn(f64) -> String = |x| size(x.round() as u64);
+    vec![
+        row(
+            "Transaction Logs Generated / Day",
+            d.logs_per_day,
+            |s| s.logs_per_day,
+            logs,
+        ),
+        row("Log Write IOPS", d.log_iops, |s| s.log_iops, iops),
+        row(
+            "Database IOPS, normal operation",
+            d.active_iops,
+            |s| s.iops_normal,
+            iops,
+        ),
+        row(
+            "Database IOPS, worst failure case",
+            d.active_iops,
+            |s| s.iops_after_failure,
+            iops,
+        ),
+        row(
+            "Background Database Maintenance",
+            d.maintenance_mb_s,
+            |s| s.maintenance_mb_s,
+            mbs,
+        ),
+        row(
+            "Database Volume Space Required",
+            d.volume as f64,
+            |s| s.database_space as f64,
+            bytes,
+        ),
+        row(
+            "Log Space Required",
+            d.log_space as f64,
+            |s| s.log_space as f64,
+            bytes,
+        ),
+        row(
+            "Restore Volume Space Required",
+            0.0,
+            |s| s.restore_space as f64,
+            bytes,
+        ),
+        row(
+            "Total Space Required",
+            (d.volume + d.log_space) as f64,
+            |s| s.capacity as f64,
+            bytes,
+        ),
+    ]
+}
+
+/// What the pane's columns mean and what its log space holds.
+fn requirements_notes(p: &Plan) -> Vec<String> {
+    vec![
+        "/ Database: one copy of the fullest database (IOPS: its active copy); / Server: the most loaded server, in its worst failure case for IOPS; / DAG: the sum over one group's servers; / Environment: all groups".into(),
+        format!(
+            "log space: {} days of logs (truncation failure tolerance){}; transport database space is not modelled",
+            num_auto(p.inputs.log_days, 1),
+            if p.inputs.move_share_pct > 0.0 {
+                format!(" + {} % for mailbox moves", num(p.inputs.move_share_pct, 0))
+            } else {
+                String::new()
+            }
+        ),
+    ]
 }
 
 trait WithLagged {

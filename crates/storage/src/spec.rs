@@ -143,55 +143,115 @@ impl ThresholdsExt for Thresholds {
     }
 }
 
-/// The `[storage]` section; each key is also a flag of the same name.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The `[storage]` section and the `storage` commands' flags, defined once:
+/// each field is a TOML key and a flag (`--` + the key with `-`; the
+/// exceptions are named on the field), its doc line the flag's help. Flags
+/// win over the file ([`StorageToml::over`]).
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct StorageToml {
-    #[serde(rename = "type")]
-    pub test_type: Option<TestType>,
-    pub profile: Option<String>,
-    pub paths: Option<Vec<PathBuf>>,
-    pub log_paths: Option<Vec<PathBuf>>,
-    pub databases: Option<u32>,
-    pub mailboxes: Option<u64>,
-    pub mailbox_quota: Option<ByteSize>,
-    pub db_size: Option<ByteSize>,
-    pub capacity_pct: Option<f64>,
-    pub iops_per_mailbox: Option<f64>,
-    pub target_iops: Option<f64>,
-    pub copies: Option<u32>,
-    pub threads: Option<Threads>,
-    #[serde(default, with = "serde_duration::option")]
-    pub duration: Option<Duration>,
-    #[serde(default, with = "serde_duration::option")]
-    pub warmup: Option<Duration>,
-    #[serde(default, with = "serde_duration::option")]
-    pub sample_interval: Option<Duration>,
-    /// `storage run`: how long the clean shutdown may take after the measured
-    /// window before I/O is stopped and the partial result written.
-    #[serde(default, with = "serde_duration::option")]
-    pub shutdown_grace: Option<Duration>,
-    pub io_engine: Option<String>,
-    pub cache_size: Option<ByteSize>,
-    pub verify: Option<bool>,
-    pub open: Option<bool>,
+    /// Small databases under ./mailbench-data and a short run (about two minutes).
+    #[arg(long, num_args = 0, default_missing_value = "true")]
     pub quick: Option<bool>,
+    /// performance (2 h default) or stress (24 h, lenient maxima).
+    #[serde(rename = "type")]
+    #[arg(long = "type", value_name = "TYPE")]
+    pub test_type: Option<TestType>,
+    /// exchange2013 (default), exchange2007, exchange2003, or a profile TOML file.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Database folders (repeat or comma-separate); databases are spread over them.
+    #[arg(long = "path", value_delimiter = ',', value_name = "DIR")]
+    pub paths: Option<Vec<PathBuf>>,
+    /// Log folders (default: beside each database).
+    #[arg(long = "log-path", value_delimiter = ',', value_name = "DIR")]
+    pub log_paths: Option<Vec<PathBuf>>,
+    /// Number of databases (instances).
+    #[arg(long)]
+    pub databases: Option<u32>,
+    /// Mailboxes over all databases.
+    #[arg(long)]
+    pub mailboxes: Option<u64>,
+    /// Mailbox quota (database size = mailboxes x quota / databases).
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub mailbox_quota: Option<ByteSize>,
+    /// Size of each database.
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub db_size: Option<ByteSize>,
+    /// Databases sized to this share of the free space.
+    #[arg(long)]
+    pub capacity_pct: Option<f64>,
+    /// Target IOPS per mailbox (target = mailboxes x this).
+    #[arg(long)]
+    pub iops_per_mailbox: Option<f64>,
+    /// Target transactional IOPS; the load is paced open-loop at it.
+    #[arg(long)]
+    pub target_iops: Option<f64>,
+    /// Database copies (each extra copy adds log replication reads).
+    #[arg(long)]
+    pub copies: Option<u32>,
+    /// Sessions over all databases, or `auto`.
+    #[arg(long)]
+    pub threads: Option<Threads>,
+    /// Measured window (e.g. 2h, 90s).
+    #[serde(default, with = "serde_duration::option")]
+    #[arg(long, value_parser = mailbench_base::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Longest warm-up: the measured window starts once the database cache
+    /// holds its lower bound (profile `preload_cache_pct`), or after this
+    /// (default 30m; 30s with --quick).
+    #[serde(default, with = "serde_duration::option")]
+    #[arg(long, value_parser = mailbench_base::parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Sampling interval (default 15s).
+    #[serde(default, with = "serde_duration::option")]
+    #[arg(long, value_parser = mailbench_base::parse_duration)]
+    pub sample_interval: Option<Duration>,
+    /// run: how long the clean shutdown after the measured window may take
+    /// before I/O is stopped and a partial result written (default 60s, 1s to 1h).
+    #[serde(default, with = "serde_duration::option")]
+    #[arg(long, value_parser = mailbench_base::parse_duration)]
+    pub shutdown_grace: Option<Duration>,
+    /// auto, uring or threads.
+    #[arg(long)]
+    pub io_engine: Option<String>,
+    /// Maximum database cache over all databases.
+    #[arg(long, value_parser = ByteSize::parse)]
+    pub cache_size: Option<ByteSize>,
+    /// Skip the page and log verification after the run.
+    #[arg(long = "no-verify", num_args = 0, default_missing_value = "false")]
+    pub verify: Option<bool>,
+    /// Attach existing databases (checking their headers) instead of creating.
+    #[arg(long, num_args = 0, default_missing_value = "true")]
+    pub open: Option<bool>,
+    /// Random seed of the workload.
+    #[arg(long)]
     pub seed: Option<u64>,
+    /// Profile values over the chosen profile's (`[storage.profile_overrides]`; file only).
+    #[arg(skip)]
     pub profile_overrides: Option<toml::Table>,
+    /// Verdict thresholds over the profile's (`[storage.thresholds]`; file only).
+    #[arg(skip)]
     pub thresholds: Option<ThresholdsToml>,
-    /// `storage recover`: new log files per instance to generate and replay.
+    /// recover: new log files per database to generate and replay (default 500;
+    /// 0 = only replay what a crash left).
     #[serde(default)]
+    #[arg(long)]
     pub log_files: Option<u64>,
-    /// `storage backup`: folder the copy is written to.
+    /// backup: also write the copy to this folder, then verify it.
     #[serde(default)]
+    #[arg(long = "to", value_name = "DIR")]
     pub backup_to: Option<PathBuf>,
     /// `storage run`: start the load at this wall-clock time (RFC 3339);
-    /// other commands ignore it, so one file serves them all.
+    /// other commands ignore it, so one file serves them all (the flag is
+    /// defined with the many-hosts flags).
     #[serde(default)]
+    #[arg(skip)]
     pub start_at: Option<String>,
     /// Per-host values (`[storage.hosts."db07"]`) over the section's, under
-    /// the flags: each host of a many-hosts test finds its own folders.
+    /// the flags: each host of a many-hosts test finds its own folders (file only).
     #[serde(default)]
+    #[arg(skip)]
     pub hosts: Option<std::collections::BTreeMap<String, HostToml>>,
 }
 

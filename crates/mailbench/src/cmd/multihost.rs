@@ -77,7 +77,7 @@ fn run(
         .or(cfg.output.clone())
         .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
     let section = cfg.section::<StorageToml>("storage")?;
-    let log_files = args.log_files.or(section.log_files).unwrap_or(500);
+    let log_files = args.keys.log_files.or(section.log_files).unwrap_or(500);
     let space = match cmd {
         Command::Verify | Command::Backup => Space::None,
         Command::Recover if log_files == 0 => Space::None,
@@ -107,7 +107,7 @@ fn run(
     };
     let opts = Options {
         ack_stream: std::env::var_os("MAILBENCH_ACK_STREAM").is_some(),
-        backup_to: args.backup_to.clone().or(section.backup_to.clone()),
+        backup_to: args.keys.backup_to.clone().or(section.backup_to.clone()),
         log_files,
         ..options(start_at, global)?
     };

@@ -10,7 +10,7 @@ use mailbench_results::storage::init::StorageInitResult;
 use mailbench_results::storage::run::StorageResult;
 use mailbench_results::storage::verify::StorageVerifyResult;
 use mailbench_results::{AnyResult, RunHeader, Verdict};
-use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml, TestType, Threads};
+use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,91 +49,16 @@ pub struct IoBenchArgs {
     pub sequential: bool,
 }
 
+/// The flags of `storage init|run|verify|backup|recover`: the `[storage]`
+/// keys (defined once, on [`StorageToml`]) and the few that are not keys.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct StorageArgs {
-    /// Small databases under ./mailbench-data and a short run (about two minutes).
-    #[arg(long)]
-    pub quick: bool,
-    /// performance (2 h default) or stress (24 h, lenient maxima).
-    #[arg(long = "type", value_name = "TYPE")]
-    pub test_type: Option<TestType>,
-    /// exchange2013 (default), exchange2007, exchange2003, or a profile TOML file.
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Database folders (repeat or comma-separate); databases are spread over them.
-    #[arg(long = "path", value_delimiter = ',', value_name = "DIR")]
-    pub paths: Vec<PathBuf>,
-    /// Log folders (default: beside each database).
-    #[arg(long = "log-path", value_delimiter = ',', value_name = "DIR")]
-    pub log_paths: Vec<PathBuf>,
-    /// Number of databases (instances).
-    #[arg(long)]
-    pub databases: Option<u32>,
-    /// Mailboxes over all databases.
-    #[arg(long)]
-    pub mailboxes: Option<u64>,
-    /// Mailbox quota (database size = mailboxes x quota / databases).
-    #[arg(long, value_parser = ByteSize::parse)]
-    pub mailbox_quota: Option<ByteSize>,
-    /// Size of each database.
-    #[arg(long, value_parser = ByteSize::parse)]
-    pub db_size: Option<ByteSize>,
-    /// Databases sized to this share of the free space.
-    #[arg(long)]
-    pub capacity_pct: Option<f64>,
-    /// Target IOPS per mailbox (target = mailboxes x this).
-    #[arg(long)]
-    pub iops_per_mailbox: Option<f64>,
-    /// Target transactional IOPS; the load is paced open-loop at it.
-    #[arg(long)]
-    pub target_iops: Option<f64>,
-    /// Database copies (each extra copy adds log replication reads).
-    #[arg(long)]
-    pub copies: Option<u32>,
-    /// Sessions over all databases, or `auto`.
-    #[arg(long)]
-    pub threads: Option<Threads>,
-    /// Measured window (e.g. 2h, 90s).
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Longest warm-up: the measured window starts once the database cache
-    /// holds its lower bound (profile `preload_cache_pct`), or after this
-    /// (default 30m; 30s with --quick).
-    #[arg(long, value_parser = parse_duration)]
-    pub warmup: Option<Duration>,
-    /// Sampling interval (default 15s).
-    #[arg(long, value_parser = parse_duration)]
-    pub sample_interval: Option<Duration>,
-    /// run: how long the clean shutdown after the measured window may take
-    /// before I/O is stopped and a partial result written (default 60s, 1s to 1h).
-    #[arg(long, value_parser = parse_duration)]
-    pub shutdown_grace: Option<Duration>,
-    /// auto, uring or threads.
-    #[arg(long)]
-    pub io_engine: Option<String>,
-    /// Maximum database cache over all databases.
-    #[arg(long, value_parser = ByteSize::parse)]
-    pub cache_size: Option<ByteSize>,
-    /// Skip the page and log verification after the run.
-    #[arg(long)]
-    pub no_verify: bool,
-    /// Attach existing databases (checking their headers) instead of creating.
-    #[arg(long)]
-    pub open: bool,
-    /// Random seed of the workload.
-    #[arg(long)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub keys: StorageToml,
     /// run: serve live figures for Prometheus at http://HOST:PORT/metrics
     /// (`[report] metrics_listen`; port 0 picks a free port).
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_listen: Option<String>,
-    /// recover: new log files per database to generate and replay (default 500;
-    /// 0 = only replay what a crash left).
-    #[arg(long)]
-    pub log_files: Option<u64>,
-    /// backup: also write the copy to this folder, then verify it.
-    #[arg(long = "to", value_name = "DIR")]
-    pub backup_to: Option<PathBuf>,
     /// run, verify, backup: use databases that lost the tail of their log (a
     /// replay stopped at a damaged log block); every result says so. Command
     /// line only: the loss is accepted per command.
@@ -144,38 +69,12 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
+    /// The flags as a `[storage]` section (`--start-at` is defined with the
+    /// many-hosts flags).
     pub(super) fn to_toml(&self) -> StorageToml {
-        let opt_vec = |v: &Vec<PathBuf>| if v.is_empty() { None } else { Some(v.clone()) };
         StorageToml {
-            test_type: self.test_type,
-            profile: self.profile.clone(),
-            paths: opt_vec(&self.paths),
-            log_paths: opt_vec(&self.log_paths),
-            databases: self.databases,
-            mailboxes: self.mailboxes,
-            mailbox_quota: self.mailbox_quota,
-            db_size: self.db_size,
-            capacity_pct: self.capacity_pct,
-            iops_per_mailbox: self.iops_per_mailbox,
-            target_iops: self.target_iops,
-            copies: self.copies,
-            threads: self.threads,
-            duration: self.duration,
-            warmup: self.warmup,
-            sample_interval: self.sample_interval,
-            shutdown_grace: self.shutdown_grace,
-            io_engine: self.io_engine.clone(),
-            cache_size: self.cache_size,
-            verify: self.no_verify.then_some(false),
-            open: self.open.then_some(true),
-            quick: self.quick.then_some(true),
-            seed: self.seed,
-            profile_overrides: None,
-            thresholds: None,
-            log_files: self.log_files,
-            backup_to: self.backup_to.clone(),
             start_at: self.multihost.start_at.clone(),
-            hosts: None,
+            ..self.keys.clone()
         }
     }
 }
@@ -409,4 +308,71 @@ fn storage_verify(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Resu
     let result = AnyResult::StorageVerify(Box::new(result));
     mailbench_runner::finish(&dir, &result, &out(global), Some(text))?;
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use mailbench_storage::spec::{TestType, Threads};
+
+    /// The `[storage]` section `mailbench storage run <args>` gives (flags only).
+    fn flags(args: &[&str]) -> StorageToml {
+        let cli = crate::Cli::try_parse_from(["mailbench", "storage", "run"].iter().chain(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match cli.command {
+            crate::Command::Storage(StorageCommand::Run(a)) => a.to_toml(),
+            _ => panic!("not storage run"),
+        }
+    }
+
+    #[test]
+    fn flags_fill_the_keys_they_name_and_nothing_else() {
+        let none = flags(&[]);
+        assert!(none.quick.is_none() && none.verify.is_none() && none.open.is_none());
+        assert!(none.paths.is_none() && none.duration.is_none() && none.start_at.is_none());
+        let t = flags(&[
+            "--quick",
+            "--no-verify",
+            "--open",
+            "--path",
+            "/a,/b",
+            "--path",
+            "/c",
+            "--duration",
+            "90s",
+            "--db-size",
+            "1GiB",
+            "--threads",
+            "auto",
+            "--type",
+            "stress",
+            "--to",
+            "/bk",
+            "--start-at",
+            "2026-07-10T14:00:00Z",
+        ]);
+        assert_eq!(
+            (t.quick, t.verify, t.open),
+            (Some(true), Some(false), Some(true))
+        );
+        let paths: Vec<PathBuf> = ["/a", "/b", "/c"].iter().map(PathBuf::from).collect();
+        assert_eq!(t.paths, Some(paths));
+        assert_eq!(t.duration, Some(Duration::from_secs(90)));
+        assert_eq!(t.db_size.map(|b| b.0), Some(1 << 30));
+        assert_eq!(t.threads, Some(Threads::Auto));
+        assert_eq!(t.test_type, Some(TestType::Stress));
+        assert_eq!(t.backup_to, Some(PathBuf::from("/bk")));
+        assert_eq!(t.start_at.as_deref(), Some("2026-07-10T14:00:00Z"));
+        // A switch takes no value; file-only keys have no flag.
+        assert!(
+            crate::Cli::try_parse_from(["mailbench", "storage", "run", "--quick=false"]).is_err()
+        );
+        for key in ["--profile-overrides", "--thresholds", "--hosts", "--verify"] {
+            assert!(
+                crate::Cli::try_parse_from(["mailbench", "storage", "run", key, "x"]).is_err(),
+                "{key}"
+            );
+        }
+    }
 }

@@ -11,6 +11,7 @@ use mailbench_storage::spec::{Space, StorageToml};
 pub fn backup(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
     let (mut spec, output) = resolve(args, cfg, global, Space::None)?;
     let to = args
+        .keys
         .backup_to
         .clone()
         .or(cfg.section::<StorageToml>("storage")?.backup_to);
@@ -50,6 +51,7 @@ fn results_text(result: &AnyResult, dir: &RunDir) -> String {
 
 pub fn recover(args: &StorageArgs, cfg: &ConfigFile, global: &Global) -> Result<ExitStatus> {
     let log_files = args
+        .keys
         .log_files
         .or(cfg.section::<StorageToml>("storage")?.log_files)
         .unwrap_or(500);

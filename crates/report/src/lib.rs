@@ -39,13 +39,28 @@ pub fn write_html(dir: &Path, result: &StorageResult) -> Result<PathBuf> {
 pub fn write_html_value(dir: &Path, result: &serde_json::Value) -> Result<PathBuf> {
     let doc = load::from_value(result.clone(), &dir.join("result.json"))?;
     let out = dir.join("report.html");
-    write_atomic(&out, html::render(&doc).as_bytes())?;
+    write_atomic(&out, try_render_html(&doc)?.as_bytes())?;
     Ok(out)
 }
 
 /// Renders a loaded result to HTML text.
+pub fn try_render_html(doc: &Doc) -> Result<String> {
+    html::render(doc).map_err(|e| {
+        Error::runtime(format!(
+            "cannot render report.html (a fault of mailbench's report templates; please report it): {e:#}"
+        ))
+    })
+}
+
+/// Renders a loaded result to HTML text; should the report's own templates
+/// fail, the page says so instead of the figures (see `try_render_html`).
 pub fn render_html(doc: &Doc) -> String {
-    html::render(doc)
+    try_render_html(doc).unwrap_or_else(|e| {
+        format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><meta charset=\"utf-8\"><title>mailbench report</title><p>{}</p></html>\n",
+            svg::esc(&e.to_string())
+        )
+    })
 }
 
 /// The `[report]` section of `--config` (every key has a flag of the same

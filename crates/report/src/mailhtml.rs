@@ -1,18 +1,20 @@
-//! The mail-load section of report.html (`kind` "mail-run"). Read from the
-//! JSON generically so that additions to the mail result never break it.
+//! The mail-run page of report.html (`kind` "mail-run"): the view model of
+//! templates/mail_run.html. Read from the JSON generically so that additions
+//! to the mail result never break it.
 
 use crate::fmt::{duration, fixed, ms, num};
-use crate::html::{
-    curve_ms, figure, identity, kv, page, table, td, td_judged, td_t, test_log, tile, time_axis,
-    verdict_banner,
+use crate::html::tpl::{
+    Figure, Ident, Kv, Row, Table, Tile, VerdictView, figure, identity, kv, page_data, render,
+    table, td, td_judged, td_t, tile, verdict_view,
 };
+use crate::html::{SteadyServer, TimeAxis, curve_ms, steady_and_server, time_axis};
 use crate::load::MailDoc;
 use crate::mailmerge::MailMerged;
-use crate::svg::{self, HBarChart, HLine, Line, LineChart, RED, XAxis, YScale, esc};
+use crate::svg::{self, HBarChart, HLine, Line, LineChart, RED, XAxis, YScale};
 use mailbench_metrics::LatencyHist;
 use mailbench_results::{Status, Verdict};
+use serde::Serialize;
 use serde_json::Value;
-use std::fmt::Write;
 
 /// `v` at a dotted path.
 pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
@@ -45,8 +47,66 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "–".into())
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-pub fn mail_page(d: &MailDoc) -> String {
+/// The view model of templates/mail_run.html.
+#[derive(Serialize)]
+struct MailPage {
+    title: String,
+    data: String,
+    users: String,
+    profile: String,
+    host: String,
+    verdict: VerdictView,
+    identity: Vec<Ident>,
+    tiles: Vec<Tile>,
+    charts: Vec<Figure>,
+    tasks: Table,
+    score: String,
+    limit: String,
+    operations: Option<Table>,
+    mail_flow: Kv,
+    errors: Option<ErrorsView>,
+    #[serde(flatten)]
+    sections: SteadyServer,
+    host_table: Kv,
+    hosts: Option<Table>,
+    warnings: Vec<String>,
+    test_log: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorsView {
+    table: Table,
+    samples: Option<Vec<String>>,
+}
+
+/// The figures several parts of the page judge against.
+struct Judged {
+    /// The steady window's response time when the result has one, else the
+    /// whole run's weighted p95.
+    score: f64,
+    limit: f64,
+    compression: f64,
+    within_pct: Option<f64>,
+    within_s: f64,
+}
+
+impl Judged {
+    fn of(r: &Value) -> Judged {
+        Judged {
+            score: fnum(r, "steady.response_time_ms")
+                .filter(|_| fnum(r, "steady.intervals").unwrap_or(0.0) > 0.0)
+                .or_else(|| fnum(r, "response_time.weighted_p95_ms"))
+                .unwrap_or(0.0),
+            limit: fnum(r, "response_time.limit_ms").unwrap_or(1000.0),
+            compression: fnum(r, "window.compression").unwrap_or(1.0).max(1e-9),
+            within_pct: fnum(r, "delivery_latency.within_pct"),
+            within_s: fnum(r, "delivery_latency.within_s").unwrap_or(60.0),
+        }
+    }
+}
+
+/// The mail-run page.
+pub fn mail_page(d: &MailDoc) -> Result<String, minijinja::Error> {
     let r = &d.raw;
     let verdict: Verdict = r
         .get("verdict")
@@ -56,37 +116,65 @@ pub fn mail_page(d: &MailDoc) -> String {
             reasons: vec!["The result has no readable verdict.".into()],
         });
     let host = text(r, "run.host.hostname");
-    let profile = text(r, "profile.name");
-    let mut b = String::new();
-    let _ = write!(
-        b,
-        "<h1>mailbench mail load — {} users, profile {} — {}</h1>",
-        esc(&text(r, "users")),
-        esc(&profile),
-        esc(&host)
-    );
-    let what = match verdict.status {
+    let j = Judged::of(r);
+    let tasks: Vec<(String, &Value)> = r
+        .get("tasks")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v)).collect())
+        .unwrap_or_default();
+    let page = MailPage {
+        title: format!("mailbench mail load — {host} — {}", verdict.label()),
+        data: page_data(r),
+        users: text(r, "users"),
+        profile: text(r, "profile.name"),
+        verdict: verdict_view(&verdict, &what(&verdict)),
+        identity: identity(identity_items(r)),
+        host,
+        tiles: tiles(r, &j),
+        charts: charts(d, &tasks, &j),
+        tasks: tasks_table(&tasks, j.limit),
+        score: num(j.score),
+        limit: num(j.limit),
+        operations: operations_table(r),
+        mail_flow: kv("mail-flow-table", mail_flow_rows(r)),
+        errors: errors_view(r),
+        sections: steady_and_server(r),
+        host_table: kv("host-table", host_rows(r)),
+        hosts: d.merged.as_ref().map(|m| hosts_table(m, j.limit)),
+        warnings: strings(r.get("warnings")),
+        test_log: d.test_log.clone(),
+    };
+    render("mail_run.html", &page)
+}
+
+/// The words after the verdict's label.
+pub fn what(v: &Verdict) -> String {
+    match v.status {
         Status::Pass => "all pass criteria were met".to_string(),
-        Status::Fail => format!("{} criteria not met", verdict.reasons.len()),
+        Status::Fail => format!("{} criteria not met", v.reasons.len()),
         Status::Interrupted => "the run was interrupted; figures are partial".into(),
         Status::Error => "the run could not complete".into(),
-    };
-    b.push_str(&verdict_banner(&verdict, &what));
-    let cmd = at(r, "run.command_line")
-        .and_then(Value::as_array)
+    }
+}
+
+/// The texts of a JSON array of strings (empty when absent).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .map(|x| x.as_str().unwrap_or_default().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+                .collect()
         })
-        .unwrap_or_default();
-    b.push_str(&identity(&[
-        ("Host", host.clone()),
+        .unwrap_or_default()
+}
+
+fn identity_items(r: &Value) -> Vec<(&'static str, String)> {
+    vec![
+        ("Host", text(r, "run.host.hostname")),
         ("OS", text(r, "run.host.os")),
         ("Kernel", text(r, "run.host.kernel")),
         ("mailbench", text(r, "run.tool_version")),
-        ("Profile", profile.clone()),
+        ("Profile", text(r, "profile.name")),
         ("Started", text(r, "run.started")),
         ("Ended", text(r, "run.ended")),
         ("Duration", opt(fnum(r, "run.duration_s"), duration)),
@@ -99,75 +187,65 @@ pub fn mail_page(d: &MailDoc) -> String {
                 opt(fnum(r, "window.compression"), |x| fixed(x, 1))
             ),
         ),
-        ("Command", cmd.clone()),
-    ]));
+        ("Command", strings(at(r, "run.command_line")).join(" ")),
+    ]
+}
 
-    // The steady window's response time (judged) when the result has one.
-    let score = fnum(r, "steady.response_time_ms")
-        .filter(|_| fnum(r, "steady.intervals").unwrap_or(0.0) > 0.0)
-        .or_else(|| fnum(r, "response_time.weighted_p95_ms"))
-        .unwrap_or(0.0);
-    let limit = fnum(r, "response_time.limit_ms").unwrap_or(1000.0);
-    let compression = fnum(r, "window.compression").unwrap_or(1.0).max(1e-9);
-    let within_pct = fnum(r, "delivery_latency.within_pct");
-    let within_s = fnum(r, "delivery_latency.within_s").unwrap_or(60.0);
+fn tiles(r: &Value, j: &Judged) -> Vec<Tile> {
     let errors = fnum(r, "errors.total").unwrap_or(0.0);
-    b.push_str(r#"<div class="tiles">"#);
-    b.push_str(&tile(
-        "fig-score",
-        "Response time (weighted 95th percentile)",
-        &format!("{} ms", num(score)),
-        &format!("limit {} ms", num(limit)),
-        Some(score > limit),
-    ));
-    b.push_str(&tile(
-        "fig-delivered",
-        "Messages delivered / simulated hour",
-        &opt(fnum(r, "mail_flow.per_simulated_hour.delivered"), num),
-        &format!(
-            "submitted {} / simulated hour",
-            opt(fnum(r, "mail_flow.per_simulated_hour.submitted"), num)
+    vec![
+        tile(
+            "fig-score",
+            "Response time (weighted 95th percentile)",
+            format!("{} ms", num(j.score)),
+            format!("limit {} ms", num(j.limit)),
+            Some(j.score > j.limit),
         ),
-        None,
-    ));
-    b.push_str(&tile(
-        "fig-delivery",
-        "Delivered within time",
-        &opt(within_pct, |x| {
-            format!("{} %", mailbench_results::mail::judge::pct_down(x))
-        }),
-        &format!(
-            "within {}; p95 {} ms",
-            duration(within_s),
-            opt(fnum(r, "delivery_latency.summary.p95_ms"), ms)
+        tile(
+            "fig-delivered",
+            "Messages delivered / simulated hour",
+            opt(fnum(r, "mail_flow.per_simulated_hour.delivered"), num),
+            format!(
+                "submitted {} / simulated hour",
+                opt(fnum(r, "mail_flow.per_simulated_hour.submitted"), num)
+            ),
+            None,
         ),
-        within_pct.map(|x| x < 95.0),
-    ));
-    b.push_str(&tile(
-        "fig-errors",
-        "Errors",
-        &num(errors),
-        &format!(
-            "{} of operations",
-            opt(fnum(r, "errors.rate_pct"), |x| format!("{} %", fixed(x, 2)))
+        tile(
+            "fig-delivery",
+            "Delivered within time",
+            opt(j.within_pct, |x| {
+                format!("{} %", mailbench_results::mail::judge::pct_down(x))
+            }),
+            format!(
+                "within {}; p95 {} ms",
+                duration(j.within_s),
+                opt(fnum(r, "delivery_latency.summary.p95_ms"), ms)
+            ),
+            j.within_pct.map(|x| x < 95.0),
         ),
-        Some(errors > 0.0),
-    ));
-    b.push_str("</div>");
+        tile(
+            "fig-errors",
+            "Errors",
+            num(errors),
+            format!(
+                "{} of operations",
+                opt(fnum(r, "errors.rate_pct"), |x| format!("{} %", fixed(x, 2)))
+            ),
+            Some(errors > 0.0),
+        ),
+    ]
+}
 
-    // Charts.
-    b.push_str(r#"<h2 id="charts">Charts</h2><div class="charts">"#);
-    let tasks: Vec<(String, &Value)> = r
-        .get("tasks")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v)).collect())
-        .unwrap_or_default();
+/// The charts: task p95, mail flow, delivery latency, queue, host.
+fn charts(d: &MailDoc, tasks: &[(String, &Value)], j: &Judged) -> Vec<Figure> {
+    let r = &d.raw;
     let rows: Vec<(String, f64)> = tasks
         .iter()
         .filter(|(_, v)| fnum(v, "count").unwrap_or(0.0) > 0.0)
         .map(|(k, v)| (k.clone(), fnum(v, "p95_ms").unwrap_or(0.0)))
         .collect();
-    b.push_str(&figure(
+    let mut out = vec![figure(
         svg::hbar_chart(&HBarChart {
             id: "chart-task-p95".into(),
             title: "95th percentile time per task".into(),
@@ -175,16 +253,41 @@ pub fn mail_page(d: &MailDoc) -> String {
             rows,
             color: "#1f6feb".into(),
             over_color: RED.into(),
-            limit: Some((limit, format!("{} ms", crate::fmt::short(limit)))),
+            limit: Some((j.limit, format!("{} ms", crate::fmt::short(j.limit)))),
         }),
         "Each task's 95th percentile; bars over the line are drawn red. The verdict uses the weighted average of these.",
-    ));
+    )];
     let max_t = d
         .intervals
         .iter()
         .filter_map(|i| fnum(i, "t_s"))
         .fold(0.0, f64::max);
     let ax = time_axis(max_t);
+    out.push(flow_chart(d, &ax, j.compression));
+    out.push(delivery_chart(r, j.within_s));
+    let qs: Vec<(f64, f64)> = at(r, "queue.samples")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|q| Some((fnum(q, "t_s")? / ax.div, fnum(q, "length")?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !qs.is_empty() {
+        let mut c = LineChart::new("chart-queue", "Server queue length", ax.label, "messages");
+        c.lines.push(Line::new("queued", "#57606a", qs));
+        out.push(figure(
+            svg::line_chart(&c),
+            "postqueue, per sampling interval.",
+        ));
+    }
+    out.push(host_chart(d, &ax));
+    out
+}
+
+/// Messages per simulated hour over time, with the profile's expectation.
+fn flow_chart(d: &MailDoc, ax: &TimeAxis, compression: f64) -> Figure {
+    let r = &d.raw;
     let per_hour = |key: &str| -> Vec<(f64, f64)> {
         d.intervals
             .iter()
@@ -218,13 +321,16 @@ pub fn mail_page(d: &MailDoc) -> String {
             color: "#57606a".into(),
         });
     }
-    b.push_str(&figure(
+    figure(
         svg::line_chart(&c),
         &format!(
             "Per sampling interval, scaled to the simulated day (compression ×{}).",
             fixed(compression, 1)
         ),
-    ));
+    )
+}
+
+fn delivery_chart(r: &Value, within_s: f64) -> Figure {
     let mut c = LineChart::new(
         "chart-delivery",
         "End-to-end delivery latency distribution",
@@ -241,26 +347,13 @@ pub fn mail_page(d: &MailDoc) -> String {
         value: within_s * 1000.0,
         color: RED.into(),
     });
-    b.push_str(&figure(
+    figure(
         svg::line_chart(&c),
         "From submission to arrival in each recipient's mailbox (HDR histogram).",
-    ));
-    let qs: Vec<(f64, f64)> = at(r, "queue.samples")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|q| Some((fnum(q, "t_s")? / ax.div, fnum(q, "length")?)))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !qs.is_empty() {
-        let mut c = LineChart::new("chart-queue", "Server queue length", ax.label, "messages");
-        c.lines.push(Line::new("queued", "#57606a", qs));
-        b.push_str(&figure(
-            svg::line_chart(&c),
-            "postqueue, per sampling interval.",
-        ));
-    }
+    )
+}
+
+fn host_chart(d: &MailDoc, ax: &TimeAxis) -> Figure {
     let series = |key: &str| -> Vec<(f64, f64)> {
         d.intervals
             .iter()
@@ -283,15 +376,11 @@ pub fn mail_page(d: &MailDoc) -> String {
         "#0969da",
         series("memory_used_pct"),
     ));
-    b.push_str(&figure(
-        svg::line_chart(&c),
-        "Whole host, per sampling interval.",
-    ));
-    b.push_str("</div>");
+    figure(svg::line_chart(&c), "Whole host, per sampling interval.")
+}
 
-    // Tables.
-    b.push_str(r#"<h2 id="tasks">Task Response Times</h2>"#);
-    let rows: Vec<Vec<String>> = tasks
+fn tasks_table(tasks: &[(String, &Value)], limit: f64) -> Table {
+    let rows: Vec<Row> = tasks
         .iter()
         .map(|(k, v)| {
             let p95 = fnum(v, "p95_ms").unwrap_or(0.0);
@@ -313,7 +402,7 @@ pub fn mail_page(d: &MailDoc) -> String {
             ]
         })
         .collect();
-    b.push_str(&table(
+    table(
         "tasks-table",
         &[("", 6), ("milliseconds", 5)],
         &[
@@ -329,155 +418,144 @@ pub fn mail_page(d: &MailDoc) -> String {
             "p99",
             "max",
         ],
-        &rows,
-    ));
-    let _ = write!(
-        b,
-        r#"<p class="note">Response time (weighted 95th percentile): <b>{} ms</b> (limit {} ms).</p>"#,
-        esc(&num(score)),
-        esc(&num(limit))
-    );
-    if let Some(ops) = r.get("operations").and_then(Value::as_object)
-        && !ops.is_empty()
-    {
-        let rows: Vec<Vec<String>> = ops
-            .iter()
-            .map(|(k, v)| {
-                vec![
-                    td_t(k),
-                    td(&opt(fnum(v, "count"), |x| fixed(x, 0))),
-                    td(&opt(fnum(v, "errors"), |x| fixed(x, 0))),
-                    td(&opt(fnum(v, "mean_ms"), ms)),
-                    td(&opt(fnum(v, "p95_ms"), ms)),
-                    td(&opt(fnum(v, "p99_ms"), ms)),
-                    td(&opt(fnum(v, "max_ms"), ms)),
-                ]
-            })
-            .collect();
-        b.push_str("<h3>Other operations</h3>");
-        b.push_str(&table(
-            "operations-table",
-            &[],
-            &[
-                "operation",
-                "count",
-                "errors",
-                "avg ms",
-                "p95 ms",
-                "p99 ms",
-                "max ms",
-            ],
-            &rows,
-        ));
+        rows,
+    )
+}
+
+fn operations_table(r: &Value) -> Option<Table> {
+    let ops = r.get("operations").and_then(Value::as_object)?;
+    if ops.is_empty() {
+        return None;
     }
-    b.push_str(r#"<h2 id="mail-flow">Mail Flow</h2>"#);
-    b.push_str(&kv(
-        "mail-flow-table",
+    let rows: Vec<Row> = ops
+        .iter()
+        .map(|(k, v)| {
+            vec![
+                td_t(k),
+                td(&opt(fnum(v, "count"), |x| fixed(x, 0))),
+                td(&opt(fnum(v, "errors"), |x| fixed(x, 0))),
+                td(&opt(fnum(v, "mean_ms"), ms)),
+                td(&opt(fnum(v, "p95_ms"), ms)),
+                td(&opt(fnum(v, "p99_ms"), ms)),
+                td(&opt(fnum(v, "max_ms"), ms)),
+            ]
+        })
+        .collect();
+    Some(table(
+        "operations-table",
+        &[],
         &[
-            (
-                "Users / lists",
-                format!("{} / {}", text(r, "users"), text(r, "lists")),
-            ),
-            ("Messages submitted", text(r, "mail_flow.submitted")),
-            (
-                "Recipients addressed",
-                text(r, "mail_flow.recipients_addressed"),
-            ),
-            (
-                "Deliveries expected",
-                text(r, "mail_flow.expected_deliveries"),
-            ),
-            ("Deliveries seen", text(r, "mail_flow.delivered")),
-            (
-                "Deliveries logged by the server",
-                text(r, "mail_flow.server_deliveries"),
-            ),
-            (
-                "Recipients per message",
-                opt(fnum(r, "mail_flow.recipients_per_message"), |x| fixed(x, 2)),
-            ),
-            (
-                "Submitted / delivered per user per day",
-                format!(
-                    "{} / {}",
-                    opt(fnum(r, "mail_flow.per_user_per_day.submitted"), |x| fixed(
-                        x, 1
-                    )),
-                    opt(fnum(r, "mail_flow.per_user_per_day.delivered"), |x| fixed(
-                        x, 1
-                    ))
-                ),
-            ),
-            (
-                "Submitted / delivered per real hour",
-                format!(
-                    "{} / {}",
-                    opt(fnum(r, "mail_flow.per_hour_real.submitted"), num),
-                    opt(fnum(r, "mail_flow.per_hour_real.delivered"), num)
-                ),
-            ),
-            (
-                "Delivery latency",
-                format!(
-                    "avg {} · p50 {} · p95 {} · p99 {} · max {} ms",
-                    opt(fnum(r, "delivery_latency.summary.mean_ms"), ms),
-                    opt(fnum(r, "delivery_latency.summary.p50_ms"), ms),
-                    opt(fnum(r, "delivery_latency.summary.p95_ms"), ms),
-                    opt(fnum(r, "delivery_latency.summary.p99_ms"), ms),
-                    opt(fnum(r, "delivery_latency.summary.max_ms"), ms)
-                ),
-            ),
-            (
-                "Queue (max / at end)",
-                match (fnum(r, "queue.max"), fnum(r, "queue.final")) {
-                    (Some(_), Some(_)) => format!(
-                        "{} / {} ({})",
-                        text(r, "queue.max"),
-                        text(r, "queue.final"),
-                        text(r, "queue.source")
-                    ),
-                    _ => text(r, "queue.source"),
-                },
-            ),
+            "operation",
+            "count",
+            "errors",
+            "avg ms",
+            "p95 ms",
+            "p99 ms",
+            "max ms",
         ],
-    ));
-    if let Some(by) = at(r, "errors.by_kind").and_then(Value::as_object)
-        && !by.is_empty()
-    {
-        b.push_str(r#"<h2 id="errors">Errors</h2>"#);
-        let rows: Vec<Vec<String>> = by
-            .iter()
-            .map(|(k, v)| vec![td_t(k), td(&v.to_string())])
-            .collect();
-        b.push_str(&table("errors-table", &[], &["kind", "count"], &rows));
-        if let Some(s) = at(r, "errors.samples").and_then(Value::as_array) {
-            b.push_str("<ul>");
-            for x in s.iter().take(50) {
-                let _ = write!(b, "<li>{}</li>", esc(x.as_str().unwrap_or_default()));
-            }
-            b.push_str("</ul>");
-        }
+        rows,
+    ))
+}
+
+fn mail_flow_rows(r: &Value) -> Vec<(&'static str, String)> {
+    let pair = |a: &str, b: &str, f: fn(f64) -> String| {
+        format!("{} / {}", opt(fnum(r, a), f), opt(fnum(r, b), f))
+    };
+    let lat = |p: &str| opt(fnum(r, &format!("delivery_latency.summary.{p}_ms")), ms);
+    vec![
+        (
+            "Users / lists",
+            format!("{} / {}", text(r, "users"), text(r, "lists")),
+        ),
+        ("Messages submitted", text(r, "mail_flow.submitted")),
+        (
+            "Recipients addressed",
+            text(r, "mail_flow.recipients_addressed"),
+        ),
+        (
+            "Deliveries expected",
+            text(r, "mail_flow.expected_deliveries"),
+        ),
+        ("Deliveries seen", text(r, "mail_flow.delivered")),
+        (
+            "Deliveries logged by the server",
+            text(r, "mail_flow.server_deliveries"),
+        ),
+        (
+            "Recipients per message",
+            opt(fnum(r, "mail_flow.recipients_per_message"), |x| fixed(x, 2)),
+        ),
+        (
+            "Submitted / delivered per user per day",
+            pair(
+                "mail_flow.per_user_per_day.submitted",
+                "mail_flow.per_user_per_day.delivered",
+                |x| fixed(x, 1),
+            ),
+        ),
+        (
+            "Submitted / delivered per real hour",
+            pair(
+                "mail_flow.per_hour_real.submitted",
+                "mail_flow.per_hour_real.delivered",
+                num,
+            ),
+        ),
+        (
+            "Delivery latency",
+            format!(
+                "avg {} · p50 {} · p95 {} · p99 {} · max {} ms",
+                lat("mean"),
+                lat("p50"),
+                lat("p95"),
+                lat("p99"),
+                lat("max")
+            ),
+        ),
+        (
+            "Queue (max / at end)",
+            match (fnum(r, "queue.max"), fnum(r, "queue.final")) {
+                (Some(_), Some(_)) => format!(
+                    "{} / {} ({})",
+                    text(r, "queue.max"),
+                    text(r, "queue.final"),
+                    text(r, "queue.source")
+                ),
+                _ => text(r, "queue.source"),
+            },
+        ),
+    ]
+}
+
+fn errors_view(r: &Value) -> Option<ErrorsView> {
+    let by = at(r, "errors.by_kind").and_then(Value::as_object)?;
+    if by.is_empty() {
+        return None;
     }
-    b.push_str(&crate::html::steady_and_server(r));
-    b.push_str(r#"<h2 id="host-performance">Host System Performance</h2>"#);
+    let rows: Vec<Row> = by
+        .iter()
+        .map(|(k, v)| vec![td_t(k), td(&v.to_string())])
+        .collect();
+    let samples = at(r, "errors.samples").and_then(Value::as_array).map(|s| {
+        s.iter()
+            .take(50)
+            .map(|x| x.as_str().unwrap_or_default().to_string())
+            .collect()
+    });
+    Some(ErrorsView {
+        table: table("errors-table", &[], &["kind", "count"], rows),
+        samples,
+    })
+}
+
+fn host_rows(r: &Value) -> Vec<(&'static str, String)> {
+    let pct = |x: f64| format!("{} %", fixed(x, 1));
     let mut rows = vec![
-        (
-            "CPU busy",
-            opt(fnum(r, "host.cpu_busy_pct"), |x| {
-                format!("{} %", fixed(x, 1))
-            }),
-        ),
-        (
-            "CPU I/O wait",
-            opt(fnum(r, "host.cpu_iowait_pct"), |x| {
-                format!("{} %", fixed(x, 1))
-            }),
-        ),
+        ("CPU busy", opt(fnum(r, "host.cpu_busy_pct"), pct)),
+        ("CPU I/O wait", opt(fnum(r, "host.cpu_iowait_pct"), pct)),
         (
             "Memory used (max)",
-            opt(fnum(r, "host.memory_used_pct_max"), |x| {
-                format!("{} %", fixed(x, 1))
-            }),
+            opt(fnum(r, "host.memory_used_pct_max"), pct),
         ),
     ];
     if r.get("disk").is_some_and(|d| !d.is_null()) {
@@ -505,31 +583,12 @@ pub fn mail_page(d: &MailDoc) -> String {
             text(r, "generator.executed_tasks")
         ),
     ));
-    b.push_str(&kv("host-table", &rows));
-    if let Some(m) = &d.merged {
-        b.push_str(&hosts_table(m, limit));
-    }
-    if let Some(w) = r.get("warnings").and_then(Value::as_array)
-        && !w.is_empty()
-    {
-        b.push_str(r#"<h2 id="warnings">Warnings</h2><ul>"#);
-        for x in w {
-            let _ = write!(b, "<li>{}</li>", esc(x.as_str().unwrap_or_default()));
-        }
-        b.push_str("</ul>");
-    }
-    b.push_str(&test_log(d.test_log.as_deref()));
-    page(
-        &format!("mailbench mail load — {host} — {}", verdict.label()),
-        &b,
-        r,
-    )
+    rows
 }
 
 /// Per-Host Results of a merged mail result: one row per load generator.
-fn hosts_table(m: &MailMerged, limit: f64) -> String {
-    let mut b = String::from(r#"<h2 id="hosts">Per-Host Results</h2>"#);
-    let rows: Vec<Vec<String>> = m
+fn hosts_table(m: &MailMerged, limit: f64) -> Table {
+    let rows: Vec<Row> = m
         .hosts
         .iter()
         .map(|h| {
@@ -553,7 +612,7 @@ fn hosts_table(m: &MailMerged, limit: f64) -> String {
             ]
         })
         .collect();
-    b.push_str(&table(
+    table(
         "hosts-table",
         &[("", 4), ("weighted p95", 1), ("mail flow", 4), ("", 3)],
         &[
@@ -570,8 +629,6 @@ fn hosts_table(m: &MailMerged, limit: f64) -> String {
             "run",
             "source",
         ],
-        &rows,
-    ));
-    b.push_str(r#"<p class="note">Aggregate figures above: the load generators' histograms are added (percentiles and the score come from the sums, never averages), counts are summed, per-user and per-hour figures are recomputed from the sums, and the verdict is judged again on the aggregate.</p>"#);
-    b
+        rows,
+    )
 }

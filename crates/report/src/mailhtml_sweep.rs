@@ -4,13 +4,29 @@
 //! result.
 
 use crate::fmt::{fixed, num};
-use crate::html::{
-    figure, identity, page, table, td, td_judged, td_t, test_log, tile, verdict_banner,
+use crate::html::tpl::{
+    Figure, Ident, Row, Table, Tile, VerdictView, figure, identity, page_data, render, table, td,
+    td_judged, td_t, tile, verdict_view,
 };
 use crate::load::OtherDoc;
-use crate::svg::{self, HLine, Line, LineChart, RED, esc};
-use mailbench_results::mail::sweep::{MailSweepResult, SweepLevel};
-use std::fmt::Write;
+use crate::svg::{self, HLine, Line, LineChart, RED};
+use mailbench_results::mail::sweep::{FailedLevel, MailSweepResult, SweepLevel};
+use serde::Serialize;
+
+/// The view model of templates/mail_sweep.html.
+#[derive(Serialize)]
+struct SweepPage<'a> {
+    title: &'static str,
+    data: String,
+    verdict: VerdictView,
+    identity: Vec<Ident>,
+    tiles: Vec<Tile>,
+    levels: Table,
+    failed_above: Option<&'a FailedLevel>,
+    warnings: &'a [String],
+    charts: Vec<Figure>,
+    test_log: Option<&'a str>,
+}
 
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.filter(|x| x.is_finite())
@@ -18,7 +34,7 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-fn rows(levels: &[SweepLevel], limit: f64) -> Vec<Vec<String>> {
+fn rows(levels: &[SweepLevel], limit: f64) -> Vec<Row> {
     let mut sorted: Vec<&SweepLevel> = levels.iter().collect();
     sorted.sort_by_key(|l| l.users);
     sorted
@@ -53,7 +69,7 @@ fn rows(levels: &[SweepLevel], limit: f64) -> Vec<Vec<String>> {
 }
 
 /// The chart: response time (p95, p50) and CPU against the users.
-fn chart(r: &MailSweepResult) -> String {
+fn charts(r: &MailSweepResult) -> Vec<Figure> {
     let mut sorted: Vec<&SweepLevel> = r.levels.iter().collect();
     sorted.sort_by_key(|l| l.users);
     let pts = |f: &dyn Fn(&SweepLevel) -> Option<f64>| -> Vec<(f64, f64)> {
@@ -130,24 +146,38 @@ fn chart(r: &MailSweepResult) -> String {
             .dashed(),
         );
     }
-    let mut b = figure(
-        svg::line_chart(&c),
-        "The weighted 95th (solid) and 50th (dashed) percentile over each level's steady window; the red line is the limit, the green one the supported users.",
-    );
-    b.push_str(&figure(
-        svg::line_chart(&cpu),
-        "CPU busy over each level's steady window: the server host's (from --server-metrics or the local target) and the load generator's.",
-    ));
-    b
+    vec![
+        figure(
+            svg::line_chart(&c),
+            "The weighted 95th (solid) and 50th (dashed) percentile over each level's steady window; the red line is the limit, the green one the supported users.",
+        ),
+        figure(
+            svg::line_chart(&cpu),
+            "CPU busy over each level's steady window: the server host's (from --server-metrics or the local target) and the load generator's.",
+        ),
+    ]
 }
 
 /// The page of a mail-sweep result; None when the result does not read as one.
-pub fn sweep_page(d: &OtherDoc) -> Option<String> {
+pub fn sweep_page(d: &OtherDoc) -> Option<Result<String, minijinja::Error>> {
     let r: MailSweepResult = serde_json::from_value(d.raw.clone()).ok()?;
-    let mut b = String::new();
-    let _ = write!(b, "<h1>mailbench mail sweep</h1>");
-    b.push_str(&verdict_banner(&r.verdict, "mail sweep"));
-    b.push_str(&identity(&[
+    let page = SweepPage {
+        title: "mailbench mail sweep",
+        data: page_data(&d.raw),
+        verdict: verdict_view(&r.verdict, "mail sweep"),
+        identity: identity(identity_items(&r)),
+        tiles: tiles(&r),
+        levels: levels_table(&r),
+        failed_above: r.failed_above.as_ref(),
+        warnings: &r.warnings,
+        charts: charts(&r),
+        test_log: d.test_log.as_deref(),
+    };
+    Some(render("mail_sweep.html", &page))
+}
+
+fn identity_items(r: &MailSweepResult) -> Vec<(&'static str, String)> {
+    vec![
         ("Started", r.run.started.clone()),
         ("Target", format!("{} {}", r.target.kind, r.target.imap)),
         ("Profile", r.profile.name.clone()),
@@ -171,32 +201,36 @@ pub fn sweep_page(d: &OtherDoc) -> Option<String> {
                 r.config.steady
             ),
         ),
-    ]));
-    b.push_str(r#"<div class="tiles">"#);
-    b.push_str(&tile(
+    ]
+}
+
+fn tiles(r: &MailSweepResult) -> Vec<Tile> {
+    let mut tiles = vec![tile(
         "fig-supported",
         "Supported users",
-        &r.supported_users
+        r.supported_users
             .map(|n| n.to_string())
             .unwrap_or_else(|| "none".into()),
-        &format!(
+        format!(
             "{} rate-equivalent",
             num(r.supported_users.unwrap_or(0) as f64 * r.compression)
         ),
         Some(r.supported_users.is_none()),
-    ));
+    )];
     if let Some(f) = &r.failed_above {
-        b.push_str(&tile(
+        tiles.push(tile(
             "fig-failed-above",
             "Failed above",
-            &format!("{} users", f.users),
-            &f.criterion,
+            format!("{} users", f.users),
+            f.criterion.clone(),
             Some(true),
         ));
     }
-    b.push_str("</div>");
-    b.push_str(r#"<h2 id="scaling">Scaling table</h2>"#);
-    b.push_str(&table(
+    tiles
+}
+
+fn levels_table(r: &MailSweepResult) -> Table {
+    table(
         "sweep-table",
         &[],
         &[
@@ -218,22 +252,6 @@ pub fn sweep_page(d: &OtherDoc) -> Option<String> {
             "result",
             "folder",
         ],
-        &rows(&r.levels, r.config.max_score_ms),
-    ));
-    if let Some(f) = &r.failed_above {
-        let _ = write!(
-            b,
-            r#"<p class="note">Above the supported users, {} users failed first on {}: {}</p>"#,
-            f.users,
-            esc(&f.criterion),
-            esc(&f.reason)
-        );
-    }
-    for w in &r.warnings {
-        let _ = write!(b, r#"<p class="note">{}</p>"#, esc(w));
-    }
-    b.push_str(r#"<h2 id="charts">Charts</h2>"#);
-    b.push_str(&chart(&r));
-    b.push_str(&test_log(d.test_log.as_deref()));
-    Some(page("mailbench mail sweep", &b, &d.raw))
+        rows(&r.levels, r.config.max_score_ms),
+    )
 }

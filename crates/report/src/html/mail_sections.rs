@@ -1,14 +1,31 @@
 //! Sections of the mail-run page read from typed parts of the result: the
 //! steady window the verdict judges, and the server host's own figures
 //! (node exporter, Postfix exporter, Dovecot, or the local target's /proc).
+//! View models for templates/mail_sections.html.
 
-use super::{kv, table, td, td_judged, td_t};
+use super::tpl::{Kv, Row, Table, kv, table, td, td_judged, td_t};
 use crate::fmt::{fixed, ms, num};
 use mailbench_metrics::server::{ServerSection, SourceFigures};
 use mailbench_results::mail::steady::SteadySection;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::fmt::Write;
+
+/// The steady window and the server's figures (both None for results
+/// without them).
+#[derive(Debug, Default, Serialize)]
+pub struct SteadyServer {
+    pub steady: Option<Kv>,
+    pub server: Option<ServerView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ServerView {
+    pub from: String,
+    pub to: String,
+    pub table: Table,
+    pub per_mailbox: Option<Kv>,
+}
 
 /// A typed section of the raw result, or None when absent or unreadable.
 fn section<T: DeserializeOwned>(raw: &Value, key: &str) -> Option<T> {
@@ -18,19 +35,14 @@ fn section<T: DeserializeOwned>(raw: &Value, key: &str) -> Option<T> {
 }
 
 /// The steady window and the server's figures (empty for results without them).
-pub fn steady_and_server(raw: &Value) -> String {
-    let mut b = String::new();
-    if let Some(st) = section::<SteadySection>(raw, "steady") {
-        b.push_str(&steady_html(&st));
+pub fn steady_and_server(raw: &Value) -> SteadyServer {
+    SteadyServer {
+        steady: section::<SteadySection>(raw, "steady").map(|st| steady_kv(&st)),
+        server: section::<ServerSection>(raw, "server").map(|s| server_view(&s)),
     }
-    if let Some(s) = section::<ServerSection>(raw, "server") {
-        b.push_str(&server_html(&s));
-    }
-    b
 }
 
-fn steady_html(st: &SteadySection) -> String {
-    let mut b = String::from(r#"<h2 id="steady">Steady Window</h2>"#);
+fn steady_kv(st: &SteadySection) -> Kv {
     let window = st.window.map_or_else(
         || "not measured".to_string(),
         |w| {
@@ -81,19 +93,12 @@ fn steady_html(st: &SteadySection) -> String {
             ),
         ));
     }
-    b.push_str(&kv("steady-table", &rows));
-    b
+    kv("steady-table", rows)
 }
 
-fn server_html(s: &ServerSection) -> String {
-    let mut b = String::from(r#"<h2 id="server">Server Host</h2>"#);
-    let _ = write!(
-        b,
-        r#"<p class="note">The server host's own counters, {:.0}–{:.0} s of the run.</p>"#,
-        s.from_s, s.to_s
-    );
-    let rows: Vec<Vec<String>> = s.sources.iter().map(source_row).collect();
-    b.push_str(&table(
+fn server_view(s: &ServerSection) -> ServerView {
+    let rows: Vec<Row> = s.sources.iter().map(source_row).collect();
+    let table = table(
         "server-table",
         &[("", 2), ("store", 6), ("", 1)],
         &[
@@ -107,9 +112,9 @@ fn server_html(s: &ServerSection) -> String {
             "busy %",
             "mail queue avg / max",
         ],
-        &rows,
-    ));
-    if let Some(p) = s.per_mailbox {
+        rows,
+    );
+    let per_mailbox = s.per_mailbox.map(|p| {
         let mut kvs = vec![(
             "Store IOPS per mailbox (as run)",
             format!(
@@ -131,13 +136,18 @@ fn server_html(s: &ServerSection) -> String {
                 ),
             ));
         }
-        b.push_str(&kv("server-per-mailbox-table", &kvs));
+        kv("server-per-mailbox-table", kvs)
+    });
+    ServerView {
+        from: format!("{:.0}", s.from_s),
+        to: format!("{:.0}", s.to_s),
+        table,
+        per_mailbox,
     }
-    b
 }
 
 /// One source's row; a source without figures says why.
-fn source_row(src: &SourceFigures) -> Vec<String> {
+fn source_row(src: &SourceFigures) -> Row {
     let name = if src.kinds.is_empty() {
         src.source.clone()
     } else {
@@ -211,7 +221,11 @@ mod tests {
             ..Default::default()
         };
         let raw = serde_json::json!({ "steady": st, "server": sv });
-        let h = steady_and_server(&raw);
+        let render = |raw: &Value| {
+            super::super::tpl::render("mail_sections.html", &steady_and_server(raw))
+                .unwrap_or_else(|e| format!("template error: {e:#}"))
+        };
+        let h = render(&raw);
         assert!(h.contains(r#"id="steady-table""#), "{h}");
         assert!(
             h.contains("25–75 s of the run (50 % of the day, 50 intervals)"),
@@ -225,6 +239,6 @@ mod tests {
             h.contains(r#"<td class="bad">connection refused &lt;here&gt;</td>"#),
             "{h}"
         );
-        assert!(steady_and_server(&serde_json::json!({ "steady": null })).is_empty());
+        assert!(render(&serde_json::json!({ "steady": null })).is_empty());
     }
 }

@@ -11,12 +11,13 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-mod mail_sections;
+pub(crate) mod mail_sections;
 mod storage;
 mod storage_charts;
 mod storage_tables;
+pub mod tpl;
 
-pub use mail_sections::steady_and_server;
+pub use mail_sections::{SteadyServer, steady_and_server};
 pub use storage::storage_page;
 use storage_charts::*;
 use storage_tables::*;
@@ -97,15 +98,16 @@ pub fn class_color(c: &str) -> &'static str {
     }
 }
 
-/// Renders any loaded result.
-pub fn render(doc: &Doc) -> String {
+/// Renders any loaded result; an error is a fault of the report's own
+/// templates, never of the result.
+pub fn render(doc: &Doc) -> Result<String, minijinja::Error> {
     match doc {
-        Doc::Storage(d) => storage_page(d),
+        Doc::Storage(d) => Ok(storage_page(d)),
         Doc::Mail(d) => crate::mailhtml::mail_page(d),
         Doc::Other(d) if d.kind == "mail-sweep" => {
-            crate::mailhtml_sweep::sweep_page(d).unwrap_or_else(|| other_page(d))
+            crate::mailhtml_sweep::sweep_page(d).unwrap_or_else(|| Ok(other_page(d)))
         }
-        Doc::Other(d) => other_page(d),
+        Doc::Other(d) => Ok(other_page(d)),
     }
 }
 

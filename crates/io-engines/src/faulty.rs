@@ -118,15 +118,8 @@ impl IoEngine for FaultyEngine {
         };
         if self.ops > self.spec.after && share > 0.0 && self.chance() < share {
             let now = Instant::now();
-            self.failed.push(IoCompletion {
-                tag: req.tag,
-                kind: req.kind,
-                offset: req.offset,
-                buf: req.buf,
-                result: Err(self.spec.errno),
-                submitted: now,
-                completed: now,
-            });
+            self.failed
+                .push(req.complete(Err(self.spec.errno), now, now));
             return;
         }
         self.inner.submit(req);
@@ -209,6 +202,7 @@ mod tests {
                 offset: i * 4096,
                 buf: AlignedBuf::new(4096),
                 tag: i,
+                more: Vec::new(),
             });
         }
         let mut out = Vec::new();

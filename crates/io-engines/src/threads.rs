@@ -52,22 +52,38 @@ fn worker(rx: Arc<Mutex<Receiver<(IoRequest, Instant)>>>, tx: Sender<IoCompletio
             return;
         };
         let result = match req.kind {
+            OpKind::Read | OpKind::Write if !req.more.is_empty() => vectored(&mut req),
             OpKind::Read => req.file.read_at(req.buf.as_mut_slice(), req.offset),
             OpKind::Write => req.file.write_at(req.buf.as_slice(), req.offset),
             OpKind::Sync => req.file.sync_data().map(|_| 0),
         };
-        let completion = IoCompletion {
-            tag: req.tag,
-            kind: req.kind,
-            offset: req.offset,
-            buf: req.buf,
-            result: result.map_err(|e| e.raw_os_error().unwrap_or(libc::EIO)),
-            submitted,
-            completed: Instant::now(),
-        };
+        let result = result.map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
+        let completion: IoCompletion = req.complete(result, submitted, Instant::now());
         if tx.send(completion).is_err() {
             return;
         }
+    }
+}
+
+/// One preadv/pwritev of a request's buffers (`buf`, then `more`).
+fn vectored(req: &mut IoRequest) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let iov = crate::iovecs(req);
+    let fd = req.file.as_raw_fd();
+    let offset = req.offset as libc::off_t;
+    // SAFETY: every iovec points into a buffer `req` owns, alive and not
+    // otherwise borrowed for the duration of the call.
+    let n = unsafe {
+        if req.kind == OpKind::Read {
+            libc::preadv(fd, iov.as_ptr(), iov.len() as libc::c_int, offset)
+        } else {
+            libc::pwritev(fd, iov.as_ptr(), iov.len() as libc::c_int, offset)
+        }
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 

@@ -25,7 +25,15 @@ pub fn available() -> bool {
 struct InFlight {
     req: IoRequest,
     submitted: Instant,
+    /// A vectored request's iovecs, read by the kernel until its completion.
+    _iov: Iovecs,
 }
+
+/// The iovecs of a vectored request (none for a plain one).
+struct Iovecs(Vec<libc::iovec>);
+
+// The iovecs point into the buffers of the request they travel with.
+unsafe impl Send for Iovecs {}
 
 pub struct UringEngine {
     ring: IoUring,
@@ -102,10 +110,25 @@ impl UringEngine {
         Some(index)
     }
 
-    fn entry(slot: usize, req: &mut IoRequest, fixed: Option<u16>) -> squeue::Entry {
+    fn entry(
+        slot: usize,
+        req: &mut IoRequest,
+        fixed: Option<u16>,
+        iov: &[libc::iovec],
+    ) -> squeue::Entry {
         let fd = types::Fd(req.file.as_raw_fd());
         let len = req.buf.len() as u32;
         let e = match (req.kind, fixed) {
+            (OpKind::Read, _) if !iov.is_empty() => {
+                opcode::Readv::new(fd, iov.as_ptr(), iov.len() as u32)
+                    .offset(req.offset)
+                    .build()
+            }
+            (OpKind::Write, _) if !iov.is_empty() => {
+                opcode::Writev::new(fd, iov.as_ptr(), iov.len() as u32)
+                    .offset(req.offset)
+                    .build()
+            }
             (OpKind::Read, Some(i)) => opcode::ReadFixed::new(fd, req.buf.as_mut_ptr(), len, i)
                 .offset(req.offset)
                 .build(),
@@ -160,19 +183,12 @@ impl UringEngine {
             };
             free.push(slot);
             n += 1;
-            out.push(IoCompletion {
-                tag: f.req.tag,
-                kind: f.req.kind,
-                offset: f.req.offset,
-                buf: f.req.buf,
-                result: if res >= 0 {
-                    Ok(res as usize)
-                } else {
-                    Err(-res)
-                },
-                submitted: f.submitted,
-                completed: now,
-            });
+            let result = if res >= 0 {
+                Ok(res as usize)
+            } else {
+                Err(-res)
+            };
+            out.push(f.req.complete(result, f.submitted, now));
         }
         self.in_flight -= n;
         n
@@ -192,15 +208,24 @@ impl IoEngine for UringEngine {
                 self.slots.len() - 1
             }
         };
-        let fixed = if req.kind == OpKind::Sync {
+        let vectored = req.kind != OpKind::Sync && !req.more.is_empty();
+        let fixed = if req.kind == OpKind::Sync || vectored {
             None
         } else {
             self.fixed_index(&req.buf)
         };
-        let entry = Self::entry(slot, &mut req, fixed);
+        // A vectored request's iovecs: their heap memory stays put when the
+        // vector moves into the slot below.
+        let iov = Iovecs(if vectored {
+            crate::iovecs(&mut req)
+        } else {
+            Vec::new()
+        });
+        let entry = Self::entry(slot, &mut req, fixed, &iov.0);
         self.slots[slot] = Some(InFlight {
             req,
             submitted: Instant::now(),
+            _iov: iov,
         });
         self.in_flight += 1;
         loop {
@@ -269,6 +294,7 @@ impl Drop for UringEngine {
             // Never free memory the kernel may still write: leak it instead.
             for s in self.slots.drain(..).flatten() {
                 std::mem::forget(s.req.buf);
+                std::mem::forget(s.req.more);
             }
         }
     }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The whole backup test.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn run_backup(
     spec: &StorageSpec,
     dir: &RunDir,
@@ -69,55 +68,10 @@ pub fn run_backup(
     if let Some(t) = to
         && !interrupted
     {
-        for d in &mut dbs {
-            let Some(inst) = spec.instances.iter().find(|i| i.name == d.name) else {
-                continue;
-            };
-            let p = copy_path(t, inst);
-            match verify::verify_db(
-                &d.name,
-                &p,
-                &inst.log_dir,
-                t,
-                spec.engine_choice(),
-                pool,
-                interrupt,
-            ) {
-                Ok(v) => {
-                    d.copy_bad_pages =
-                        Some(v.bad_checksum_pages + v.wrong_page_number_pages + v.io_errors)
-                }
-                Err(Error::Interrupted) => interrupted = true,
-                Err(e) => errors.push(format!("verifying the copy {}: {e}", p.display())),
-            }
-        }
+        interrupted = verify_copies(spec, t, &mut dbs, pool, interrupt, &mut errors);
     }
     let mb: f64 = dbs.iter().map(|d| d.mb_read).sum();
-    let mut reasons = Vec::new();
-    for d in &dbs {
-        if d.bad_pages > 0 {
-            reasons.push(format!(
-                "The backup of {} read {} bad pages (first: {:?}).",
-                d.name, d.bad_pages, d.first_bad_pages
-            ));
-        }
-        if d.io_errors > 0 {
-            reasons.push(format!(
-                "The backup of {} had {} I/O errors (first: {}).",
-                d.name,
-                d.io_errors,
-                d.first_error.as_deref().unwrap_or("I/O error")
-            ));
-        }
-        if let Some(n) = d.copy_bad_pages
-            && n > 0
-        {
-            reasons.push(format!(
-                "The copy of {} read back with {n} bad pages.",
-                d.name
-            ));
-        }
-    }
+    let mut reasons = reasons(&dbs);
     for e in &errors {
         reasons.push(format!("{e}."));
     }
@@ -146,6 +100,73 @@ pub fn run_backup(
         errors,
     };
     Ok(res)
+}
+
+/// Reads each copy under `to` back and counts its bad pages into its
+/// database's figures; errors go to `errors`. True if interrupted.
+fn verify_copies(
+    spec: &StorageSpec,
+    t: &Path,
+    dbs: &mut [BackupDb],
+    pool: &Pool,
+    interrupt: &Interrupt,
+    errors: &mut Vec<String>,
+) -> bool {
+    let mut interrupted = false;
+    for d in dbs {
+        let Some(inst) = spec.instances.iter().find(|i| i.name == d.name) else {
+            continue;
+        };
+        let p = copy_path(t, inst);
+        match verify::verify_db(
+            &d.name,
+            &p,
+            &inst.log_dir,
+            t,
+            spec.engine_choice(),
+            pool,
+            interrupt,
+        ) {
+            Ok(v) => {
+                d.copy_bad_pages =
+                    Some(v.bad_checksum_pages + v.wrong_page_number_pages + v.io_errors)
+            }
+            Err(Error::Interrupted) => interrupted = true,
+            Err(e) => errors.push(format!("verifying the copy {}: {e}", p.display())),
+        }
+    }
+    interrupted
+}
+
+/// The verdict's reasons from the databases' figures: bad pages read, I/O
+/// errors, bad pages in a copy read back.
+fn reasons(dbs: &[BackupDb]) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for d in dbs {
+        if d.bad_pages > 0 {
+            reasons.push(format!(
+                "The backup of {} read {} bad pages (first: {:?}).",
+                d.name, d.bad_pages, d.first_bad_pages
+            ));
+        }
+        if d.io_errors > 0 {
+            reasons.push(format!(
+                "The backup of {} had {} I/O errors (first: {}).",
+                d.name,
+                d.io_errors,
+                d.first_error.as_deref().unwrap_or("I/O error")
+            ));
+        }
+        if let Some(n) = d.copy_bad_pages
+            && n > 0
+        {
+            reasons.push(format!(
+                "The copy of {} read back with {n} bad pages.",
+                d.name
+            ));
+        }
+    }
+    reasons
 }
 
 /// Everything the backup checks before anything is written (the run folder

@@ -288,6 +288,7 @@ impl Writer<'_> {
             kind: OpKind::Write,
             offset: page * self.ps,
             buf,
+            more: Vec::new(),
             tag: page,
         }
     }
@@ -306,22 +307,26 @@ impl Writer<'_> {
     }
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-fn init_one(
+/// Where an instance's creation starts: an existing database is opened as it
+/// is; a creation left unfinished resumes at its last saved page; else a new
+/// database is written from page 1.
+enum Start {
+    Opened(InitDb),
+    Write(u64, u64, &'static str),
+}
+
+/// Decides [`Start`] for `inst`, refusing a database or a creation of another
+/// size, and `--open` of a database that does not exist.
+fn start_of(
     spec: &StorageSpec,
     inst: &InstanceSpec,
-    caps: mailbench_io::Capabilities,
+    progress_file: &Path,
     log: &TestLog,
-    interrupt: &Interrupt,
-) -> Result<(InitDb, String)> {
+) -> Result<Start> {
     let ps = spec.profile.page_size.0;
-    std::fs::create_dir_all(&inst.log_dir)
-        .map_err(|e| Error::io("cannot create log folder", &inst.log_dir, e))?;
-    let progress_file = progress_path(&inst.db_path);
-    let t0 = Instant::now();
-    let (db_id, start_page, action) = if progress_file.exists() {
-        let text = std::fs::read_to_string(&progress_file)
-            .map_err(|e| Error::io("cannot read", &progress_file, e))?;
+    Ok(if progress_file.exists() {
+        let text = std::fs::read_to_string(progress_file)
+            .map_err(|e| Error::io("cannot read", progress_file, e))?;
         let p: Progress = serde_json::from_str(&text).map_err(|e| {
             Error::usage(format!(
                 "{} is damaged ({e}); delete the folder",
@@ -340,7 +345,7 @@ fn init_one(
             "{}: resuming creation at page {} of {}",
             inst.name, p.pages_done, p.pages
         ));
-        (p.db_id, p.pages_done.max(1), "resumed")
+        Start::Write(p.db_id, p.pages_done.max(1), "resumed")
     } else if inst.db_path.exists() {
         let h = read_header(&inst.db_path)?;
         if h.page_size as u64 != ps || h.page_count != inst.pages {
@@ -368,7 +373,7 @@ fn init_one(
             seconds: 0.0,
             mb_per_s: 0.0,
         };
-        return Ok((db, String::new()));
+        Start::Opened(db)
     } else {
         if spec.open {
             return Err(Error::usage(format!(
@@ -376,8 +381,25 @@ fn init_one(
                 inst.db_path.display()
             )));
         }
-        let db_id = new_db_id(spec.seed, inst.index);
-        (db_id, 1, "created")
+        Start::Write(new_db_id(spec.seed, inst.index), 1, "created")
+    })
+}
+
+fn init_one(
+    spec: &StorageSpec,
+    inst: &InstanceSpec,
+    caps: mailbench_io::Capabilities,
+    log: &TestLog,
+    interrupt: &Interrupt,
+) -> Result<(InitDb, String)> {
+    let ps = spec.profile.page_size.0;
+    std::fs::create_dir_all(&inst.log_dir)
+        .map_err(|e| Error::io("cannot create log folder", &inst.log_dir, e))?;
+    let progress_file = progress_path(&inst.db_path);
+    let t0 = Instant::now();
+    let (db_id, start_page, action) = match start_of(spec, inst, &progress_file, log)? {
+        Start::Opened(db) => return Ok((db, String::new())),
+        Start::Write(id, page, action) => (id, page, action),
     };
     let save = |done: u64| -> Result<()> {
         let p = Progress {

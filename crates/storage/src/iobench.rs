@@ -81,6 +81,7 @@ pub fn run(
                 offset: b * bs,
                 buf,
                 tag: 0,
+                more: Vec::new(),
             });
         }
         if io.in_flight() == 0 {

@@ -9,7 +9,7 @@ use crate::stats::{Class, ClassFigures, Stats};
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::limits;
-use mailbench_base::rundir::RunDir;
+use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
 use mailbench_metrics::system::{
     CpuTimes, DiskCounters, DiskRates, Memory, device_of, process_cpu_s,
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 /// How the run reports its progress.
@@ -112,7 +112,6 @@ struct DiskProbe {
 /// Runs the whole `storage run` test. Bad input must have been refused before
 /// (`StorageSpec::resolve` + `check_paths`); from here on faults end in a
 /// result with a Fail/Error/Interrupted verdict.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn run(
     spec: &StorageSpec,
     dir: &RunDir,
@@ -121,7 +120,7 @@ pub fn run(
     ack_stream: bool,
 ) -> Result<StorageResult> {
     let started = Instant::now();
-    let mut header = RunHeader::begin("storage-run");
+    let header = RunHeader::begin("storage-run");
     let log = &dir.log;
     log.line(format!(
         "storage run: type {:?}, profile {}, {} databases of {} pages, {} threads, duration {:?}",
@@ -132,7 +131,6 @@ pub fn run(
         spec.threads,
         spec.duration
     ));
-    let mut errors: Vec<String> = Vec::new();
 
     // Phase 1: databases.
     progress.phase("creating databases");
@@ -166,6 +164,79 @@ pub fn run(
         ));
     }
     let caps = mailbench_io::probe(&spec.volumes[0]);
+    let setups = instance_setups(spec, caps, ack_stream)?;
+
+    // Phase 2: the load. This process's CPU over the whole load is counted from
+    // here: opening the instances maps their caches (faulted in at once).
+    let self_cpu0 = process_cpu_s();
+    let (tx, rx) = channel::<Event>();
+    let ctl = Arc::new(Control::default());
+    let t0 = Instant::now();
+    let mut opened = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    for s in setups {
+        let name = s.name.clone();
+        match Instance::open(s, ctl.clone(), tx.clone(), t0) {
+            Ok(i) => opened.push(i),
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    drop(tx);
+    if !errors.is_empty() {
+        drop(opened);
+        let why = errors.join("; ");
+        return finish_early(spec, dir, header, started, &why, Status::Error, init);
+    }
+    let io_engine = opened
+        .first()
+        .map(|i| i.io_engine_name())
+        .unwrap_or_default();
+    log.line(format!(
+        "I/O engine {io_engine}, O_DIRECT {}",
+        caps.o_direct
+    ));
+    let handles: Vec<_> = opened
+        .into_iter()
+        .map(|inst| {
+            std::thread::Builder::new()
+                .name("mb-instance".into())
+                .spawn(move || inst.run())
+        })
+        .collect();
+    announce_warmup(spec, log, progress, &io_engine);
+    let mut load = Load::new(spec, dir, t0, self_cpu0, errors)?;
+    load.supervise(spec, dir, &ctl, &rx, interrupt, progress);
+    for h in handles.into_iter().flatten() {
+        // A thread that did not stop in time is left behind (its I/O ends with
+        // the process); joining it could wait forever.
+        if !load.gave_up || h.is_finished() {
+            let _ = h.join();
+        }
+    }
+    let _ = load.intervals_file.flush();
+    let self_cpu = process_cpu_s() - self_cpu0;
+
+    // Phase 3: verification.
+    let verify_result = load.verify(spec, log, interrupt, progress);
+    let ended = Ended {
+        header,
+        started,
+        io_engine,
+        o_direct: caps.o_direct,
+        init,
+        self_cpu,
+        verify: verify_result,
+    };
+    Ok(load.into_result(spec, ended))
+}
+
+/// Each instance's setup: its database header read (a database not shut down
+/// cleanly is refused: it needs recovery first), its old log files removed.
+fn instance_setups(
+    spec: &StorageSpec,
+    caps: mailbench_io::Capabilities,
+    ack_stream: bool,
+) -> Result<Vec<InstanceSetup>> {
     let mut setups = Vec::new();
     for inst in &spec.instances {
         let h = read_header(&inst.db_path)?;
@@ -194,8 +265,11 @@ pub fn run(
             ..InstanceSetup::of(spec, inst, h, caps.o_direct)
         });
     }
+    Ok(setups)
+}
 
-    // Disks under the paths, host counters.
+/// The disks under the databases' and logs' paths, each with the paths on it.
+fn disk_probes(spec: &StorageSpec) -> Vec<DiskProbe> {
     let mut disks: Vec<DiskProbe> = Vec::new();
     for inst in &spec.instances {
         for p in [&inst.db_path, &inst.log_dir] {
@@ -217,52 +291,16 @@ pub fn run(
             }
         }
     }
+    disks
+}
 
-    // Phase 2: the load. This process's CPU over the whole load is counted from
-    // here: opening the instances maps their caches (faulted in at once).
-    let self_cpu0 = process_cpu_s();
-    let (tx, rx) = channel::<Event>();
-    let ctl = Arc::new(Control::default());
-    let t0 = Instant::now();
-    let mut handles = Vec::new();
-    let mut opened = Vec::new();
-    for s in setups {
-        let name = s.name.clone();
-        match Instance::open(s, ctl.clone(), tx.clone(), t0) {
-            Ok(i) => opened.push(i),
-            Err(e) => {
-                errors.push(format!("{name}: {e}"));
-            }
-        }
-    }
-    drop(tx);
-    if !errors.is_empty() {
-        drop(opened);
-        return finish_early(
-            spec,
-            dir,
-            header,
-            started,
-            &errors.join("; "),
-            Status::Error,
-            init,
-        );
-    }
-    let io_engine = opened
-        .first()
-        .map(|i| i.io_engine_name())
-        .unwrap_or_default();
-    log.line(format!(
-        "I/O engine {io_engine}, O_DIRECT {}",
-        caps.o_direct
-    ));
-    for inst in opened {
-        handles.push(
-            std::thread::Builder::new()
-                .name("mb-instance".into())
-                .spawn(move || inst.run()),
-        );
-    }
+/// The progress and test.log lines of the warm-up's start.
+fn announce_warmup(
+    spec: &StorageSpec,
+    log: &TestLog,
+    progress: &mut dyn Progress,
+    io_engine: &str,
+) {
     let (cache_bound, cache_max) = cache_lower_bound(spec);
     progress.phase(&format!(
         "running {} for {:?} after attaining prerequisites (database cache {:.1} MB of {:.1} MB, \
@@ -287,96 +325,238 @@ pub fn run(
         spec.profile.preload_cache_pct,
         humantime::format_duration(spec.warmup)
     ));
+}
 
-    let n = spec.instances.len();
-    let warmup_min = warmup_min(spec);
-    // The measured window starts once the prerequisites are attained.
-    let mut measure_from = f64::INFINITY;
-    let mut measure_to = f64::INFINITY;
-    let mut prerequisites: Option<Prerequisites> = None;
-    let mut intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
-        .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
-    let mut pending: BTreeMap<u64, (f64, Vec<Option<Stats>>)> = BTreeMap::new();
-    let mut inst_totals: Vec<Stats> = vec![Stats::default(); n];
-    let mut total = Stats::default();
-    let mut finished = vec![false; n];
-    let mut clean = vec![false; n];
-    let mut measured_s = 0.0f64;
-    let mut intervals = 0u64;
-    let mut stalls_max = 0.0f64;
-    let mut cpu_prev = CpuTimes::read();
-    let mut last_tick_s = 0.0f64;
-    let mut host_sum = (0.0f64, 0.0f64, 0.0f64, 0u64);
-    let mut interrupted = false;
-    let mut stop_sent = false;
-    let mut abort_at: Option<Instant> = None;
-    // The hard deadline: the end of the measured window plus the shutdown
-    // grace. At it I/O stops (abort), whatever the shutdown still has to do.
-    let grace = spec
-        .shutdown_grace
-        .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
-    let mut hard_deadline = t0 + spec.warmup + WINDOW_LEAD + spec.duration + grace;
-    let mut ended_by_deadline = false;
-    // Once I/O was told to stop: the latest the instances may take to report
-    // (their own drain, then a margin); past it the result is written without them.
-    let mut give_up_at: Option<Instant> = None;
-    let mut gave_up = false;
-    let mut measuring = false;
-    // This process's CPU: over the measured window (summed over its intervals,
-    // read as each completes), and over the whole load (warm-up to shutdown).
-    let mut self_cpu_tick = self_cpu0;
-    let mut window_cpu = 0.0f64;
+/// What is known once the load and the verification are over, besides the
+/// load's own figures.
+struct Ended {
+    header: RunHeader,
+    started: Instant,
+    io_engine: String,
+    o_direct: bool,
+    init: Option<crate::init::InitSummary>,
+    /// This process's CPU from the instances' opening to their end.
+    self_cpu: f64,
+    verify: Option<crate::verify::VerifySummary>,
+}
 
-    while finished.iter().any(|f| !f) {
-        let elapsed = t0.elapsed().as_secs_f64();
-        let now = Instant::now();
-        if !interrupted && interrupt.raised() {
-            // Ctrl-C / SIGTERM, also during the shutdown: write back what fits
-            // in a moment, then stop I/O.
-            interrupted = true;
-            log.line("interrupted: stopping");
-            progress.phase("interrupted: stopping (a partial result is kept)");
-            let soon = now + limits::INTERRUPT_WRITE_BACK;
-            abort_at = Some(abort_at.map_or(soon, |a| a.min(soon)));
-        }
-        if prerequisites.is_none() && !stop_sent {
-            let cached = ctl.cached_bytes.load(Ordering::Relaxed);
-            let since = now.saturating_duration_since(t0);
-            if warmup_over(cached, cache_bound, since, (warmup_min, spec.warmup)) {
-                let start = since + WINDOW_LEAD;
-                ctl.start_window_at(start);
-                measure_from = start.as_secs_f64();
-                measure_to = measure_from + spec.duration.as_secs_f64();
-                hard_deadline = t0 + start + spec.duration + grace;
-                let p = Prerequisites::new(
-                    cache_bound,
-                    cache_max,
-                    cached,
-                    measure_from,
-                    spec.warmup.as_secs_f64(),
-                );
-                log.line(format!(
-                    "Attaining prerequisites: Database Cache Size, Last: {cached} (lower bound: \
-                     {cache_bound}, upper bound: none){}",
-                    if p.attained {
-                        ""
-                    } else {
-                        "; the warm-up limit ended the warm-up"
-                    }
-                ));
-                if let Some(w) = &p.warning {
-                    progress.phase(&format!("warning: {w}"));
-                }
-                prerequisites = Some(p);
+/// The load as the supervising thread sees it: the warm-up and the measured
+/// window, the instances' intervals added up, the stop and the hard deadline.
+struct Load {
+    t0: Instant,
+    n: usize,
+    cache_bound: u64,
+    cache_max: u64,
+    warmup_min: Duration,
+    /// The measured window, in seconds since `t0` (infinite until known).
+    measure_from: f64,
+    measure_to: f64,
+    prerequisites: Option<Prerequisites>,
+    intervals_file: std::fs::File,
+    /// Intervals by sequence number, until every running instance reported it.
+    pending: BTreeMap<u64, (f64, Vec<Option<Stats>>)>,
+    inst_totals: Vec<Stats>,
+    total: Stats,
+    finished: Vec<bool>,
+    clean: Vec<bool>,
+    measured_s: f64,
+    intervals: u64,
+    stalls_max: f64,
+    cpu_prev: Option<CpuTimes>,
+    last_tick_s: f64,
+    /// Host CPU busy, iowait, memory used (sums over the window's intervals), count.
+    host_sum: (f64, f64, f64, u64),
+    disks: Vec<DiskProbe>,
+    errors: Vec<String>,
+    interrupted: bool,
+    stop_sent: bool,
+    abort_at: Option<Instant>,
+    grace: Duration,
+    /// The end of the measured window plus the shutdown grace: at it I/O stops
+    /// (abort), whatever the shutdown still has to do.
+    hard_deadline: Instant,
+    ended_by_deadline: bool,
+    /// Once I/O was told to stop: the latest the instances may take to report
+    /// (their own drain, then a margin); past it the result is written without them.
+    give_up_at: Option<Instant>,
+    gave_up: bool,
+    measuring: bool,
+    /// This process's CPU: over the measured window (summed over its intervals,
+    /// read as each completes).
+    self_cpu_tick: f64,
+    window_cpu: f64,
+}
+
+impl Load {
+    fn new(
+        spec: &StorageSpec,
+        dir: &RunDir,
+        t0: Instant,
+        self_cpu0: f64,
+        errors: Vec<String>,
+    ) -> Result<Load> {
+        let n = spec.instances.len();
+        let (cache_bound, cache_max) = cache_lower_bound(spec);
+        let grace = spec
+            .shutdown_grace
+            .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
+        let intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
+            .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
+        Ok(Load {
+            t0,
+            n,
+            cache_bound,
+            cache_max,
+            warmup_min: warmup_min(spec),
+            measure_from: f64::INFINITY,
+            measure_to: f64::INFINITY,
+            prerequisites: None,
+            intervals_file,
+            pending: BTreeMap::new(),
+            inst_totals: vec![Stats::default(); n],
+            total: Stats::default(),
+            finished: vec![false; n],
+            clean: vec![false; n],
+            measured_s: 0.0,
+            intervals: 0,
+            stalls_max: 0.0,
+            cpu_prev: CpuTimes::read(),
+            last_tick_s: 0.0,
+            host_sum: (0.0, 0.0, 0.0, 0),
+            disks: disk_probes(spec),
+            errors,
+            interrupted: false,
+            stop_sent: false,
+            abort_at: None,
+            grace,
+            hard_deadline: t0 + spec.warmup + WINDOW_LEAD + spec.duration + grace,
+            ended_by_deadline: false,
+            give_up_at: None,
+            gave_up: false,
+            measuring: false,
+            self_cpu_tick: self_cpu0,
+            window_cpu: 0.0,
+        })
+    }
+
+    /// Runs until every instance finished (or gave up on): starts the window
+    /// once the prerequisites are attained, stops the load at its end (or on
+    /// an interrupt or an error), aborts I/O at the hard deadline, and adds up
+    /// the intervals the instances report.
+    fn supervise(
+        &mut self,
+        spec: &StorageSpec,
+        dir: &RunDir,
+        ctl: &Control,
+        rx: &Receiver<Event>,
+        interrupt: &Interrupt,
+        progress: &mut dyn Progress,
+    ) {
+        let log = &dir.log;
+        while self.finished.iter().any(|f| !f) {
+            let now = Instant::now();
+            if !self.interrupted && interrupt.raised() {
+                // Ctrl-C / SIGTERM, also during the shutdown: write back what fits
+                // in a moment, then stop I/O.
+                self.interrupted = true;
+                log.line("interrupted: stopping");
+                progress.phase("interrupted: stopping (a partial result is kept)");
+                let soon = now + limits::INTERRUPT_WRITE_BACK;
+                self.abort_at = Some(self.abort_at.map_or(soon, |a| a.min(soon)));
             }
+            if self.prerequisites.is_none() && !self.stop_sent {
+                self.check_warmup(spec, log, ctl, progress, now);
+            }
+            self.check_stop(log, ctl, progress, now);
+            if let Some(g) = self.give_up_at
+                && now >= g
+            {
+                self.gave_up = true;
+                log.line("instances did not stop in time: writing the result without them");
+                break;
+            }
+            if !self.measuring && self.t0.elapsed().as_secs_f64() >= self.measure_from {
+                self.measuring = true;
+                log.line("phase: measured window");
+                for d in &mut self.disks {
+                    d.start = DiskCounters::read(&d.device);
+                    d.last = d.start;
+                }
+            }
+            let ev = match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(ev) => ev,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            self.event(spec, log, ev, progress);
         }
-        if !stop_sent {
-            let failing = !errors.is_empty();
-            if interrupted || failing || elapsed >= measure_to {
+    }
+
+    /// Ends the warm-up once the caches hold their lower bound (after the
+    /// shortest warm-up) or its limit passed: the window starts a moment later.
+    fn check_warmup(
+        &mut self,
+        spec: &StorageSpec,
+        log: &TestLog,
+        ctl: &Control,
+        progress: &mut dyn Progress,
+        now: Instant,
+    ) {
+        let cached = ctl.cached_bytes.load(Ordering::Relaxed);
+        let since = now.saturating_duration_since(self.t0);
+        if !warmup_over(
+            cached,
+            self.cache_bound,
+            since,
+            (self.warmup_min, spec.warmup),
+        ) {
+            return;
+        }
+        let start = since + WINDOW_LEAD;
+        ctl.start_window_at(start);
+        self.measure_from = start.as_secs_f64();
+        self.measure_to = self.measure_from + spec.duration.as_secs_f64();
+        self.hard_deadline = self.t0 + start + spec.duration + self.grace;
+        let p = Prerequisites::new(
+            self.cache_bound,
+            self.cache_max,
+            cached,
+            self.measure_from,
+            spec.warmup.as_secs_f64(),
+        );
+        log.line(format!(
+            "Attaining prerequisites: Database Cache Size, Last: {cached} (lower bound: \
+             {}, upper bound: none){}",
+            self.cache_bound,
+            if p.attained {
+                ""
+            } else {
+                "; the warm-up limit ended the warm-up"
+            }
+        ));
+        if let Some(w) = &p.warning {
+            progress.phase(&format!("warning: {w}"));
+        }
+        self.prerequisites = Some(p);
+    }
+
+    /// Tells the instances to stop at the window's end (or on an interrupt or
+    /// an error), and to abort their I/O when the shutdown's time is up.
+    fn check_stop(
+        &mut self,
+        log: &TestLog,
+        ctl: &Control,
+        progress: &mut dyn Progress,
+        now: Instant,
+    ) {
+        if !self.stop_sent {
+            let failing = !self.errors.is_empty();
+            let elapsed = self.t0.elapsed().as_secs_f64();
+            if self.interrupted || failing || elapsed >= self.measure_to {
                 ctl.stop.store(true, Ordering::Relaxed);
-                stop_sent = true;
-                let by_deadline = (now + grace).min(hard_deadline);
-                abort_at = Some(abort_at.map_or(by_deadline, |a| a.min(by_deadline)));
+                self.stop_sent = true;
+                let by_deadline = (now + self.grace).min(self.hard_deadline);
+                self.abort_at = Some(self.abort_at.map_or(by_deadline, |a| a.min(by_deadline)));
                 log.line(if failing {
                     "phase: stopping after an error"
                 } else {
@@ -384,42 +564,26 @@ pub fn run(
                 });
             }
         }
-        if let Some(a) = abort_at
+        if let Some(a) = self.abort_at
             && now >= a
             && !ctl.abort.load(Ordering::Relaxed)
         {
             ctl.abort.store(true, Ordering::Relaxed);
-            give_up_at = Some(now + ABORT_DRAIN + limits::STOP_WAIT);
-            if !interrupted {
-                ended_by_deadline = true;
+            self.give_up_at = Some(now + ABORT_DRAIN + limits::STOP_WAIT);
+            if !self.interrupted {
+                self.ended_by_deadline = true;
                 log.line(format!(
                     "hard deadline: the shutdown did not finish within the {} grace; I/O stopped, \
                      databases left for recovery",
-                    humantime::format_duration(grace)
+                    humantime::format_duration(self.grace)
                 ));
                 progress.phase("hard deadline reached: I/O stopped (a partial result is kept)");
             }
         }
-        if let Some(g) = give_up_at
-            && now >= g
-        {
-            gave_up = true;
-            log.line("instances did not stop in time: writing the result without them");
-            break;
-        }
-        if !measuring && elapsed >= measure_from {
-            measuring = true;
-            log.line("phase: measured window");
-            for d in &mut disks {
-                d.start = DiskCounters::read(&d.device);
-                d.last = d.start;
-            }
-        }
-        let ev = match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(ev) => ev,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
+    }
+
+    /// One event from an instance.
+    fn event(&mut self, spec: &StorageSpec, log: &TestLog, ev: Event, progress: &mut dyn Progress) {
         match ev {
             Event::Error { instance, message } => {
                 log.line(format!(
@@ -427,13 +591,13 @@ pub fn run(
                     spec.instances[instance].name
                 ));
                 progress.phase(&format!("error: {message}"));
-                errors.push(message);
+                self.errors.push(message);
             }
             Event::Finished {
                 instance, clean: c, ..
             } => {
-                finished[instance] = true;
-                clean[instance] = c;
+                self.finished[instance] = true;
+                self.clean[instance] = c;
                 log.line(format!(
                     "{}: stopped, {}",
                     spec.instances[instance].name,
@@ -450,129 +614,159 @@ pub fn run(
                 end_s,
                 stats,
             } => {
-                let e = pending.entry(seq).or_insert_with(|| (end_s, vec![None; n]));
+                let n = self.n;
+                let e = self
+                    .pending
+                    .entry(seq)
+                    .or_insert_with(|| (end_s, vec![None; n]));
                 e.0 = e.0.max(end_s);
                 e.1[instance] = Some(*stats);
                 // An interval is complete when every running instance reported it.
-                while let Some((&s, (_, parts))) = pending.iter().next() {
+                while let Some((_, (_, parts))) = self.pending.iter().next() {
                     let complete = parts
                         .iter()
                         .enumerate()
-                        .all(|(i, p)| p.is_some() || finished[i]);
+                        .all(|(i, p)| p.is_some() || self.finished[i]);
                     if !complete {
                         break;
                     }
-                    let _ = s;
-                    let Some((s, (end, parts))) = pending.pop_first() else {
+                    let Some((s, (end, parts))) = self.pending.pop_first() else {
                         break;
                     };
                     let parts: Vec<Stats> =
                         parts.into_iter().map(|p| p.unwrap_or_default()).collect();
-                    let secs = (end - last_tick_s).max(1e-3);
-                    let start_s = last_tick_s;
-                    last_tick_s = end;
-                    // Intervals inside the window count (a short last interval too).
-                    let in_window = start_s >= measure_from - 1e-3 && start_s < measure_to;
-                    let cpu_now = CpuTimes::read();
-                    let (busy, iow) = match (&cpu_now, &cpu_prev) {
-                        (Some(a), Some(b)) => a.usage_since(b),
-                        _ => (0.0, 0.0),
-                    };
-                    cpu_prev = cpu_now;
-                    let self_cpu_now = process_cpu_s();
-                    if in_window {
-                        window_cpu += self_cpu_now - self_cpu_tick;
-                    }
-                    self_cpu_tick = self_cpu_now;
-                    let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
-                    let mut disk_rates = BTreeMap::new();
-                    for d in &mut disks {
-                        if let (Some(now), Some(prev)) = (DiskCounters::read(&d.device), d.last) {
-                            disk_rates.insert(d.device.clone(), now.rates_since(&prev, secs));
-                            d.last = Some(now);
-                        }
-                    }
-                    let mut sum = Stats::default();
-                    for p in &parts {
-                        sum.add(p);
-                    }
-                    if in_window {
-                        measured_s += secs;
-                        intervals += 1;
-                        for (t, p) in inst_totals.iter_mut().zip(parts.iter()) {
-                            t.add(p);
-                            stalls_max = stalls_max.max(p.counters.page_fault_stalls as f64 / secs);
-                        }
-                        total.add(&sum);
-                        host_sum.0 += busy;
-                        host_sum.1 += iow;
-                        host_sum.2 += mem;
-                        host_sum.3 += 1;
-                    }
-                    let rec = IntervalRecord {
-                        seq: s,
-                        end_s: end,
-                        seconds: secs,
-                        phase: if in_window {
-                            "measured".into()
-                        } else if start_s < measure_from {
-                            "warmup".into()
-                        } else {
-                            "shutdown".into()
-                        },
-                        instances: parts,
-                        cpu_busy_pct: busy,
-                        cpu_iowait_pct: iow,
-                        memory_used_pct: mem,
-                        disks: disk_rates,
-                    };
-                    if let Ok(line) = serde_json::to_string(&rec) {
-                        let _ = writeln!(intervals_file, "{line}");
-                    }
-                    let rd = sum.class(Class::DbRead).latency.summary();
-                    let lw = sum.class(Class::LogWrite).latency.summary();
-                    let live = LiveFigures {
-                        phase: rec.phase.clone(),
-                        elapsed_s: end,
-                        remaining_s: if measure_to.is_finite() {
-                            measure_to - end
-                        } else {
-                            spec.duration.as_secs_f64() + (spec.warmup.as_secs_f64() - end).max(0.0)
-                        },
-                        transactional_iops: sum.transactional_ios() as f64 / secs,
-                        target_iops: spec.target_iops,
-                        db_read_avg_ms: rd.mean_ms(),
-                        log_write_avg_ms: lw.mean_ms(),
-                        db_read_limit_ms: spec.thresholds.db_read_avg_ms,
-                        log_write_limit_ms: spec.thresholds.log_write_avg_ms,
-                        errors: total.io_errors() + errors.len() as u64,
-                        passing: errors.is_empty()
-                            && rd.mean_ms() <= spec.thresholds.db_read_avg_ms
-                            && lw.mean_ms() <= spec.thresholds.log_write_avg_ms,
-                        classes: class_map(&sum, secs),
-                        transactions_per_s: sum.counters.transactions as f64 / secs,
-                        transaction_latency_ms: sum.transaction_latency.summary().into(),
-                    };
-                    if rec.phase != "shutdown" {
-                        progress.interval(&live);
-                    }
+                    self.interval(spec, s, end, parts, progress);
                 }
             }
         }
     }
-    for h in handles.into_iter().flatten() {
-        // A thread that did not stop in time is left behind (its I/O ends with
-        // the process); joining it could wait forever.
-        if !gave_up || h.is_finished() {
-            let _ = h.join();
+
+    /// A complete interval (every running instance's part): host and disk
+    /// figures sampled, added to the window's totals if inside it, written to
+    /// intervals.jsonl, shown as progress.
+    fn interval(
+        &mut self,
+        spec: &StorageSpec,
+        seq: u64,
+        end: f64,
+        parts: Vec<Stats>,
+        progress: &mut dyn Progress,
+    ) {
+        let secs = (end - self.last_tick_s).max(1e-3);
+        let start_s = self.last_tick_s;
+        self.last_tick_s = end;
+        // Intervals inside the window count (a short last interval too).
+        let in_window = start_s >= self.measure_from - 1e-3 && start_s < self.measure_to;
+        let cpu_now = CpuTimes::read();
+        let (busy, iow) = match (&cpu_now, &self.cpu_prev) {
+            (Some(a), Some(b)) => a.usage_since(b),
+            _ => (0.0, 0.0),
+        };
+        self.cpu_prev = cpu_now;
+        let self_cpu_now = process_cpu_s();
+        if in_window {
+            self.window_cpu += self_cpu_now - self.self_cpu_tick;
+        }
+        self.self_cpu_tick = self_cpu_now;
+        let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
+        let mut disk_rates = BTreeMap::new();
+        for d in &mut self.disks {
+            if let (Some(now), Some(prev)) = (DiskCounters::read(&d.device), d.last) {
+                disk_rates.insert(d.device.clone(), now.rates_since(&prev, secs));
+                d.last = Some(now);
+            }
+        }
+        let mut sum = Stats::default();
+        for p in &parts {
+            sum.add(p);
+        }
+        if in_window {
+            self.measured_s += secs;
+            self.intervals += 1;
+            for (t, p) in self.inst_totals.iter_mut().zip(parts.iter()) {
+                t.add(p);
+                self.stalls_max = self
+                    .stalls_max
+                    .max(p.counters.page_fault_stalls as f64 / secs);
+            }
+            self.total.add(&sum);
+            self.host_sum.0 += busy;
+            self.host_sum.1 += iow;
+            self.host_sum.2 += mem;
+            self.host_sum.3 += 1;
+        }
+        let rec = IntervalRecord {
+            seq,
+            end_s: end,
+            seconds: secs,
+            phase: if in_window {
+                "measured".into()
+            } else if start_s < self.measure_from {
+                "warmup".into()
+            } else {
+                "shutdown".into()
+            },
+            instances: parts,
+            cpu_busy_pct: busy,
+            cpu_iowait_pct: iow,
+            memory_used_pct: mem,
+            disks: disk_rates,
+        };
+        if let Ok(line) = serde_json::to_string(&rec) {
+            let _ = writeln!(self.intervals_file, "{line}");
+        }
+        if rec.phase != "shutdown" {
+            progress.interval(&self.live(spec, &rec.phase, end, &sum, secs));
         }
     }
-    let _ = intervals_file.flush();
-    let self_cpu = mailbench_metrics::system::process_cpu_s() - self_cpu0;
 
-    // Phase 3: verification.
-    let mut verify_result = None;
-    if spec.verify && !interrupted && !ended_by_deadline {
+    /// The live figures of an interval (`sum` over its `secs`), for progress.
+    fn live(
+        &self,
+        spec: &StorageSpec,
+        phase: &str,
+        end: f64,
+        sum: &Stats,
+        secs: f64,
+    ) -> LiveFigures {
+        let rd = sum.class(Class::DbRead).latency.summary();
+        let lw = sum.class(Class::LogWrite).latency.summary();
+        LiveFigures {
+            phase: phase.to_string(),
+            elapsed_s: end,
+            remaining_s: if self.measure_to.is_finite() {
+                self.measure_to - end
+            } else {
+                spec.duration.as_secs_f64() + (spec.warmup.as_secs_f64() - end).max(0.0)
+            },
+            transactional_iops: sum.transactional_ios() as f64 / secs,
+            target_iops: spec.target_iops,
+            db_read_avg_ms: rd.mean_ms(),
+            log_write_avg_ms: lw.mean_ms(),
+            db_read_limit_ms: spec.thresholds.db_read_avg_ms,
+            log_write_limit_ms: spec.thresholds.log_write_avg_ms,
+            errors: self.total.io_errors() + self.errors.len() as u64,
+            passing: self.errors.is_empty()
+                && rd.mean_ms() <= spec.thresholds.db_read_avg_ms
+                && lw.mean_ms() <= spec.thresholds.log_write_avg_ms,
+            classes: class_map(sum, secs),
+            transactions_per_s: sum.counters.transactions as f64 / secs,
+            transaction_latency_ms: sum.transaction_latency.summary().into(),
+        }
+    }
+
+    /// Every page and log block verified after a run that ended normally
+    /// (with `verify`); an interrupt during it marks the run interrupted.
+    fn verify(
+        &mut self,
+        spec: &StorageSpec,
+        log: &TestLog,
+        interrupt: &Interrupt,
+        progress: &mut dyn Progress,
+    ) -> Option<crate::verify::VerifySummary> {
+        if !spec.verify || self.interrupted || self.ended_by_deadline {
+            return None;
+        }
         progress.phase("verifying every page and log block");
         log.line("phase: verification");
         match verify::verify_all(spec, interrupt) {
@@ -583,140 +777,160 @@ pub fn run(
                     v.bad_total,
                     v.mb_per_s
                 ));
-                verify_result = Some(v);
+                Some(v)
             }
-            Err(Error::Interrupted) => interrupted = true,
-            Err(e) => errors.push(format!("verification: {e}")),
+            Err(Error::Interrupted) => {
+                self.interrupted = true;
+                None
+            }
+            Err(e) => {
+                self.errors.push(format!("verification: {e}"));
+                None
+            }
         }
     }
 
-    // Results.
-    let secs = measured_s.max(1e-9);
-    let instances: Vec<InstanceResult> = spec
-        .instances
-        .iter()
-        .zip(inst_totals.iter())
-        .enumerate()
-        .map(|(i, (s, t))| InstanceResult {
-            name: s.name.clone(),
-            db_path: s.db_path.display().to_string(),
-            log_dir: s.log_dir.display().to_string(),
-            size_bytes: s.size_bytes,
-            sessions: s.sessions,
-            transactional_iops: t.transactional_ios() as f64 / secs,
-            classes: class_map(t, secs),
-            counters: t.counters.clone(),
-            transactions_per_s: t.counters.transactions as f64 / secs,
-            page_fault_stalls_per_s: t.counters.page_fault_stalls as f64 / secs,
-            clean_shutdown: clean[i],
-            histograms: hist_map(t),
-        })
-        .collect();
-    let trans = total.transactional_ios() as f64;
-    let log_writes = total.class(Class::LogWrite).ops as f64;
-    let totals = Totals {
-        target_iops: spec.target_iops,
-        transactional_iops: trans / secs,
-        db_read_share_pct: if trans > 0.0 {
-            100.0 * total.class(Class::DbRead).ops as f64 / trans
-        } else {
-            0.0
-        },
-        log_write_share_pct: if trans > 0.0 {
-            100.0 * log_writes / trans
-        } else {
-            0.0
-        },
-        transactions_per_s: total.counters.transactions as f64 / secs,
-        page_fault_stalls_per_s: total.counters.page_fault_stalls as f64 / secs,
-        page_fault_stalls_max_per_s: stalls_max,
-        io_errors: total.io_errors(),
-        classes: class_map(&total, secs),
-        counters: total.counters.clone(),
-        transaction_latency_ms: total.transaction_latency.summary().into(),
-        histograms: hist_map(&total),
-        thresholds: spec.thresholds,
-    };
-    let host = HostPerf {
-        cpu_busy_avg_pct: if host_sum.3 > 0 {
-            host_sum.0 / host_sum.3 as f64
-        } else {
-            0.0
-        },
-        cpu_iowait_avg_pct: if host_sum.3 > 0 {
-            host_sum.1 / host_sum.3 as f64
-        } else {
-            0.0
-        },
-        memory_used_avg_pct: if host_sum.3 > 0 {
-            host_sum.2 / host_sum.3 as f64
-        } else {
-            0.0
-        },
-        memory_total_bytes: Memory::read().map(|m| m.total_bytes).unwrap_or(0),
-        mailbench_cpu_s: window_cpu,
-        mailbench_run_cpu_s: self_cpu,
-        mailbench_cpu_us_per_io: {
-            let ios: u64 = total.classes.iter().map(|c| c.ops).sum();
-            if ios > 0 {
-                window_cpu * 1e6 / ios as f64
+    /// Each instance's figures over the window (`secs` long).
+    fn instance_results(&self, spec: &StorageSpec, secs: f64) -> Vec<InstanceResult> {
+        spec.instances
+            .iter()
+            .zip(self.inst_totals.iter())
+            .enumerate()
+            .map(|(i, (s, t))| InstanceResult {
+                name: s.name.clone(),
+                db_path: s.db_path.display().to_string(),
+                log_dir: s.log_dir.display().to_string(),
+                size_bytes: s.size_bytes,
+                sessions: s.sessions,
+                transactional_iops: t.transactional_ios() as f64 / secs,
+                classes: class_map(t, secs),
+                counters: t.counters.clone(),
+                transactions_per_s: t.counters.transactions as f64 / secs,
+                page_fault_stalls_per_s: t.counters.page_fault_stalls as f64 / secs,
+                clean_shutdown: self.clean[i],
+                histograms: hist_map(t),
+            })
+            .collect()
+    }
+
+    /// The figures over all instances and the window (`secs` long).
+    fn totals(&self, spec: &StorageSpec, secs: f64) -> Totals {
+        let total = &self.total;
+        let trans = total.transactional_ios() as f64;
+        let log_writes = total.class(Class::LogWrite).ops as f64;
+        let share = |x: f64| if trans > 0.0 { 100.0 * x / trans } else { 0.0 };
+        Totals {
+            target_iops: spec.target_iops,
+            transactional_iops: trans / secs,
+            db_read_share_pct: share(total.class(Class::DbRead).ops as f64),
+            log_write_share_pct: share(log_writes),
+            transactions_per_s: total.counters.transactions as f64 / secs,
+            page_fault_stalls_per_s: total.counters.page_fault_stalls as f64 / secs,
+            page_fault_stalls_max_per_s: self.stalls_max,
+            io_errors: total.io_errors(),
+            classes: class_map(total, secs),
+            counters: total.counters.clone(),
+            transaction_latency_ms: total.transaction_latency.summary().into(),
+            histograms: hist_map(total),
+            thresholds: spec.thresholds,
+        }
+    }
+
+    /// The host's figures averaged over the window's intervals, and this
+    /// process's CPU (over the window, per I/O of the window, and over the
+    /// whole load: `self_cpu`).
+    fn host(&self, self_cpu: f64) -> HostPerf {
+        let avg = |x: f64| {
+            if self.host_sum.3 > 0 {
+                x / self.host_sum.3 as f64
             } else {
                 0.0
             }
-        },
-    };
-    let disk_results = disks
-        .iter()
-        .map(|d| DiskResult {
-            device: d.device.clone(),
-            paths: d.paths.clone(),
-            rates: match (d.last, d.start) {
-                (Some(a), Some(b)) => a.rates_since(&b, secs),
-                _ => DiskRates::default(),
+        };
+        let ios: u64 = self.total.classes.iter().map(|c| c.ops).sum();
+        HostPerf {
+            cpu_busy_avg_pct: avg(self.host_sum.0),
+            cpu_iowait_avg_pct: avg(self.host_sum.1),
+            memory_used_avg_pct: avg(self.host_sum.2),
+            memory_total_bytes: Memory::read().map(|m| m.total_bytes).unwrap_or(0),
+            mailbench_cpu_s: self.window_cpu,
+            mailbench_run_cpu_s: self_cpu,
+            mailbench_cpu_us_per_io: if ios > 0 {
+                self.window_cpu * 1e6 / ios as f64
+            } else {
+                0.0
             },
-        })
-        .collect();
-    let mut verdict = judge(spec, &totals, verify_result.as_ref(), &errors, measured_s);
-    if interrupted {
-        verdict = Verdict { status: Status::Interrupted, reasons: vec!["The run was interrupted before its measured window ended; the figures are partial.".into()] };
-    } else if ended_by_deadline {
-        verdict.status = Status::Error;
-        verdict.reasons.push(format!(
-            "The shutdown did not finish within its {} grace after the measured window: I/O was \
-             stopped and the databases were left needing recovery (`mailbench storage recover \
-             --log-files 0`, same flags); the result is partial.",
-            humantime::format_duration(grace)
-        ));
+        }
     }
-    header.finish(started.elapsed());
-    let result = StorageResult {
-        run: header,
-        verdict,
-        spec: spec.clone(),
-        io_engine,
-        o_direct: caps.o_direct,
-        window: Window {
-            warmup_s: prerequisites
-                .as_ref()
-                .map_or(t0.elapsed().as_secs_f64(), |p| p.seconds),
-            measured_s,
-            intervals,
-            interrupted,
-            ended_by_deadline,
-            prerequisites,
-        },
-        init,
-        instances,
-        total: totals,
-        host,
-        disks: disk_results,
-        verify: verify_result,
-        errors,
-        intervals_file: "intervals.jsonl".into(),
-        tuning: Vec::new(),
-        merged: None,
-    };
-    Ok(result)
+
+    /// The run's result: figures, verdict, window.
+    fn into_result(self, spec: &StorageSpec, e: Ended) -> StorageResult {
+        let secs = self.measured_s.max(1e-9);
+        let instances = self.instance_results(spec, secs);
+        let totals = self.totals(spec, secs);
+        let host = self.host(e.self_cpu);
+        let disk_results = self
+            .disks
+            .iter()
+            .map(|d| DiskResult {
+                device: d.device.clone(),
+                paths: d.paths.clone(),
+                rates: match (d.last, d.start) {
+                    (Some(a), Some(b)) => a.rates_since(&b, secs),
+                    _ => DiskRates::default(),
+                },
+            })
+            .collect();
+        let mut verdict = judge(
+            spec,
+            &totals,
+            e.verify.as_ref(),
+            &self.errors,
+            self.measured_s,
+        );
+        if self.interrupted {
+            verdict = Verdict { status: Status::Interrupted, reasons: vec!["The run was interrupted before its measured window ended; the figures are partial.".into()] };
+        } else if self.ended_by_deadline {
+            verdict.status = Status::Error;
+            verdict.reasons.push(format!(
+                "The shutdown did not finish within its {} grace after the measured window: I/O was \
+                 stopped and the databases were left needing recovery (`mailbench storage recover \
+                 --log-files 0`, same flags); the result is partial.",
+                humantime::format_duration(self.grace)
+            ));
+        }
+        let mut header = e.header;
+        header.finish(e.started.elapsed());
+        let warmup_s = self
+            .prerequisites
+            .as_ref()
+            .map_or(self.t0.elapsed().as_secs_f64(), |p| p.seconds);
+        StorageResult {
+            run: header,
+            verdict,
+            spec: spec.clone(),
+            io_engine: e.io_engine,
+            o_direct: e.o_direct,
+            window: Window {
+                warmup_s,
+                measured_s: self.measured_s,
+                intervals: self.intervals,
+                interrupted: self.interrupted,
+                ended_by_deadline: self.ended_by_deadline,
+                prerequisites: self.prerequisites,
+            },
+            init: e.init,
+            instances,
+            total: totals,
+            host,
+            disks: disk_results,
+            verify: e.verify,
+            errors: self.errors,
+            intervals_file: "intervals.jsonl".into(),
+            tuning: Vec::new(),
+            merged: None,
+        }
+    }
 }
 
 /// How long after the prerequisites are attained the measured window starts:

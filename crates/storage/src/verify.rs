@@ -337,6 +337,24 @@ pub(crate) struct PageScan {
 }
 
 impl PageScan {
+    /// Counts a checked chunk's pages and its bad ones.
+    fn count(&mut self, c: &Checked) {
+        self.pages_seen += c.pages;
+        self.bad_checksum += c.bad_checksum.len() as u64;
+        self.wrong_page_number += c.wrong_page_number.len() as u64;
+        self.newer_than_log += c.newer_than_log.len() as u64;
+        for p in c
+            .bad_checksum
+            .iter()
+            .chain(&c.wrong_page_number)
+            .chain(&c.newer_than_log)
+        {
+            self.first_bad.push(*p);
+        }
+        self.first_bad.sort_unstable();
+        self.first_bad.truncate(FIRST_BAD_MAX);
+    }
+
     fn error(&mut self, what: &str, path: &Path, c: &IoCompletion, errno: i32) {
         self.io_errors += 1;
         if self.first_error.is_none() {
@@ -353,7 +371,6 @@ impl PageScan {
 /// Reads pages 1.. of a database sequentially in `chunk`-sized reads, `depth` in
 /// flight, checks every page on the pool, optionally copies. Never stops on an
 /// I/O error: the pages of a failed read are counted as unread.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub(crate) fn scan_pages(
     path: &Path,
     file: &Arc<File>,
@@ -370,27 +387,23 @@ pub(crate) fn scan_pages(
     // pool: on a busy machine its threads may run late, and a read must not
     // wait for a buffer meanwhile.
     let spare = opts.depth + 4 * pool_size() + 8;
-    let mut free: Vec<AlignedBuf> = AlignedBuf::carve(spare, per_chunk as usize * ps);
+    let mut ch = Chunks {
+        free: AlignedBuf::carve(spare, per_chunk as usize * ps),
+        ..Chunks::default()
+    };
     let mut r = PageScan {
         pages_seen: 1,
         ..Default::default()
     };
-    const READ: u64 = 1 << 62;
-    const WRITE: u64 = 1 << 61;
     let mut next = 1u64;
-    let mut reads = 0usize;
-    let mut writes = 0usize;
-    let mut jobs = 0usize;
     let mut done = Vec::new();
-    // Chunks read and not yet handed to the checksum pool.
-    let mut ready: Vec<Job> = Vec::new();
     loop {
         if interrupt.raised() {
             r.interrupted = true;
         }
         let mut submitted = false;
-        while !r.interrupted && next < header.page_count && reads < opts.depth {
-            let Some(mut buf) = free.pop() else { break };
+        while !r.interrupted && next < header.page_count && ch.reads < opts.depth {
+            let Some(mut buf) = ch.free.pop() else { break };
             let n = per_chunk.min(header.page_count - next);
             buf.set_len(n as usize * ps);
             io.submit(IoRequest {
@@ -399,26 +412,27 @@ pub(crate) fn scan_pages(
                 offset: next * ps as u64,
                 buf,
                 tag: READ | next,
+                more: Vec::new(),
             });
-            reads += 1;
+            ch.reads += 1;
             next += n;
             submitted = true;
         }
         // The next reads go to the kernel before the checksums start: a woken
         // pool thread may take this CPU, and the disk must not wait for it.
-        if submitted && !ready.is_empty() {
+        if submitted && !ch.ready.is_empty() {
             io.wait(0, Some(Duration::ZERO), &mut done);
         }
-        for job in ready.drain(..) {
+        for job in ch.ready.drain(..) {
             pool.submit(job);
         }
-        if reads == 0 && writes == 0 && jobs == 0 && done.is_empty() {
+        if ch.reads == 0 && ch.writes == 0 && ch.jobs == 0 && done.is_empty() {
             break;
         }
-        if reads + writes > 0 && done.is_empty() {
+        if ch.reads + ch.writes > 0 && done.is_empty() {
             // Block on the device (no spinning): checked chunks are collected after
             // each completion, or within a millisecond.
-            let t = if jobs == 0 {
+            let t = if ch.jobs == 0 {
                 Duration::from_millis(500)
             } else {
                 Duration::from_millis(1)
@@ -426,46 +440,11 @@ pub(crate) fn scan_pages(
             io.wait(1, Some(t), &mut done);
         }
         for c in done.drain(..) {
-            if c.tag & READ != 0 {
-                reads -= 1;
-                r.read.ops += 1;
-                r.read.latency.record(c.latency());
-                match c.full() {
-                    Ok(()) => {
-                        r.read.bytes += c.buf.len() as u64;
-                        jobs += 1;
-                        ready.push(Job {
-                            first_page: c.tag & !READ,
-                            ps,
-                            db_id: header.db_id,
-                            end_lsn: opts.end_lsn,
-                            reply: tx.clone(),
-                            buf: c.buf,
-                        });
-                    }
-                    Err(e) => {
-                        r.read.errors += 1;
-                        r.error("reading", path, &c, e);
-                        free.push(c.buf);
-                    }
-                }
-            } else {
-                writes -= 1;
-                r.write.ops += 1;
-                r.write.latency.record(c.latency());
-                match c.full() {
-                    Ok(()) => r.write.bytes += c.buf.len() as u64,
-                    Err(e) => {
-                        r.write.errors += 1;
-                        r.error("writing the copy of", path, &c, e);
-                    }
-                }
-                free.push(c.buf);
-            }
+            scan_completion(c, &mut r, &mut ch, (path, header), opts, &tx);
         }
         // Checked chunks: count, then copy or reuse the buffer.
         let mut got = Vec::new();
-        if reads + writes == 0 && jobs > 0 && ready.is_empty() {
+        if ch.reads + ch.writes == 0 && ch.jobs > 0 && ch.ready.is_empty() {
             match rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(c) => got.push(c),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -476,37 +455,88 @@ pub(crate) fn scan_pages(
             got.push(c);
         }
         for c in got {
-            jobs -= 1;
-            r.pages_seen += c.pages;
-            r.bad_checksum += c.bad_checksum.len() as u64;
-            r.wrong_page_number += c.wrong_page_number.len() as u64;
-            r.newer_than_log += c.newer_than_log.len() as u64;
-            for p in c
-                .bad_checksum
-                .iter()
-                .chain(&c.wrong_page_number)
-                .chain(&c.newer_than_log)
-            {
-                r.first_bad.push(*p);
-            }
-            r.first_bad.sort_unstable();
-            r.first_bad.truncate(FIRST_BAD_MAX);
+            ch.jobs -= 1;
+            r.count(&c);
             match &opts.copy_to {
                 Some(f) => {
-                    writes += 1;
+                    ch.writes += 1;
                     io.submit(IoRequest {
                         file: f.clone(),
                         kind: OpKind::Write,
                         offset: c.first_page * ps as u64,
                         buf: c.buf,
                         tag: WRITE | c.first_page,
+                        more: Vec::new(),
                     });
                 }
-                None => free.push(c.buf),
+                None => ch.free.push(c.buf),
             }
         }
     }
     r
+}
+
+/// Tags of a scan's reads and of its copy's writes (the low bits: the first page).
+const READ: u64 = 1 << 62;
+const WRITE: u64 = 1 << 61;
+
+/// A scan's chunks: reads and writes in flight, chunks in the checksum pool,
+/// free buffers, and chunks read but not yet handed to the pool.
+#[derive(Default)]
+struct Chunks {
+    reads: usize,
+    writes: usize,
+    jobs: usize,
+    free: Vec<AlignedBuf>,
+    ready: Vec<Job>,
+}
+
+/// A scan's read or copy write completed: a chunk read goes to `ready` for
+/// its checksums; a failed read's buffer, and a written copy's, go back free.
+fn scan_completion(
+    c: IoCompletion,
+    r: &mut PageScan,
+    ch: &mut Chunks,
+    (path, header): (&Path, &DbHeader),
+    opts: &ScanOpts,
+    tx: &Sender<Checked>,
+) {
+    if c.tag & READ != 0 {
+        ch.reads -= 1;
+        r.read.ops += 1;
+        r.read.latency.record(c.latency());
+        match c.full() {
+            Ok(()) => {
+                r.read.bytes += c.buf.len() as u64;
+                ch.jobs += 1;
+                ch.ready.push(Job {
+                    first_page: c.tag & !READ,
+                    ps: header.page_size as usize,
+                    db_id: header.db_id,
+                    end_lsn: opts.end_lsn,
+                    reply: tx.clone(),
+                    buf: c.buf,
+                });
+            }
+            Err(e) => {
+                r.read.errors += 1;
+                r.error("reading", path, &c, e);
+                ch.free.push(c.buf);
+            }
+        }
+    } else {
+        ch.writes -= 1;
+        r.write.ops += 1;
+        r.write.latency.record(c.latency());
+        match c.full() {
+            Ok(()) => r.write.bytes += c.buf.len() as u64,
+            Err(e) => {
+                r.write.errors += 1;
+                r.error("writing the copy of", path, &c, e);
+            }
+        }
+        ch.free.push(c.buf);
+    }
 }
 
 fn verify_one(

@@ -16,7 +16,7 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 pub(super) struct PageWrite {
     frames: Vec<usize>,
-    /// The write goes straight from its one frame's buffer (lent, not copied).
+    /// The write goes straight from its frames' buffers (lent, not copied).
     lent: bool,
 }
 
@@ -130,6 +130,7 @@ impl Instance {
                         offset: w.offset,
                         buf: w.buf,
                         tag: tag(K_LOG_WRITE, 0),
+                        more: Vec::new(),
                     });
                 }
             }
@@ -206,11 +207,12 @@ impl Instance {
         }
     }
 
-    /// Seals the pages (header and checksum) and writes them. One page no
-    /// transaction holds goes straight from its frame, whose buffer is lent to
-    /// the write (a session that changes it meanwhile waits for the write);
-    /// other writes go from a snapshot (a session may change a page again while
-    /// its write is in flight).
+    /// Seals the pages (header and checksum) and writes them. Pages no
+    /// transaction holds go straight from their frames, whose buffers are lent
+    /// to the write (one vectored write for a run of neighbours; a session that
+    /// changes one of them meanwhile waits for the write); a run holding a page
+    /// a transaction holds goes from a snapshot (that session may change the
+    /// page again while its write is in flight).
     fn submit_page_write(&mut self, first_page: u64, frames: Vec<usize>) {
         let n = frames.len();
         let ps = self.ps;
@@ -223,16 +225,20 @@ impl Instance {
                 fr.lsn,
             );
         }
-        let lent = n == 1 && self.cache.frames[frames[0]].pins == 0;
-        let buf = if lent {
-            self.cache.lend_buf(frames[0])
+        let lent = frames.iter().all(|&f| self.cache.frames[f].pins == 0);
+        let (buf, more) = if lent {
+            let more = frames[1..]
+                .iter()
+                .map(|&f| self.cache.lend_buf(f))
+                .collect();
+            (self.cache.lend_buf(frames[0]), more)
         } else {
             let mut buf = self.pool.get(n * ps);
             for (k, &f) in frames.iter().enumerate() {
                 let src = self.cache.frames[f].data.as_slice();
                 buf.as_mut_slice()[k * ps..(k + 1) * ps].copy_from_slice(src);
             }
-            buf
+            (buf, Vec::new())
         };
         self.bg.note_write(first_page, n as u64);
         let id = self.wb.writes.insert(PageWrite { frames, lent });
@@ -243,6 +249,7 @@ impl Instance {
             offset: first_page * ps as u64,
             buf,
             tag: tag(K_PAGE_WRITE, id),
+            more,
         });
     }
 
@@ -257,7 +264,7 @@ impl Instance {
         self.total_ios += 1;
         let result = c.full();
         match result {
-            Ok(()) => st.bytes += c.buf.len() as u64,
+            Ok(()) => st.bytes += c.len() as u64,
             Err(_) => st.errors += 1,
         }
         for &f in &w.frames {
@@ -265,8 +272,13 @@ impl Instance {
         }
         let offset = c.offset;
         if w.lent {
-            self.cache.restore_buf(w.frames[0], c.buf);
-            self.resume_waiters(w.frames[0]);
+            // Every buffer back before any waiting session goes on.
+            for (&f, buf) in w.frames.iter().zip(std::iter::once(c.buf).chain(c.more)) {
+                self.cache.restore_buf(f, buf);
+            }
+            for &f in &w.frames {
+                self.resume_waiters(f);
+            }
         } else {
             self.pool.put(c.buf);
         }
@@ -332,6 +344,7 @@ impl Instance {
             offset: 0,
             buf: AlignedBuf::empty(),
             tag: tag(K_SYNC, 0),
+            more: Vec::new(),
         });
     }
 

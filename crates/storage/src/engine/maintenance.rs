@@ -120,6 +120,7 @@ impl Instance {
             offset: first * self.ps as u64,
             buf,
             tag: tag(K_MAINT_READ, 0),
+            more: Vec::new(),
         });
     }
 
@@ -205,6 +206,7 @@ impl Instance {
                 offset: off,
                 buf,
                 tag: tag(K_REPL_READ, i),
+                more: Vec::new(),
             });
         }
     }

@@ -510,12 +510,14 @@ impl Instance {
 
     /// Reads one page straight into its frame, or a page and its neighbour
     /// into a pooled buffer (copied into their frames on completion).
+    /// Reads the missing page(s) straight into their frames: one page into its
+    /// frame's buffer, two neighbours with one vectored read into both.
     fn submit_page_read(&mut self, r: PageRead) {
-        let buf = if r.count == 1 {
-            self.cache.lend_buf(r.frames[0])
-        } else {
-            self.pool.get(r.count * self.ps)
-        };
+        let buf = self.cache.lend_buf(r.frames[0]);
+        let more = r.frames[1..r.count]
+            .iter()
+            .map(|&f| self.cache.lend_buf(f))
+            .collect();
         let offset = r.first_page * self.ps as u64;
         let id = self.work.reads.insert(r);
         self.io.submit(IoRequest {
@@ -524,6 +526,7 @@ impl Instance {
             offset,
             buf,
             tag: tag(K_PAGE_READ, id),
+            more,
         });
     }
 
@@ -542,27 +545,17 @@ impl Instance {
         st.latency.record(latency);
         self.total_ios += 1;
         if result.is_ok() {
-            st.bytes += c.buf.len() as u64;
+            st.bytes += c.len() as u64;
         } else {
             st.errors += 1;
         }
         let frames = &r.frames[..r.count];
-        if r.count == 1 {
-            self.cache.restore_buf(frames[0], c.buf);
-        } else {
-            if result.is_ok() {
-                for (k, &f) in frames.iter().enumerate() {
-                    let src = &c.buf.as_slice()[k * self.ps..(k + 1) * self.ps];
-                    self.cache.frames[f]
-                        .data
-                        .as_mut_slice()
-                        .copy_from_slice(src);
-                }
-            }
-            self.pool.put(c.buf);
+        let offset = c.offset;
+        for (&f, buf) in frames.iter().zip(std::iter::once(c.buf).chain(c.more)) {
+            self.cache.restore_buf(f, buf);
         }
         if let Err(e) = result {
-            let msg = io_error_text("reading database", &self.s.db_path, c.offset, e);
+            let msg = io_error_text("reading database", &self.s.db_path, offset, e);
             for &f in frames {
                 let waiters = std::mem::take(&mut self.cache.frames[f].waiters);
                 self.cache.discard(f);

@@ -55,6 +55,7 @@ impl Replay {
                 offset: first * self.ps as u64,
                 buf,
                 tag: T_WRITE | id,
+                more: Vec::new(),
             });
             any = true;
         }

@@ -54,6 +54,7 @@ impl Replay {
                 offset: self.sub_off,
                 buf,
                 tag: T_LOG | self.sub_seq,
+                more: Vec::new(),
             });
             // Remember where this chunk comes from.
             self.chunks_meta_insert(self.sub_seq, self.sub_gen, self.sub_off);

@@ -111,6 +111,7 @@ impl Replay {
                 offset: page * self.ps as u64,
                 buf,
                 tag: T_READ | id,
+                more: Vec::new(),
             });
             any = true;
         }

@@ -1,0 +1,354 @@
+//! Starting, watching and stopping the local target's servers.
+
+use super::config::write_configs;
+use super::processes::{
+    bound_to_us, postfix_cmd, postfix_guard, postfix_master, stop_child, stop_stale,
+};
+use super::{
+    LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, LocalTls, check_prerequisites, chown,
+    local_password, prepare_dir, queue_len,
+};
+use mailbench_base::rundir::TestLog;
+use mailbench_base::{Error, Result};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+impl LocalServer {
+    /// Mail store folder (Maildirs), for disk counters.
+    pub fn mail_dir(dir: &Path) -> PathBuf {
+        dir.join("dovecot").join("mail")
+    }
+
+    /// The Postfix virtual alias table (distribution lists), `texthash` format.
+    pub fn aliases_path(dir: &Path) -> PathBuf {
+        dir.join("postfix").join("etc").join("virtual")
+    }
+
+    /// Starts Dovecot and Postfix in `dir` (created if needed) and waits until
+    /// every listener answers. The alias table must already be written.
+    pub fn start(dir: &Path, log: &TestLog) -> Result<LocalServer> {
+        Self::start_with(dir, log, None)
+    }
+
+    /// As `start`, with TLS on Dovecot's listeners when `tls` is given.
+    pub fn start_with(dir: &Path, log: &TestLog, tls: Option<&LocalTls>) -> Result<LocalServer> {
+        let o = LocalOptions {
+            tls: tls.cloned(),
+            ..Default::default()
+        };
+        Self::start_opts(dir, log, &o)
+    }
+
+    /// As `start`, with `o`'s TLS and Dovecot settings.
+    pub fn start_opts(dir: &Path, log: &TestLog, o: &LocalOptions) -> Result<LocalServer> {
+        check_prerequisites()?;
+        let dir = prepare_dir(dir)?;
+        let password = local_password(&dir)?;
+        crate::secrets::register(&password);
+        let ports = LocalPorts::free(o.tls.is_some())?;
+        let configs = write_configs(&dir, &ports, &password, o)?;
+        let mut server = LocalServer {
+            dir,
+            ports,
+            password,
+            dovecot: None,
+            postfix: None,
+            postfix_guard: None,
+            log: log.clone(),
+        };
+        // A stale master from an earlier crashed run holds the pid files; stop it.
+        server.stop_stale();
+        server.start_dovecot(&configs.dovecot_conf)?;
+        server.start_postfix(&configs.postfix_etc)?;
+        server.wait_listeners()?;
+        log.line("local target: all listeners answer");
+        server.check_session()?;
+        log.line("local target: a user logged in and opened its Inbox");
+        if let Ok(n) = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances") {
+            log.line(format!(
+                "local target: fs.inotify.max_user_instances = {}; IMAP sessions beyond it look for new mail every second instead of being woken",
+                n.trim()
+            ));
+        }
+        Ok(server)
+    }
+
+    /// Starts Dovecot's master with the configuration `dconf`, out of the terminal's
+    /// process group and bound to us (`bound_to_us`).
+    fn start_dovecot(&mut self, dconf: &Path) -> Result<()> {
+        let ports = self.ports;
+        self.log.line(format!(
+            "local target: starting dovecot (imap {}, submission {}, sieve {}, lmtp {})",
+            ports.imap, ports.submission, ports.sieve, ports.lmtp
+        ));
+        let dv = self.dir.join("dovecot");
+        let dlog = std::fs::File::create(dv.join("dovecot.stderr"))
+            .map_err(|e| Error::io("cannot create", &dv.join("dovecot.stderr"), e))?;
+        let child = bound_to_us("/usr/sbin/dovecot")
+            .arg("-F")
+            .arg("-c")
+            .arg(dconf)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(dlog)
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot start dovecot: {e}")))?;
+        self.dovecot = Some(child);
+        Ok(())
+    }
+
+    /// Checks the Postfix instance in `etc` and starts its master with its guard.
+    fn start_postfix(&mut self, etc: &Path) -> Result<()> {
+        let pf = self.dir.join("postfix");
+        postfix_cmd(etc, &["check"])?;
+        chown(&pf.join("data"), "postfix")?;
+        self.log.line(format!(
+            "local target: starting postfix (smtp {})",
+            self.ports.smtp
+        ));
+        let plog = std::fs::File::create(pf.join("postfix.stderr"))
+            .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
+        // Postfix's master itself (what `postfix start-fg` runs after the
+        // checks above), so that it is our child (`start-fg` puts a shell in
+        // between). It makes its own session; it drops a parent-death
+        // signal when it changes its effective user, hence the guard below.
+        let child = Command::new(postfix_master(etc))
+            .arg("-c")
+            .arg(etc)
+            .arg("-s")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(plog)
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot start postfix: {e}")))?;
+        self.postfix_guard = postfix_guard(child.id(), &pf.join("queue")).ok();
+        self.postfix = Some(child);
+        Ok(())
+    }
+
+    /// Waits (30 s at most in all) until every listener answers.
+    fn wait_listeners(&mut self) -> Result<()> {
+        let ports = self.ports;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for (name, port) in [
+            ("dovecot IMAP", ports.imap),
+            ("dovecot submission", ports.submission),
+            ("dovecot ManageSieve", ports.sieve),
+            ("dovecot LMTP", ports.lmtp),
+            ("postfix SMTP", ports.smtp),
+        ] {
+            self.wait_ready(name, port, true, deadline)?;
+        }
+        for (name, port) in [
+            ("dovecot imaps", ports.imaps),
+            ("dovecot submissions", ports.submissions),
+        ] {
+            if let Some(port) = port {
+                self.wait_ready(name, port, false, deadline)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `name` on `port` answers: its greeting when `greets`, a
+    /// TCP accept otherwise (TLS listeners say nothing before the handshake).
+    fn wait_ready(&mut self, name: &str, port: u16, greets: bool, deadline: Instant) -> Result<()> {
+        use std::io::Read;
+        loop {
+            if let Some(msg) = self.exited() {
+                return Err(Error::runtime(format!(
+                    "local target: {msg} before {name} on 127.0.0.1:{port} answered; see {}",
+                    self.dir.display()
+                )));
+            }
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                if !greets {
+                    return Ok(());
+                }
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 64];
+                if matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error::runtime(format!(
+                    "local target: {name} on 127.0.0.1:{port} did not answer within 30 s; logs in {}",
+                    self.dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Logs a user in over IMAP and opens its Inbox: the login service can
+    /// answer while the processes behind it cannot start (a missing or
+    /// broken `imap` binary), which would otherwise only show as timeouts
+    /// during the run. On failure the error quotes Dovecot's own log.
+    fn check_session(&mut self) -> Result<()> {
+        let user = format!("mailbench-check@{LOCAL_DOMAIN}");
+        match imap_session_check(self.ports.imap, &user, &self.password) {
+            Ok(()) => Ok(()),
+            Err(what) => {
+                let errors = self.log_errors(5);
+                Err(Error::runtime(format!(
+                    "local target: Dovecot accepts IMAP connections on 127.0.0.1:{} but {what}{}",
+                    self.ports.imap,
+                    if errors.is_empty() {
+                        format!("; see {}", self.dir.join("dovecot/dovecot.log").display())
+                    } else {
+                        format!("; its log says: {}", errors.join(" | "))
+                    }
+                )))
+            }
+        }
+    }
+
+    /// The servers' own error lines (Dovecot's `Error:`/`Fatal:`/`Panic:`,
+    /// Postfix's `fatal:`/`panic:`/`error:`), at most `max`, the first ones.
+    pub fn log_errors(&self, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, marks) in [
+            (
+                "dovecot/dovecot.log",
+                &[" Error: ", " Fatal: ", " Panic: "][..],
+            ),
+            ("postfix/maillog", &[" fatal: ", " panic: ", " error: "][..]),
+        ] {
+            let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            for l in text.lines() {
+                if out.len() >= max {
+                    return out;
+                }
+                if marks.iter().any(|m| l.contains(m)) {
+                    out.push(crate::secrets::redact(l.trim()).into_owned());
+                }
+            }
+        }
+        out
+    }
+
+    /// A description of a server process that has exited, if one has.
+    fn exited(&mut self) -> Option<String> {
+        if let Some(c) = self.dovecot.as_mut()
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            let err = std::fs::read_to_string(self.dir.join("dovecot/dovecot.stderr"))
+                .unwrap_or_default();
+            return Some(format!("dovecot exited ({st}): {}", err.trim()));
+        }
+        if let Some(c) = self.postfix.as_mut()
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            let err = std::fs::read_to_string(self.dir.join("postfix/postfix.stderr"))
+                .unwrap_or_default();
+            let mlog =
+                std::fs::read_to_string(self.dir.join("postfix/maillog")).unwrap_or_default();
+            let tail: Vec<&str> = mlog.lines().rev().take(3).collect();
+            return Some(format!(
+                "postfix exited ({st}): {} {}",
+                err.trim(),
+                tail.join(" | ")
+            ));
+        }
+        None
+    }
+
+    /// Whether both servers are still running.
+    pub fn alive(&mut self) -> bool {
+        self.exited().is_none()
+    }
+
+    fn stop_stale(&self) {
+        stop_stale(&self.dir);
+    }
+
+    /// Postfix queue length (`postqueue -j`), or None when it cannot be read.
+    pub fn queue_len(&self) -> Option<u64> {
+        queue_len(&self.dir.join("postfix").join("etc"))
+    }
+
+    /// Recipients Postfix handed to Dovecot so far (`status=sent` in its log).
+    pub fn deliveries_logged(&self) -> Option<u64> {
+        let t = std::fs::read_to_string(self.dir.join("postfix/maillog")).ok()?;
+        Some(t.lines().filter(|l| l.contains(" status=sent ")).count() as u64)
+    }
+
+    /// Stops both servers (our children, through their handles) and waits
+    /// (bounded) for them to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut g) = self.postfix_guard.take() {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
+        if let Some(mut c) = self.postfix.take() {
+            stop_child(&mut c, "postfix");
+            self.log.line("local target: postfix stopped");
+        }
+        if let Some(mut c) = self.dovecot.take() {
+            stop_child(&mut c, "dovecot");
+            self.log.line("local target: dovecot stopped");
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A plain IMAP session on 127.0.0.1:`port`: greeting, LOGIN, SELECT INBOX,
+/// LOGOUT, each answered within 10 s. Err says what failed.
+fn imap_session_check(port: u16, user: &str, password: &str) -> std::result::Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .map_err(|e| format!("a new connection failed: {e}"))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut w = s
+        .try_clone()
+        .map_err(|e| format!("a connection could not be used: {e}"))?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let mut answer = |r: &mut BufReader<std::net::TcpStream>, tag: &str| {
+        loop {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) => return Err("closed the connection".to_string()),
+                Err(e) => return Err(format!("did not answer ({e})")),
+                Ok(_) => {}
+            }
+            if let Some(rest) = line.strip_prefix(tag) {
+                let rest = rest.trim();
+                return if rest.starts_with("OK") {
+                    Ok(())
+                } else {
+                    Err(format!("answered `{rest}`"))
+                };
+            }
+        }
+    };
+    answer(&mut r, "* ").map_err(|e| format!("its greeting failed: {e}"))?;
+    let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    for (tag, cmd, what) in [
+        (
+            "c1",
+            format!("LOGIN {} {}", quoted(user), quoted(password)),
+            "a test login",
+        ),
+        (
+            "c2",
+            "SELECT INBOX".to_string(),
+            "opening a test user's Inbox",
+        ),
+        ("c3", "LOGOUT".to_string(), "logging out"),
+    ] {
+        w.write_all(format!("{tag} {cmd}\r\n").as_bytes())
+            .map_err(|e| format!("{what} failed: {e}"))?;
+        answer(&mut r, &format!("{tag} ")).map_err(|e| format!("{what} failed: it {e}"))?;
+    }
+    Ok(())
+}

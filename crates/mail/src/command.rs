@@ -17,15 +17,18 @@ use crate::tls::Tls;
 use crate::topology::Topology;
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
-use mailbench_metrics::system::{CpuTimes, DiskCounters, Memory, device_of};
+use mailbench_metrics::system::device_of;
 use mailbench_results::mail::run::*;
 use mailbench_results::verdict::{RunHeader, Verdict};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod control;
+
+use control::{CtlResult, controller};
 
 /// Where and how to report (from the common flags).
 #[derive(Debug, Clone)]
@@ -67,115 +70,136 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
     if o.target == "local" {
-        crate::local::check_prerequisites()?;
-        let (dir, temp) = match &o.local_dir {
-            Some(d) => (d.clone(), false),
-            None => {
-                let tmp = std::env::temp_dir();
-                for d in crate::local::remove_stale_temp_dirs(&tmp) {
-                    log.line(format!(
-                        "removed {} (left by a mailbench run that was killed)",
-                        d.display()
-                    ));
-                }
-                let d = tmp.join(format!(
-                    "{}{}-{}",
-                    crate::local::TEMP_PREFIX,
-                    std::process::id(),
-                    crate::message::unix_now()
-                ));
-                (d, true)
-            }
-        };
-        crate::local::make_reachable_dir(&dir)?;
-        mailbench_base::rundir::claim_folder(&dir, false)?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
-        }
-        let topo = Topology::generate(
-            &o.user_format,
-            o.first_user,
-            o.users,
-            profile,
-            Some(LOCAL_DOMAIN),
-            o.seed,
-        );
-        let pf_etc = dir.join("postfix").join("etc");
-        std::fs::create_dir_all(&pf_etc).map_err(|e| Error::io("cannot create", &pf_etc, e))?;
-        let aliases = LocalServer::aliases_path(&dir);
-        std::fs::write(&aliases, topo.alias_table())
-            .map_err(|e| Error::io("cannot write", &aliases, e))?;
+        prepare_local(o, profile, log)
+    } else {
+        prepare_remote(o, profile)
+    }
+}
+
+/// The local target: its folder claimed, the users and lists generated (their alias
+/// table written), the servers started.
+fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
+    crate::local::check_prerequisites()?;
+    let (dir, temp) = local_dir(o, log);
+    crate::local::make_reachable_dir(&dir)?;
+    mailbench_base::rundir::claim_folder(&dir, false)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    }
+    let topo = Topology::generate(
+        &o.user_format,
+        o.first_user,
+        o.users,
+        profile,
+        Some(LOCAL_DOMAIN),
+        o.seed,
+    );
+    let pf_etc = dir.join("postfix").join("etc");
+    std::fs::create_dir_all(&pf_etc).map_err(|e| Error::io("cannot create", &pf_etc, e))?;
+    let aliases = LocalServer::aliases_path(&dir);
+    std::fs::write(&aliases, topo.alias_table())
+        .map_err(|e| Error::io("cannot write", &aliases, e))?;
+    log.line(format!(
+        "local target in {} ({} users, {} distribution lists)",
+        dir.display(),
+        topo.users.len(),
+        topo.lists.len()
+    ));
+    let local = LocalServer::start(&dir, log)?;
+    let p = local.ports;
+    let target = Target {
+        kind: "local".into(),
+        imap: Endpoint::local("imap", p.imap),
+        submission: Endpoint::local("smtp", p.submission),
+        sieve: Some(Endpoint::local("sieve", p.sieve)),
+        creds: Credentials::shared(local.password.clone()),
+        op_timeout: o.op_timeout,
+        tls: tls_of(o)?,
+        pinned: Pinned::default(),
+        trace: trace_dir(o)?,
+    };
+    Ok(Prepared {
+        target: Arc::new(target),
+        security: None,
+        topo: Arc::new(topo),
+        local: Some(local),
+        local_dir: Some(dir),
+        temp_dir: temp,
+    })
+}
+
+/// The local target's folder: `--local-dir`, else a new temporary one (true), after
+/// removing the temporary folders of killed runs.
+fn local_dir(o: &Resolved, log: &TestLog) -> (PathBuf, bool) {
+    if let Some(d) = &o.local_dir {
+        return (d.clone(), false);
+    }
+    let tmp = std::env::temp_dir();
+    for d in crate::local::remove_stale_temp_dirs(&tmp) {
         log.line(format!(
-            "local target in {} ({} users, {} distribution lists)",
-            dir.display(),
-            topo.users.len(),
-            topo.lists.len()
+            "removed {} (left by a mailbench run that was killed)",
+            d.display()
         ));
-        let local = LocalServer::start(&dir, log)?;
-        let p = local.ports;
-        let target = Target {
-            kind: "local".into(),
-            imap: Endpoint::local("imap", p.imap),
-            submission: Endpoint::local("smtp", p.submission),
-            sieve: Some(Endpoint::local("sieve", p.sieve)),
-            creds: Credentials::shared(local.password.clone()),
+    }
+    let d = tmp.join(format!(
+        "{}{}-{}",
+        crate::local::TEMP_PREFIX,
+        std::process::id(),
+        crate::message::unix_now()
+    ));
+    (d, true)
+}
+
+/// A remote target: its endpoints, credentials, users and lists.
+fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
+    let imap = Endpoint::parse(o.imap.as_deref().unwrap_or(""), "imap", IMAP_SCHEMES)?;
+    let submission = Endpoint::parse(
+        o.submission.as_deref().unwrap_or(""),
+        "submission",
+        SUBMISSION_SCHEMES,
+    )?;
+    let sieve = match &o.sieve {
+        Some(s) => Some(Endpoint::parse(s, "sieve", SIEVE_SCHEMES)?),
+        None => None,
+    };
+    let creds = remote_credentials(o, &imap)?;
+    let topo = remote_topology(o, profile, &creds)?;
+    Ok(Prepared {
+        target: Arc::new(Target {
+            kind: "remote".into(),
+            imap,
+            submission,
+            sieve,
+            creds,
             op_timeout: o.op_timeout,
             tls: tls_of(o)?,
             pinned: Pinned::default(),
             trace: trace_dir(o)?,
-        };
-        Ok(Prepared {
-            target: Arc::new(target),
-            security: None,
-            topo: Arc::new(topo),
-            local: Some(local),
-            local_dir: Some(dir),
-            temp_dir: temp,
-        })
-    } else {
-        let imap = Endpoint::parse(o.imap.as_deref().unwrap_or(""), "imap", IMAP_SCHEMES)?;
-        let submission = Endpoint::parse(
-            o.submission.as_deref().unwrap_or(""),
-            "submission",
-            SUBMISSION_SCHEMES,
-        )?;
-        let sieve = match &o.sieve {
-            Some(s) => Some(Endpoint::parse(s, "sieve", SIEVE_SCHEMES)?),
-            None => None,
-        };
-        let creds = Credentials::load(o.users_file.as_deref(), o.password_file.as_deref())?;
-        if creds.is_empty() {
-            return Err(Error::usage(format!(
-                "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
-                 (passwords are never taken from the command line)",
-                imap.url(),
-                crate::target::PASSWORD_ENV
-            )));
-        }
-        let topo = remote_topology(o, profile, &creds)?;
-        Ok(Prepared {
-            target: Arc::new(Target {
-                kind: "remote".into(),
-                imap,
-                submission,
-                sieve,
-                creds,
-                op_timeout: o.op_timeout,
-                tls: tls_of(o)?,
-                pinned: Pinned::default(),
-                trace: trace_dir(o)?,
-            }),
-            security: None,
-            topo: Arc::new(topo),
-            local: None,
-            local_dir: None,
-            temp_dir: false,
-        })
+        }),
+        security: None,
+        topo: Arc::new(topo),
+        local: None,
+        local_dir: None,
+        temp_dir: false,
+    })
+}
+
+/// The remote users' passwords (`--users-file`, `--password-file` or the environment);
+/// none is a usage error.
+fn remote_credentials(o: &Resolved, imap: &Endpoint) -> Result<Credentials> {
+    let creds = Credentials::load(o.users_file.as_deref(), o.password_file.as_deref())?;
+    if creds.is_empty() {
+        return Err(Error::usage(format!(
+            "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
+             (passwords are never taken from the command line)",
+            imap.url(),
+            crate::target::PASSWORD_ENV
+        )));
     }
+    Ok(creds)
 }
 
 /// The users of a remote target (`--users-file` from `--first-user` on, or
@@ -268,15 +292,7 @@ fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
     if let Some(s) = &o.sieve {
         Endpoint::parse(s, "sieve", SIEVE_SCHEMES)?;
     }
-    let creds = Credentials::load(o.users_file.as_deref(), o.password_file.as_deref())?;
-    if creds.is_empty() {
-        return Err(Error::usage(format!(
-            "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
-             (passwords are never taken from the command line)",
-            imap.url(),
-            crate::target::PASSWORD_ENV
-        )));
-    }
+    let creds = remote_credentials(o, &imap)?;
     remote_topology(o, profile, &creds)?;
     Ok(())
 }
@@ -417,7 +433,6 @@ pub fn run(o: Resolved, out: &Output) -> Result<MailRun> {
 }
 
 /// `mail run` with hooks: one host's share of a test over several hosts.
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) -> Result<MailRun> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
@@ -441,61 +456,18 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     probe(&rt, &mut prepared, &run.log)?;
     run.log
         .line(format!("target answers: {}", prepared.target.imap.url()));
-
     let setup_report = if o.skip_setup {
         None
     } else {
-        run.log.line("setup: provisioning users (idempotent)");
-        let r = rt.block_on(provision(
-            prepared.target.clone(),
-            prepared.topo.clone(),
-            Arc::new(profile.clone()),
-            o.concurrency,
-            true,
-            o.seed,
-            run.log.clone(),
-            intr.clone(),
-        ));
-        run.log.line(format!(
-            "setup: {} users ok, {} messages appended in {:.1} s",
-            r.users_ok, r.messages_appended, r.seconds
-        ));
-        Some(r)
+        Some(provision_before_run(
+            &rt, &o, &profile, &prepared, &run.log, &intr,
+        ))
     };
-
     if let Some(wait) = hooks.before_load.take() {
         wait(&run.log)?;
     }
     let cpu_before = mailbench_metrics::system::process_cpu_s();
-    let params = RunParams {
-        day_length: o.day_length,
-        ramp_up: o.ramp_up,
-        drain: o.drain,
-        use_idle: o.idle,
-        poll_interval: o.poll_interval,
-        seed: o.seed,
-    };
-    let run_id = crate::run::new_run_id(o.seed);
-    let stats = Stats {
-        within: o.delivery_within,
-        ..Default::default()
-    };
-    let shared = Arc::new(Shared {
-        t0: tokio::time::Instant::now(),
-        run_id: run_id.clone(),
-        profile: profile.clone(),
-        topo: (*prepared.topo).clone(),
-        target: (*prepared.target).clone(),
-        msggen: Generator::new(&profile.sizes, o.seed),
-        params,
-        stats: std::sync::Mutex::new(stats),
-        msg_seq: AtomicU64::new(1),
-        imap_cmds: AtomicU64::new(0),
-        smtp_cmds: AtomicU64::new(0),
-        sieve_cmds: AtomicU64::new(0),
-        planned: AtomicU64::new(0),
-        interrupted: Default::default(),
-    });
+    let shared = shared_state(&o, &profile, &prepared);
     let mail_dir = prepared
         .local_dir
         .as_ref()
@@ -514,7 +486,6 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     )?;
     let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
-
     let ctl = if intr.raised() {
         // Stopped during setup: no user starts; the result says so.
         run.log.line("interrupted before the load started");
@@ -533,12 +504,123 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             &mut hooks.on_interval,
         ))
     };
-    let cpu_used = mailbench_metrics::system::process_cpu_s() - cpu_before;
-    let server_series = scraper.map(|s| s.stop());
-    let server_deliveries = prepared.local.as_ref().and_then(|l| l.deliveries_logged());
+    let load = LoadEnd {
+        cpu_s: mailbench_metrics::system::process_cpu_s() - cpu_before,
+        server_series: scraper.map(|s| s.stop()),
+        server_deliveries: prepared.local.as_ref().and_then(|l| l.deliveries_logged()),
+        ctl,
+        disk_dev,
+        queue_local: queue_etc.is_some(),
+    };
     header.finish(started.elapsed());
+    let id = crate::result::Identity {
+        header,
+        target: target_info(&prepared),
+        run_id: shared.run_id.clone(),
+        users: prepared.topo.users.len(),
+        lists: prepared.topo.lists.len(),
+        setup: setup_report.as_ref().map(crate::result::setup_figures),
+    };
+    let result = run_result(&o, &profile, &run, &prepared, &shared, id, load)?;
+    run.log.line(format!(
+        "mail run done: {} (response time {:.0} ms)",
+        result.verdict.label(),
+        result
+            .steady
+            .as_ref()
+            .and_then(|s| s.judged_ms())
+            .unwrap_or(result.response_time.weighted_p95_ms)
+    ));
+    drop(prepared);
+    Ok(MailRun { dir: run, result })
+}
 
-    // ---- result (judged with the mail verdict rules) ----------------------
+/// `mail run`'s setup step (idempotent): the users provisioned before the load.
+fn provision_before_run(
+    rt: &tokio::runtime::Runtime,
+    o: &Resolved,
+    profile: &Profile,
+    prepared: &Prepared,
+    log: &TestLog,
+    intr: &mailbench_base::interrupt::Interrupt,
+) -> crate::setup::SetupReport {
+    log.line("setup: provisioning users (idempotent)");
+    let r = rt.block_on(provision(
+        prepared.target.clone(),
+        prepared.topo.clone(),
+        Arc::new(profile.clone()),
+        o.concurrency,
+        true,
+        o.seed,
+        log.clone(),
+        intr.clone(),
+    ));
+    log.line(format!(
+        "setup: {} users ok, {} messages appended in {:.1} s",
+        r.users_ok, r.messages_appended, r.seconds
+    ));
+    r
+}
+
+/// What the users share: the run's parameters, profile, target, counters.
+fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Shared> {
+    let params = RunParams {
+        day_length: o.day_length,
+        ramp_up: o.ramp_up,
+        drain: o.drain,
+        use_idle: o.idle,
+        poll_interval: o.poll_interval,
+        seed: o.seed,
+    };
+    let run_id = crate::run::new_run_id(o.seed);
+    let stats = Stats {
+        within: o.delivery_within,
+        ..Default::default()
+    };
+    Arc::new(Shared {
+        t0: tokio::time::Instant::now(),
+        run_id,
+        profile: profile.clone(),
+        topo: (*prepared.topo).clone(),
+        target: (*prepared.target).clone(),
+        msggen: Generator::new(&profile.sizes, o.seed),
+        params,
+        stats: std::sync::Mutex::new(stats),
+        msg_seq: AtomicU64::new(1),
+        imap_cmds: AtomicU64::new(0),
+        smtp_cmds: AtomicU64::new(0),
+        sieve_cmds: AtomicU64::new(0),
+        planned: AtomicU64::new(0),
+        interrupted: Default::default(),
+    })
+}
+
+/// What the load left for the result besides the users' counters.
+struct LoadEnd {
+    ctl: CtlResult,
+    server_series: Option<crate::servermetrics::ServerSeries>,
+    /// Deliveries the local Postfix logged.
+    server_deliveries: Option<u64>,
+    /// This process's CPU seconds during the load.
+    cpu_s: f64,
+    /// The mail store's disk (local target).
+    disk_dev: Option<String>,
+    /// Whether the queue was sampled from the local Postfix.
+    queue_local: bool,
+}
+
+/// The run's typed result from the final counters (deliveries still missing count as
+/// not delivered unless interrupted), the steady window and the server's figures,
+/// judged with the mail verdict rules.
+fn run_result(
+    o: &Resolved,
+    profile: &Profile,
+    run: &RunDir,
+    prepared: &Prepared,
+    shared: &Shared,
+    id: crate::result::Identity,
+    load: LoadEnd,
+) -> Result<MailRunResult> {
     let mut stats = match shared.stats.lock() {
         Ok(mut g) => std::mem::take(&mut *g),
         Err(p) => std::mem::take(&mut *p.into_inner()),
@@ -547,15 +629,8 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     if !interrupted {
         stats.not_delivered(stats.expected_deliveries.saturating_sub(stats.delivered));
     }
-    let id = crate::result::Identity {
-        header,
-        target: target_info(&prepared),
-        run_id,
-        users: prepared.topo.users.len(),
-        lists: prepared.topo.lists.len(),
-        setup: setup_report.as_ref().map(crate::result::setup_figures),
-    };
-    let window = steady_window(&o, &profile)?;
+    let ctl = load.ctl;
+    let window = steady_window(o, profile)?;
     let steady = crate::steady::section(
         &o.steady,
         &window,
@@ -563,17 +638,17 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         &(ctl.queue.iter())
             .map(|q| (q.t_s, q.length as f64))
             .collect::<Vec<_>>(),
-        &profile,
+        profile,
         prepared.topo.users.len(),
         o.delivery_within,
     );
-    let server = match &server_series {
+    let server = match &load.server_series {
         Some(series) => {
             // The server's figures over the steady window.
             let day = (window.from_s, window.to_s);
             let compression = profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9);
             let n = prepared.topo.users.len() as u64;
-            let section = crate::servermetrics::finish(series, &run, day, n, compression, &o)?;
+            let section = crate::servermetrics::finish(series, run, day, n, compression, o)?;
             Some((section, series.warnings.clone()))
         }
         None => None,
@@ -581,17 +656,17 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     let measured = crate::result::Measured {
         server,
         steady: (!interrupted).then_some(steady),
-        queue_local: queue_etc.is_some(),
+        queue_local: load.queue_local,
         host: HostFigures {
             cpu_busy_pct: ctl.cpu_busy_pct,
             cpu_iowait_pct: ctl.cpu_iowait_pct,
             memory_used_pct_max: ctl.mem_max_pct,
         },
-        disk: ctl.disk.map(|d| (disk_dev.clone(), d)),
+        disk: ctl.disk.map(|d| (load.disk_dev.clone(), d)),
         drain_s: ctl.drain_s,
         queue: ctl.queue,
-        server_deliveries,
-        cpu_s: cpu_used,
+        server_deliveries: load.server_deliveries,
+        cpu_s: load.cpu_s,
         commands: [
             shared.imap_cmds.load(Ordering::Relaxed),
             shared.smtp_cmds.load(Ordering::Relaxed),
@@ -606,18 +681,7 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             .map(|l| l.log_errors(5))
             .unwrap_or_default(),
     };
-    let result = crate::result::build(id, &o, &profile, &stats, measured);
-    run.log.line(format!(
-        "mail run done: {} (response time {:.0} ms)",
-        result.verdict.label(),
-        result
-            .steady
-            .as_ref()
-            .and_then(|s| s.judged_ms())
-            .unwrap_or(result.response_time.weighted_p95_ms)
-    ));
-    drop(prepared);
-    Ok(MailRun { dir: run, result })
+    Ok(crate::result::build(id, o, profile, &stats, measured))
 }
 
 /// The run's steady window (`--steady`, checked when the options were
@@ -625,277 +689,6 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
 fn steady_window(o: &Resolved, profile: &Profile) -> Result<crate::steady::Window> {
     let spec: crate::steady::SteadySpec = o.steady.parse().map_err(Error::usage)?;
     spec.resolve(o.ramp_up, o.day_length, profile.day)
-}
-
-#[derive(Default)]
-struct CtlResult {
-    queue: Vec<QueueSample>,
-    cpu_busy_pct: f64,
-    cpu_iowait_pct: f64,
-    mem_max_pct: f64,
-    disk: Option<mailbench_metrics::system::DiskRates>,
-    drain_s: f64,
-    /// The run reached its hard time limit and its users were aborted.
-    hard_stopped: bool,
-    /// Every line written to intervals.jsonl.
-    intervals: Vec<MailInterval>,
-}
-
-/// How often the controller checks the end of the day and of the drain and
-/// the hard limit, whatever `--interval` is.
-const CONTROL_TICK: Duration = Duration::from_secs(1);
-
-/// The local server's queue length (None: remote target or unreadable).
-async fn sample_queue(queue_etc: &Option<PathBuf>) -> Option<u64> {
-    let etc = queue_etc.clone()?;
-    tokio::task::spawn_blocking(move || crate::local::queue_len(&etc))
-        .await
-        .ok()
-        .flatten()
-}
-
-/// Whether the drain is over at `now` (after the day's end): every
-/// delivery seen and the queue (if any) empty, or the drain limit passed.
-fn drain_over(
-    now: tokio::time::Instant,
-    day_end: tokio::time::Instant,
-    drain: Duration,
-    delivered: u64,
-    expected: u64,
-    queue: Option<u64>,
-) -> bool {
-    (delivered >= expected && queue.unwrap_or(0) == 0) || now >= day_end + drain
-}
-
-fn end_drain(
-    res: &mut CtlResult,
-    now: tokio::time::Instant,
-    day_end: tokio::time::Instant,
-    delivered: u64,
-    expected: u64,
-    log: &TestLog,
-) {
-    res.drain_s = now.saturating_duration_since(day_end).as_secs_f64();
-    log.line(format!(
-        "drain over after {:.1} s: {delivered}/{expected} deliveries seen",
-        res.drain_s
-    ));
-}
-
-/// Runs the users, writes one interval line per tick, samples the host and the
-/// queue, ends the drain when every delivery arrived (or the drain limit passed),
-/// and stops early on Ctrl-C / SIGTERM.
-#[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-async fn controller<'h>(
-    sh: Arc<Shared>,
-    o: &Resolved,
-    log: &TestLog,
-    intervals: &mut std::fs::File,
-    queue_etc: Option<PathBuf>,
-    disk_dev: Option<String>,
-    out: &Output,
-    intr: mailbench_base::interrupt::Interrupt,
-    on_interval: &mut Option<crate::hooks::OnInterval<'h>>,
-) -> CtlResult {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let users = tokio::spawn(crate::run::run_users(sh.clone(), stop_rx));
-    let mut sigint = signal(SignalKind::interrupt()).ok();
-    let mut sigterm = signal(SignalKind::terminate()).ok();
-    let mut tick = tokio::time::interval(o.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    // The end of the day, the drain and the hard limit are watched on a
-    // tick of their own: a long --interval only spaces the samples.
-    let mut control = tokio::time::interval(CONTROL_TICK.min(o.interval));
-    control.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    control.tick().await;
-    let cpu0 = CpuTimes::read();
-    let mut cpu_prev = cpu0;
-    let disk0 = disk_dev.as_deref().and_then(DiskCounters::read);
-    let mut disk_prev = disk0;
-    let t_disk0 = std::time::Instant::now();
-    let mut t_prev = t_disk0;
-    let mut res = CtlResult::default();
-    let day_end = sh.day_end();
-    // Hard bound: nothing outlives the day + drain + a grace period.
-    let hard_end = day_end + o.drain + o.op_timeout * 2 + Duration::from_secs(30);
-    let mut stopping = false;
-    let mut users = users;
-    let mut cpu_day_start: Option<CpuTimes> = None;
-    let mut disk_day_start: Option<(DiskCounters, std::time::Instant)> = None;
-    let mut stats_day_end: Option<(CpuTimes, Option<DiskCounters>, std::time::Instant)> = None;
-    loop {
-        let (interrupted, sample) = tokio::select! {
-            _ = tick.tick() => (intr.raised() && !stopping, true),
-            _ = control.tick() => (intr.raised() && !stopping, false),
-            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
-            _ = &mut users => { break; }
-        };
-        if interrupted {
-            log.line("interrupted: stopping the users");
-            sh.interrupted.store(true, Ordering::Relaxed);
-            let _ = stop_tx.send(true);
-            stopping = true;
-            continue;
-        }
-        if !sample {
-            let now = tokio::time::Instant::now();
-            if !stopping && now >= day_end {
-                let (_, expected, delivered) = sh.counts();
-                // The queue is only asked once every delivery was seen.
-                let queue = if delivered >= expected {
-                    sample_queue(&queue_etc).await
-                } else {
-                    None
-                };
-                if drain_over(now, day_end, o.drain, delivered, expected, queue) {
-                    end_drain(&mut res, now, day_end, delivered, expected, log);
-                    let _ = stop_tx.send(true);
-                    stopping = true;
-                }
-            }
-            if now >= hard_end {
-                log.line("hard time limit reached: aborting the remaining users");
-                res.hard_stopped = true;
-                users.abort();
-                break;
-            }
-            continue;
-        }
-        let now = tokio::time::Instant::now();
-        let t_s = now.saturating_duration_since(sh.t0).as_secs_f64();
-        let snap = sh.take_interval();
-        if let Some(f) = on_interval.as_mut() {
-            f(&crate::hooks::IntervalView {
-                elapsed_s: t_s,
-                remaining_s: day_end.saturating_duration_since(now).as_secs_f64(),
-                interval_s: o.interval.as_secs_f64(),
-                users: sh.topo.users.len(),
-                ops: &snap,
-            });
-        }
-        let queue = sample_queue(&queue_etc).await;
-        if let Some(q) = queue {
-            res.queue.push(QueueSample { t_s, length: q });
-        }
-        let cpu = CpuTimes::read();
-        let (busy, iow) = match (cpu, cpu_prev) {
-            (Some(a), Some(b)) => a.usage_since(&b),
-            _ => (0.0, 0.0),
-        };
-        cpu_prev = cpu;
-        let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
-        res.mem_max_pct = res.mem_max_pct.max(mem);
-        let disk_now = disk_dev.as_deref().and_then(DiskCounters::read);
-        let wall = std::time::Instant::now();
-        let disk_rates = match (disk_now, disk_prev) {
-            (Some(a), Some(b)) => {
-                Some(a.rates_since(&b, wall.duration_since(t_prev).as_secs_f64()))
-            }
-            _ => None,
-        };
-        disk_prev = disk_now;
-        t_prev = wall;
-        if now >= sh.day_start() && cpu_day_start.is_none() {
-            cpu_day_start = cpu;
-            disk_day_start = disk_now.map(|d| (d, wall));
-        }
-        if now >= day_end
-            && stats_day_end.is_none()
-            && let Some(c) = cpu
-        {
-            stats_day_end = Some((c, disk_now, wall));
-        }
-        let (submitted, expected, delivered) = sh.counts();
-        let phase = if now < sh.day_start() {
-            "ramp_up"
-        } else if now < day_end {
-            "day"
-        } else {
-            "drain"
-        };
-        let line = MailInterval {
-            t_s,
-            phase: phase.into(),
-            interval_s: o.interval.as_secs_f64(),
-            ops: snap.ops.clone(),
-            submitted: snap.submitted,
-            delivered: snap.delivered,
-            delivery_p95_ms: snap.delivery_p95_ms,
-            delivery_hist: snap.delivery_hist.clone(),
-            sched_delay_p99_ms: snap.sched_delay_p99_ms,
-            sched_delay_hist: snap.sched_delay_hist.clone(),
-            total_submitted: submitted,
-            total_expected_deliveries: expected,
-            total_delivered: delivered,
-            queue_length: queue,
-            cpu_busy_pct: busy,
-            cpu_iowait_pct: iow,
-            memory_used_pct: mem,
-            disk: disk_rates,
-            generators: None,
-        };
-        let text = serde_json::to_string(&line).unwrap_or_default();
-        let _ = writeln!(intervals, "{text}");
-        res.intervals.push(line);
-        if !out.quiet && !out.json {
-            // One compact line per interval (live progress; -q silences it).
-            let g = snap.glance();
-            let left = day_end.saturating_duration_since(now).as_secs_f64();
-            eprintln!(
-                "[{t_s:>7.1}s {phase:<7}] tasks {:>7.1}/s | slowest task p95 {:>8.1} ms | submitted {submitted} delivered {delivered}/{expected} | queue {} | errors {} | {left:.0}s of the day left",
-                g.tasks as f64 / o.interval.as_secs_f64().max(1e-9),
-                g.worst_p95_ms,
-                queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
-                g.errors
-            );
-        }
-        if !stopping
-            && now >= day_end
-            && drain_over(now, day_end, o.drain, delivered, expected, queue)
-        {
-            end_drain(&mut res, now, day_end, delivered, expected, log);
-            let _ = stop_tx.send(true);
-            stopping = true;
-        }
-        if now >= hard_end {
-            log.line("hard time limit reached: aborting the remaining users");
-            res.hard_stopped = true;
-            users.abort();
-            break;
-        }
-    }
-    // One last queue sample after the users logged off.
-    if let Some(q) = sample_queue(&queue_etc).await {
-        res.queue.push(QueueSample {
-            t_s: tokio::time::Instant::now()
-                .saturating_duration_since(sh.t0)
-                .as_secs_f64(),
-            length: q,
-        });
-    }
-    // Host CPU and disk over the measured day.
-    let end = stats_day_end.or_else(|| {
-        CpuTimes::read().map(|c| {
-            (
-                c,
-                disk_dev.as_deref().and_then(DiskCounters::read),
-                std::time::Instant::now(),
-            )
-        })
-    });
-    if let (Some(a), Some((b, dend, wend))) = (cpu_day_start.or(cpu0), end) {
-        let (busy, iow) = b.usage_since(&a);
-        res.cpu_busy_pct = busy;
-        res.cpu_iowait_pct = iow;
-        if let (Some((d0, w0)), Some(d1)) = (disk_day_start.or(disk0.map(|d| (d, t_disk0))), dend) {
-            res.disk = Some(d1.rates_since(&d0, wend.duration_since(w0).as_secs_f64()));
-        }
-    }
-    res
 }
 
 /// Default results folder.

@@ -1,0 +1,396 @@
+//! `mail run`'s controller: while the users run, one interval line per tick
+//! (intervals.jsonl, the live line, the hooks), the host and the server queue
+//! sampled, the end of the day and of the drain, the hard time limit, Ctrl-C.
+
+use super::Output;
+use crate::hooks::{IntervalView, OnInterval};
+use crate::options::Resolved;
+use crate::run::Shared;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::TestLog;
+use mailbench_metrics::system::{CpuTimes, DiskCounters, DiskRates, Memory};
+use mailbench_results::mail::run::{MailInterval, QueueSample};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the controller measured.
+#[derive(Default)]
+pub(super) struct CtlResult {
+    pub queue: Vec<QueueSample>,
+    pub cpu_busy_pct: f64,
+    pub cpu_iowait_pct: f64,
+    pub mem_max_pct: f64,
+    pub disk: Option<DiskRates>,
+    pub drain_s: f64,
+    /// The run reached its hard time limit and its users were aborted.
+    pub hard_stopped: bool,
+    /// Every line written to intervals.jsonl.
+    pub intervals: Vec<MailInterval>,
+}
+
+/// How often the controller checks the end of the day and of the drain and
+/// the hard limit, whatever `--interval` is.
+const CONTROL_TICK: Duration = Duration::from_secs(1);
+
+/// The local server's queue length (None: remote target or unreadable).
+async fn sample_queue(queue_etc: &Option<PathBuf>) -> Option<u64> {
+    let etc = queue_etc.clone()?;
+    tokio::task::spawn_blocking(move || crate::local::queue_len(&etc))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Whether the drain is over at `now` (after the day's end): every
+/// delivery seen and the queue (if any) empty, or the drain limit passed.
+fn drain_over(
+    now: Instant,
+    day_end: Instant,
+    drain: Duration,
+    delivered: u64,
+    expected: u64,
+    queue: Option<u64>,
+) -> bool {
+    (delivered >= expected && queue.unwrap_or(0) == 0) || now >= day_end + drain
+}
+
+/// Runs the users, writes one interval line per tick, samples the host and the
+/// queue, ends the drain when every delivery arrived (or the drain limit passed),
+/// and stops early on Ctrl-C / SIGTERM.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn controller<'h>(
+    sh: Arc<Shared>,
+    o: &Resolved,
+    log: &TestLog,
+    intervals: &mut std::fs::File,
+    queue_etc: Option<PathBuf>,
+    disk_dev: Option<String>,
+    out: &Output,
+    intr: Interrupt,
+    on_interval: &mut Option<OnInterval<'h>>,
+) -> CtlResult {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut users = tokio::spawn(crate::run::run_users(sh.clone(), stop_rx));
+    let mut sigint = signal(SignalKind::interrupt()).ok();
+    let mut sigterm = signal(SignalKind::terminate()).ok();
+    let mut tick = tokio::time::interval(o.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    // The end of the day, the drain and the hard limit are watched on a
+    // tick of their own: a long --interval only spaces the samples.
+    let mut control = tokio::time::interval(CONTROL_TICK.min(o.interval));
+    control.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    control.tick().await;
+    let day_end = sh.day_end();
+    let mut c = Control {
+        host: HostSampler::start(disk_dev),
+        res: CtlResult::default(),
+        day_end,
+        // Hard bound: nothing outlives the day + drain + a grace period.
+        hard_end: day_end + o.drain + o.op_timeout * 2 + Duration::from_secs(30),
+        stopping: false,
+        stop_tx,
+        sh,
+        o,
+        log,
+        queue_etc,
+        out,
+    };
+    loop {
+        let (interrupted, sample) = tokio::select! {
+            _ = tick.tick() => (intr.raised() && !c.stopping, true),
+            _ = control.tick() => (intr.raised() && !c.stopping, false),
+            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
+            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
+            _ = &mut users => { break; }
+        };
+        if interrupted {
+            c.interrupted();
+            continue;
+        }
+        let go_on = if sample {
+            c.interval(intervals, on_interval).await
+        } else {
+            c.control_tick().await
+        };
+        if !go_on {
+            users.abort();
+            break;
+        }
+    }
+    c.finish().await
+}
+
+/// The controller's state while the users run.
+struct Control<'a> {
+    sh: Arc<Shared>,
+    o: &'a Resolved,
+    log: &'a TestLog,
+    out: &'a Output,
+    /// The local Postfix's configuration folder (None: remote target).
+    queue_etc: Option<PathBuf>,
+    host: HostSampler,
+    res: CtlResult,
+    day_end: Instant,
+    hard_end: Instant,
+    /// The users were told to stop (drain over or interrupted).
+    stopping: bool,
+    stop_tx: tokio::sync::watch::Sender<bool>,
+}
+
+impl Control<'_> {
+    /// Ctrl-C / SIGTERM (or the coordinator's flag): the users are told to stop.
+    fn interrupted(&mut self) {
+        self.log.line("interrupted: stopping the users");
+        self.sh.interrupted.store(true, Ordering::Relaxed);
+        let _ = self.stop_tx.send(true);
+        self.stopping = true;
+    }
+
+    /// A control tick: after the day, ends the drain once it is over (the queue is
+    /// asked only when every delivery was seen). False past the hard limit.
+    async fn control_tick(&mut self) -> bool {
+        let now = Instant::now();
+        if !self.stopping && now >= self.day_end {
+            let (_, expected, delivered) = self.sh.counts();
+            // The queue is only asked once every delivery was seen.
+            let queue = if delivered >= expected {
+                sample_queue(&self.queue_etc).await
+            } else {
+                None
+            };
+            if drain_over(now, self.day_end, self.o.drain, delivered, expected, queue) {
+                self.end_drain(now, delivered, expected);
+            }
+        }
+        !self.past_hard_end(now)
+    }
+
+    /// One sampling interval: the caller's hook, the queue and the host sampled,
+    /// the interval line written (intervals.jsonl, the live line), then the drain
+    /// and the hard limit checked. False past the hard limit.
+    async fn interval(
+        &mut self,
+        intervals: &mut std::fs::File,
+        on_interval: &mut Option<OnInterval<'_>>,
+    ) -> bool {
+        let (sh, o, day_end) = (self.sh.clone(), self.o, self.day_end);
+        let now = Instant::now();
+        let t_s = now.saturating_duration_since(sh.t0).as_secs_f64();
+        let snap = sh.take_interval();
+        if let Some(f) = on_interval.as_mut() {
+            f(&IntervalView {
+                elapsed_s: t_s,
+                remaining_s: day_end.saturating_duration_since(now).as_secs_f64(),
+                interval_s: o.interval.as_secs_f64(),
+                users: sh.topo.users.len(),
+                ops: &snap,
+            });
+        }
+        let queue = sample_queue(&self.queue_etc).await;
+        if let Some(q) = queue {
+            self.res.queue.push(QueueSample { t_s, length: q });
+        }
+        let host = self.host.sample(now, sh.day_start(), day_end);
+        self.res.mem_max_pct = self.res.mem_max_pct.max(host.memory_used_pct);
+        let (submitted, expected, delivered) = sh.counts();
+        let phase = if now < sh.day_start() {
+            "ramp_up"
+        } else if now < day_end {
+            "day"
+        } else {
+            "drain"
+        };
+        let line = MailInterval {
+            t_s,
+            phase: phase.into(),
+            interval_s: o.interval.as_secs_f64(),
+            ops: snap.ops.clone(),
+            submitted: snap.submitted,
+            delivered: snap.delivered,
+            delivery_p95_ms: snap.delivery_p95_ms,
+            delivery_hist: snap.delivery_hist.clone(),
+            sched_delay_p99_ms: snap.sched_delay_p99_ms,
+            sched_delay_hist: snap.sched_delay_hist.clone(),
+            total_submitted: submitted,
+            total_expected_deliveries: expected,
+            total_delivered: delivered,
+            queue_length: queue,
+            cpu_busy_pct: host.cpu_busy_pct,
+            cpu_iowait_pct: host.cpu_iowait_pct,
+            memory_used_pct: host.memory_used_pct,
+            disk: host.disk,
+            generators: None,
+        };
+        let text = serde_json::to_string(&line).unwrap_or_default();
+        let _ = writeln!(intervals, "{text}");
+        self.res.intervals.push(line);
+        if !self.out.quiet && !self.out.json {
+            // One compact line per interval (live progress; -q silences it).
+            let g = snap.glance();
+            let left = day_end.saturating_duration_since(now).as_secs_f64();
+            eprintln!(
+                "[{t_s:>7.1}s {phase:<7}] tasks {:>7.1}/s | slowest task p95 {:>8.1} ms | submitted {submitted} delivered {delivered}/{expected} | queue {} | errors {} | {left:.0}s of the day left",
+                g.tasks as f64 / o.interval.as_secs_f64().max(1e-9),
+                g.worst_p95_ms,
+                queue.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+                g.errors
+            );
+        }
+        if !self.stopping
+            && now >= day_end
+            && drain_over(now, day_end, o.drain, delivered, expected, queue)
+        {
+            self.end_drain(now, delivered, expected);
+        }
+        !self.past_hard_end(now)
+    }
+
+    /// The drain is over: its length logged, the users told to stop.
+    fn end_drain(&mut self, now: Instant, delivered: u64, expected: u64) {
+        self.res.drain_s = now.saturating_duration_since(self.day_end).as_secs_f64();
+        self.log.line(format!(
+            "drain over after {:.1} s: {delivered}/{expected} deliveries seen",
+            self.res.drain_s
+        ));
+        let _ = self.stop_tx.send(true);
+        self.stopping = true;
+    }
+
+    /// Whether the hard time limit has passed (then logged and recorded: the caller
+    /// aborts the users).
+    fn past_hard_end(&mut self, now: Instant) -> bool {
+        if now < self.hard_end {
+            return false;
+        }
+        self.log
+            .line("hard time limit reached: aborting the remaining users");
+        self.res.hard_stopped = true;
+        true
+    }
+
+    /// After the users: one last queue sample, the host's CPU and disk over the day.
+    async fn finish(mut self) -> CtlResult {
+        if let Some(q) = sample_queue(&self.queue_etc).await {
+            self.res.queue.push(QueueSample {
+                t_s: Instant::now()
+                    .saturating_duration_since(self.sh.t0)
+                    .as_secs_f64(),
+                length: q,
+            });
+        }
+        self.host.over_day(&mut self.res);
+        self.res
+    }
+}
+
+/// One interval's host figures.
+struct HostSample {
+    cpu_busy_pct: f64,
+    cpu_iowait_pct: f64,
+    memory_used_pct: f64,
+    disk: Option<DiskRates>,
+}
+
+/// This host's CPU and disk counters: at the start, at the last interval, at the
+/// start and the end of the measured day.
+struct HostSampler {
+    disk_dev: Option<String>,
+    cpu0: Option<CpuTimes>,
+    disk0: Option<DiskCounters>,
+    t_disk0: std::time::Instant,
+    cpu_prev: Option<CpuTimes>,
+    disk_prev: Option<DiskCounters>,
+    t_prev: std::time::Instant,
+    cpu_day_start: Option<CpuTimes>,
+    disk_day_start: Option<(DiskCounters, std::time::Instant)>,
+    day_end: Option<(CpuTimes, Option<DiskCounters>, std::time::Instant)>,
+}
+
+impl HostSampler {
+    fn start(disk_dev: Option<String>) -> HostSampler {
+        let cpu0 = CpuTimes::read();
+        let disk0 = disk_dev.as_deref().and_then(DiskCounters::read);
+        let t_disk0 = std::time::Instant::now();
+        HostSampler {
+            disk_dev,
+            cpu0,
+            disk0,
+            t_disk0,
+            cpu_prev: cpu0,
+            disk_prev: disk0,
+            t_prev: t_disk0,
+            cpu_day_start: None,
+            disk_day_start: None,
+            day_end: None,
+        }
+    }
+
+    /// The figures since the last sample; marks the day's start and end when `now`
+    /// passed them.
+    fn sample(&mut self, now: Instant, day_start: Instant, day_end: Instant) -> HostSample {
+        let cpu = CpuTimes::read();
+        let (busy, iow) = match (cpu, self.cpu_prev) {
+            (Some(a), Some(b)) => a.usage_since(&b),
+            _ => (0.0, 0.0),
+        };
+        self.cpu_prev = cpu;
+        let mem = Memory::read().map(|m| m.used_pct()).unwrap_or(0.0);
+        let disk_now = self.disk_dev.as_deref().and_then(DiskCounters::read);
+        let wall = std::time::Instant::now();
+        let disk = match (disk_now, self.disk_prev) {
+            (Some(a), Some(b)) => {
+                Some(a.rates_since(&b, wall.duration_since(self.t_prev).as_secs_f64()))
+            }
+            _ => None,
+        };
+        self.disk_prev = disk_now;
+        self.t_prev = wall;
+        if now >= day_start && self.cpu_day_start.is_none() {
+            self.cpu_day_start = cpu;
+            self.disk_day_start = disk_now.map(|d| (d, wall));
+        }
+        if now >= day_end
+            && self.day_end.is_none()
+            && let Some(c) = cpu
+        {
+            self.day_end = Some((c, disk_now, wall));
+        }
+        HostSample {
+            cpu_busy_pct: busy,
+            cpu_iowait_pct: iow,
+            memory_used_pct: mem,
+            disk,
+        }
+    }
+
+    /// Host CPU and disk over the measured day (from the run's start when the day
+    /// never started, to now when it never ended).
+    fn over_day(&self, res: &mut CtlResult) {
+        let end = self.day_end.or_else(|| {
+            CpuTimes::read().map(|c| {
+                (
+                    c,
+                    self.disk_dev.as_deref().and_then(DiskCounters::read),
+                    std::time::Instant::now(),
+                )
+            })
+        });
+        if let (Some(a), Some((b, dend, wend))) = (self.cpu_day_start.or(self.cpu0), end) {
+            let (busy, iow) = b.usage_since(&a);
+            res.cpu_busy_pct = busy;
+            res.cpu_iowait_pct = iow;
+            let start = self
+                .disk_day_start
+                .or(self.disk0.map(|d| (d, self.t_disk0)));
+            if let (Some((d0, w0)), Some(d1)) = (start, dend) {
+                res.disk = Some(d1.rates_since(&d0, wend.duration_since(w0).as_secs_f64()));
+            }
+        }
+    }
+}

@@ -3,27 +3,98 @@
 
 use super::*;
 
-pub fn storage_page(d: &StorageDoc) -> String {
+/// The view model of templates/storage.html.
+#[derive(Serialize)]
+struct StoragePage {
+    title: String,
+    data: String,
+    test: String,
+    host: String,
+    verdict: VerdictView,
+    identity: Vec<Ident>,
+    tiles: Vec<Tile>,
+    charts: Vec<Figure>,
+    no_intervals: bool,
+    bad_interval_lines: usize,
+    criteria: Table,
+    test_summary: Kv,
+    sizing: Kv,
+    system_parameters: Kv,
+    databases: Table,
+    tuning: Option<Table>,
+    transactional_io: Table,
+    transactional_latency: Table,
+    background: Vec<Section>,
+    maintenance: bool,
+    total_io: Table,
+    host_performance: Table,
+    memory_installed: String,
+    mailbench_cpu_s: String,
+    disks: Option<Table>,
+    hosts: Option<Table>,
+    init: Option<Table>,
+    checksum: Option<Table>,
+    errors: Vec<String>,
+    test_log: Option<String>,
+}
+
+/// A section of one table under its own heading.
+#[derive(Serialize)]
+pub(super) struct Section {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub table: Table,
+}
+
+pub fn storage_page(d: &StorageDoc) -> Result<String, minijinja::Error> {
     let r = &d.result;
     let s = series(d);
-    let mut b = String::new();
     let test = format!("{:?}", r.spec.test_type).to_lowercase();
     let hostname = &r.run.host.hostname;
-    let _ = write!(
-        b,
-        "<h1>mailbench storage {} test — {}</h1>",
-        esc(&test),
-        esc(hostname)
-    );
-    let what = match r.verdict.status {
-        Status::Pass => "all pass criteria were met".to_string(),
-        Status::Fail => format!("{} criteria not met", r.verdict.reasons.len()),
-        Status::Interrupted => "the run was interrupted; figures are partial".into(),
-        Status::Error => "the run could not complete".into(),
+    let [transactional_io, transactional_latency] = tables_transactional_io(d);
+    let page = StoragePage {
+        title: format!(
+            "mailbench storage {test} — {} — {}",
+            hostname,
+            r.verdict.label()
+        ),
+        data: page_data(&d.raw),
+        verdict: verdict_view(&r.verdict, &crate::mailhtml::what(&r.verdict)),
+        identity: identity(identity_items(d, &test)),
+        test,
+        host: hostname.clone(),
+        tiles: storage_tiles(d),
+        charts: storage_charts(d, &s),
+        no_intervals: d.intervals.is_empty(),
+        bad_interval_lines: d.bad_interval_lines,
+        criteria: tables_criteria(d),
+        test_summary: tables_test_summary(d),
+        sizing: tables_sizing(d),
+        system_parameters: tables_system_parameters(d),
+        databases: tables_database_configuration(d),
+        tuning: tables_tuning(d),
+        transactional_io,
+        transactional_latency,
+        background: tables_background_io(d),
+        maintenance: r.spec.profile.maintenance,
+        total_io: tables_total_io(d),
+        host_performance: tables_host_performance(&s),
+        memory_installed: bytes(r.host.memory_total_bytes as f64),
+        mailbench_cpu_s: fixed(r.host.mailbench_cpu_s, 1),
+        disks: tables_disks(d),
+        hosts: tables_per_host(d),
+        init: tables_init(d),
+        checksum: tables_checksum(d),
+        errors: r.errors.iter().take(200).cloned().collect(),
+        test_log: d.test_log.clone(),
     };
-    b.push_str(&verdict_banner(&r.verdict, &what));
-    b.push_str(&identity(&[
-        ("Host", hostname.clone()),
+    tpl::render("storage.html", &page)
+}
+
+fn identity_items(d: &StorageDoc, test: &str) -> Vec<(&'static str, String)> {
+    let r = &d.result;
+    vec![
+        ("Host", r.run.host.hostname.clone()),
         ("OS", r.run.host.os.clone()),
         ("Kernel", r.run.host.kernel.clone()),
         ("mailbench", r.run.tool_version.clone()),
@@ -40,22 +111,11 @@ pub fn storage_page(d: &StorageDoc) -> String {
             ),
         ),
         ("Command", r.run.command_line.join(" ")),
-    ]));
-    storage_tiles(d, &mut b);
-    b.push_str(r#"<h2 id="charts">Charts</h2>"#);
-    b.push_str(&storage_charts(d, &s));
-    b.push_str(&storage_tables(d, &s));
-    b.push_str(&test_log(d.test_log.as_deref()));
-    let title = format!(
-        "mailbench storage {test} — {} — {}",
-        hostname,
-        r.verdict.label()
-    );
-    page(&title, &b, &d.raw)
+    ]
 }
 
 /// The headline tiles: IOPS, read and log write latency, transactions, errors.
-fn storage_tiles(d: &StorageDoc, b: &mut String) {
+fn storage_tiles(d: &StorageDoc) -> Vec<Tile> {
     let r = &d.result;
     let t = &r.total;
     let th = &r.spec.thresholds;
@@ -71,21 +131,21 @@ fn storage_tiles(d: &StorageDoc, b: &mut String) {
         .unwrap_or_default();
     let rd_ops = t.classes.get("db_read").map(|c| c.ops).unwrap_or(0);
     let lw_ops = t.classes.get("log_write").map(|c| c.ops).unwrap_or(0);
-    b.push_str(r#"<div class="tiles">"#);
-    b.push_str(&tile(
+    let mut b = Vec::new();
+    b.push(tile(
         "fig-iops",
         "Transactional IOPS",
-        &num(t.transactional_iops),
-        &t.target_iops
+        num(t.transactional_iops),
+        t.target_iops
             .map(|x| format!("target {}", num(x)))
             .unwrap_or_else(|| "no target set".into()),
         t.target_iops.map(|x| t.transactional_iops < x),
     ));
-    b.push_str(&tile(
+    b.push(tile(
         "fig-db-read",
         "Database read latency",
-        &format!("{} ms", ms(rd.avg)),
-        &format!(
+        format!("{} ms", ms(rd.avg)),
+        format!(
             "avg · p99 {} · max {} ms · limit {} ms",
             ms(rd.p99),
             ms(rd.max),
@@ -93,11 +153,11 @@ fn storage_tiles(d: &StorageDoc, b: &mut String) {
         ),
         (rd_ops > 0).then_some(rd.avg > th.db_read_avg_ms || rd.max > th.db_read_max_ms),
     ));
-    b.push_str(&tile(
+    b.push(tile(
         "fig-log-write",
         "Log write latency",
-        &format!("{} ms", ms(lw.avg)),
-        &format!(
+        format!("{} ms", ms(lw.avg)),
+        format!(
             "avg · p99 {} · max {} ms · limit {} ms",
             ms(lw.p99),
             ms(lw.max),
@@ -105,21 +165,21 @@ fn storage_tiles(d: &StorageDoc, b: &mut String) {
         ),
         (lw_ops > 0).then_some(lw.avg > th.log_write_avg_ms || lw.max > th.log_write_max_ms),
     ));
-    b.push_str(&tile(
+    b.push(tile(
         "fig-tps",
         "Transactions per second",
-        &num(t.transactions_per_s),
-        &format!("response p99 {} ms", ms(t.transaction_latency_ms.p99)),
+        num(t.transactions_per_s),
+        format!("response p99 {} ms", ms(t.transaction_latency_ms.p99)),
         None,
     ));
     let errs = t.io_errors.max(r.errors.len() as u64)
         + r.verify.as_ref().map(|v| v.bad_total).unwrap_or(0);
-    b.push_str(&tile(
+    b.push(tile(
         "fig-errors",
         "Errors",
-        &errs.to_string(),
+        errs.to_string(),
         "I/O errors, data errors and bad pages",
         Some(errs > 0),
     ));
-    b.push_str("</div>");
+    b
 }

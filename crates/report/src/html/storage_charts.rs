@@ -67,7 +67,7 @@ pub(super) fn pts(t: &[f64], v: &[f64], div: f64) -> Vec<(f64, f64)> {
     t.iter().zip(v.iter()).map(|(a, b)| (a / div, *b)).collect()
 }
 
-pub(super) fn storage_charts(d: &StorageDoc, s: &Series) -> String {
+pub(super) fn storage_charts(d: &StorageDoc, s: &Series) -> Vec<Figure> {
     let r = &d.result;
     let max_t = s.t.iter().cloned().fold(0.0, f64::max);
     let ax = time_axis(max_t);
@@ -83,23 +83,12 @@ pub(super) fn storage_charts(d: &StorageDoc, s: &Series) -> String {
             x1: max_t / ax.div,
         });
     }
-    let mut o = String::from(r#"<div class="charts">"#);
+    let mut o = Vec::new();
 
     charts_iops_and_latency(d, s, &ax, &bands, &mut o);
     charts_percentiles_and_instances(d, &mut o);
     charts_per_host(d, &mut o);
     charts_host(s, &ax, &bands, &mut o);
-    o.push_str("</div>");
-    if d.intervals.is_empty() {
-        o.push_str(r#"<p class="note">No interval data (intervals.jsonl missing or empty): the time charts are empty.</p>"#);
-    }
-    if d.bad_interval_lines > 0 {
-        let _ = write!(
-            o,
-            r#"<p class="note">{} lines of intervals.jsonl could not be read and were skipped.</p>"#,
-            d.bad_interval_lines
-        );
-    }
     o
 }
 
@@ -109,7 +98,7 @@ pub(super) fn charts_iops_and_latency(
     s: &Series,
     ax: &TimeAxis,
     bands: &[Band],
-    o: &mut String,
+    o: &mut Vec<Figure>,
 ) {
     let r = &d.result;
     let th = &r.spec.thresholds;
@@ -143,7 +132,7 @@ pub(super) fn charts_iops_and_latency(
             color: RED.into(),
         });
     }
-    o.push_str(&figure(
+    o.push(figure(
         svg::line_chart(&c),
         "Database reads and writes per second caused by transactions, per sampling interval; grey: warm-up and shutdown (not measured).",
     ));
@@ -183,7 +172,7 @@ pub(super) fn charts_iops_and_latency(
             value: max_lim,
             color: "#82071e".into(),
         });
-        o.push_str(&figure(
+        o.push(figure(
             svg::line_chart(&c),
             &format!(
                 "Average and 99th percentile of each interval; the verdict limits the average over the measured window and the slowest single {}.",
@@ -194,7 +183,7 @@ pub(super) fn charts_iops_and_latency(
 }
 
 /// Percentile curves and per-instance IOPS and latency bars.
-pub(super) fn charts_percentiles_and_instances(d: &StorageDoc, o: &mut String) {
+pub(super) fn charts_percentiles_and_instances(d: &StorageDoc, o: &mut Vec<Figure>) {
     chart_percentiles(d, o);
     chart_instance_iops(d, o);
     chart_instance_latency(d, o);
@@ -210,7 +199,7 @@ pub(super) fn per_instance(d: &StorageDoc, n: &str, f: &dyn Fn(&ClassFigures) ->
 }
 
 /// Percentile curves of every I/O class over the measured window.
-pub(super) fn chart_percentiles(d: &StorageDoc, o: &mut String) {
+pub(super) fn chart_percentiles(d: &StorageDoc, o: &mut Vec<Figure>) {
     let r = &d.result;
     let mut c = LineChart::new(
         "chart-percentiles",
@@ -231,17 +220,17 @@ pub(super) fn chart_percentiles(d: &StorageDoc, o: &mut String) {
             c.lines.push(l);
         }
     }
-    o.push_str(&figure(
+    o.push(figure(
         svg::line_chart(&c),
         "From the merged HDR histograms of the measured window (1 µs resolution, 0.1 % precision); the x axis spreads the tail (90, 99, 99.9 ...).",
     ));
 }
 
 /// Transactional reads, writes and log writes per second, per database.
-pub(super) fn chart_instance_iops(d: &StorageDoc, o: &mut String) {
+pub(super) fn chart_instance_iops(d: &StorageDoc, o: &mut Vec<Figure>) {
     let cats: Vec<String> = d.result.instances.iter().map(|i| i.name.clone()).collect();
     let col = |n: &str, f: &dyn Fn(&ClassFigures) -> f64| per_instance(d, n, f);
-    o.push_str(&figure(
+    o.push(figure(
         svg::bar_chart(&BarChart {
             id: "chart-instance-iops".into(),
             title: "Transactional IOPS per database".into(),
@@ -272,11 +261,11 @@ pub(super) fn chart_instance_iops(d: &StorageDoc, o: &mut String) {
 }
 
 /// Read and log write latency (average and p99) per database, against the limits.
-pub(super) fn chart_instance_latency(d: &StorageDoc, o: &mut String) {
+pub(super) fn chart_instance_latency(d: &StorageDoc, o: &mut Vec<Figure>) {
     let th = &d.result.spec.thresholds;
     let cats: Vec<String> = d.result.instances.iter().map(|i| i.name.clone()).collect();
     let col = |n: &str, f: &dyn Fn(&ClassFigures) -> f64| per_instance(d, n, f);
-    o.push_str(&figure(
+    o.push(figure(
         svg::bar_chart(&BarChart {
             id: "chart-instance-latency".into(),
             title: "Latency per database".into(),
@@ -323,10 +312,10 @@ pub(super) fn chart_instance_latency(d: &StorageDoc, o: &mut String) {
 }
 
 /// Per-host bars of a merged result.
-pub(super) fn charts_per_host(d: &StorageDoc, o: &mut String) {
+pub(super) fn charts_per_host(d: &StorageDoc, o: &mut Vec<Figure>) {
     // Per-host bars for merged results.
     if let Some(m) = &d.result.merged {
-        o.push_str(&figure(
+        o.push(figure(
             svg::bar_chart(&BarChart {
                 id: "chart-host-iops".into(),
                 title: "Transactional IOPS per host".into(),
@@ -357,7 +346,7 @@ pub(super) fn charts_per_host(d: &StorageDoc, o: &mut String) {
 }
 
 /// The host's CPU and memory over time.
-pub(super) fn charts_host(s: &Series, ax: &TimeAxis, bands: &[Band], o: &mut String) {
+pub(super) fn charts_host(s: &Series, ax: &TimeAxis, bands: &[Band], o: &mut Vec<Figure>) {
     // 6. Host CPU and memory.
     let mut c = LineChart::new(
         "chart-host",
@@ -379,7 +368,7 @@ pub(super) fn charts_host(s: &Series, ax: &TimeAxis, bands: &[Band], o: &mut Str
         "#0969da",
         pts(&s.t, &s.mem, ax.div),
     ));
-    o.push_str(&figure(
+    o.push(figure(
         svg::line_chart(&c),
         "Whole-host CPU (busy, and waiting for I/O) and memory in use, per interval.",
     ));

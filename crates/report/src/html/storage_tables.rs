@@ -1,6 +1,7 @@
 //! The storage report's tables, one function per section, in the order and
 //! with the names of the published storage-test reports.
 
+use super::storage::Section;
 use super::*;
 
 pub(super) fn capitalize(s: &str) -> String {
@@ -15,7 +16,7 @@ pub(super) fn lat_cells(
     c: Option<&ClassFigures>,
     avg_lim: Option<f64>,
     max_lim: Option<f64>,
-) -> Vec<String> {
+) -> Row {
     let Some(c) = c else {
         return vec![td("–"); 6];
     };
@@ -32,41 +33,24 @@ pub(super) fn lat_cells(
 
 pub(super) const LAT_HEAD: [&str; 6] = ["avg", "p50", "p95", "p99", "p99.9", "max"];
 
-pub(super) fn storage_tables(d: &StorageDoc, s: &Series) -> String {
-    let mut o = String::new();
-    tables_criteria(d, &mut o);
-    tables_test_summary(d, &mut o);
-    tables_sizing(d, &mut o);
-    tables_system_parameters(d, &mut o);
-    tables_database_configuration(d, &mut o);
-    tables_transactional_io(d, &mut o);
-    tables_background_io(d, &mut o);
-    tables_total_io(d, &mut o);
-    tables_host_performance(d, s, &mut o);
-    tables_per_host(d, &mut o);
-    tables_creation_and_checks(d, &mut o);
-    o
-}
-
 /// The pass criteria: each limit, the measured figure and pass or fail.
-pub(super) fn tables_criteria(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_criteria(d: &StorageDoc) -> Table {
     let r = &d.result;
     let t = &r.total;
     let th = &r.spec.thresholds;
     let cls = |n: &str| t.classes.get(n);
     let rd = cls("db_read").map(|c| c.latency_ms).unwrap_or_default();
     let lw = cls("log_write").map(|c| c.latency_ms).unwrap_or_default();
-    o.push_str(r#"<h2 id="criteria">Pass Criteria</h2>"#);
-    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     let mut crit = |name: &str, measured: String, limit: String, bad: bool| {
         rows.push(vec![
             td_t(name),
             td(&measured),
             td(&limit),
             if bad {
-                r#"<td class="bad">fail</td>"#.into()
+                td_class("fail", "bad")
             } else {
-                r#"<td class="ok">pass</td>"#.into()
+                td_class("pass", "ok")
             },
         ]);
     };
@@ -131,24 +115,23 @@ pub(super) fn tables_criteria(d: &StorageDoc, o: &mut String) {
             v.bad_total > 0,
         );
     }
-    o.push_str(&table(
+    table(
         "criteria-table",
         &[],
         &["criterion", "measured", "limit", "result"],
-        &rows,
-    ));
+        rows,
+    )
 }
 
 /// The test summary: verdict, machine, what ran and when.
-pub(super) fn tables_test_summary(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_test_summary(d: &StorageDoc) -> Kv {
     let r = &d.result;
     let sp = &r.spec;
     let p = &sp.profile;
-    o.push_str(r#"<h2 id="test-summary">Test Summary</h2>"#);
     let h = &r.run.host;
-    o.push_str(&kv(
+    kv(
         "test-summary-table",
-        &[
+        vec![
             ("Overall Test Result", r.verdict.label().to_string()),
             ("Machine Name", h.hostname.clone()),
             (
@@ -190,15 +173,14 @@ pub(super) fn tables_test_summary(d: &StorageDoc, o: &mut String) {
             ("Command Line", r.run.command_line.join(" ")),
             ("Result File", d.source.display().to_string()),
         ],
-    ));
+    )
 }
 
 /// Database sizing and throughput.
-pub(super) fn tables_sizing(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_sizing(d: &StorageDoc) -> Kv {
     let r = &d.result;
     let t = &r.total;
     let sp = &r.spec;
-    o.push_str(r#"<h2 id="sizing">Database Sizing and Throughput</h2>"#);
     let tl = &t.transaction_latency_ms;
     let mut rows = vec![
         (
@@ -253,19 +235,18 @@ pub(super) fn tables_sizing(d: &StorageDoc, o: &mut String) {
         ));
     }
     rows.push(("Log Space Reserved", bytes(sp.log_space_bytes as f64)));
-    o.push_str(&kv("sizing-table", &rows));
+    kv("sizing-table", rows)
 }
 
 /// The system parameters: profile, threads, cache, flush, engine.
-pub(super) fn tables_system_parameters(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_system_parameters(d: &StorageDoc) -> Kv {
     let r = &d.result;
     let th = &r.spec.thresholds;
     let sp = &r.spec;
     let p = &sp.profile;
-    o.push_str(r#"<h2 id="system-parameters">System Parameters</h2>"#);
-    o.push_str(&kv(
+    kv(
         "system-parameters-table",
-        &[
+        vec![
             ("Test Type", format!("{:?}", sp.test_type).to_lowercase()),
             ("Profile", format!("{} — {}", p.name, p.description)),
             (
@@ -340,15 +321,13 @@ pub(super) fn tables_system_parameters(d: &StorageDoc, o: &mut String) {
             ("Thresholds", th.describe()),
             ("Random Seed", sp.seed.to_string()),
         ],
-    ));
+    )
 }
 
-/// Each database's configuration, and the thread tuning steps when `--threads auto` ran.
-pub(super) fn tables_database_configuration(d: &StorageDoc, o: &mut String) {
-    let r = &d.result;
-    let sp = &r.spec;
-    o.push_str("<h3>Database Configuration</h3>");
-    let rows: Vec<Vec<String>> = sp
+/// Each database's configuration.
+pub(super) fn tables_database_configuration(d: &StorageDoc) -> Table {
+    let sp = &d.result.spec;
+    let rows: Vec<Row> = sp
         .instances
         .iter()
         .map(|i| {
@@ -361,51 +340,54 @@ pub(super) fn tables_database_configuration(d: &StorageDoc, o: &mut String) {
             ]
         })
         .collect();
-    o.push_str(&table(
+    table(
         "database-configuration-table",
         &[],
         &["instance", "sessions", "size", "database", "log folder"],
-        &rows,
-    ));
+        rows,
+    )
+}
 
-    if !r.tuning.is_empty() {
-        o.push_str("<h3>Thread Tuning (--threads auto)</h3>");
-        let rows: Vec<Vec<String>> = r
-            .tuning
-            .iter()
-            .map(|t| {
-                vec![
-                    td_t(&t.threads.to_string()),
-                    td(&fixed(t.transactional_iops, 1)),
-                    td(&ms(t.db_read_avg_ms)),
-                    td(&ms(t.log_write_avg_ms)),
-                    td_judged(if t.passed { "pass" } else { "fail" }, !t.passed),
-                    td_t(&t.reasons.join(" ")),
-                ]
-            })
-            .collect();
-        o.push_str(&table(
-            "tuning-table",
-            &[],
-            &[
-                "threads",
-                "transactional IOPS",
-                "db read avg ms",
-                "log write avg ms",
-                "result",
-                "why",
-            ],
-            &rows,
-        ));
+/// The thread tuning steps when `--threads auto` ran.
+pub(super) fn tables_tuning(d: &StorageDoc) -> Option<Table> {
+    let r = &d.result;
+    if r.tuning.is_empty() {
+        return None;
     }
+    let rows: Vec<Row> = r
+        .tuning
+        .iter()
+        .map(|t| {
+            vec![
+                td_t(&t.threads.to_string()),
+                td(&fixed(t.transactional_iops, 1)),
+                td(&ms(t.db_read_avg_ms)),
+                td(&ms(t.log_write_avg_ms)),
+                td_judged(if t.passed { "pass" } else { "fail" }, !t.passed),
+                td_t(&t.reasons.join(" ")),
+            ]
+        })
+        .collect();
+    Some(table(
+        "tuning-table",
+        &[],
+        &[
+            "threads",
+            "transactional IOPS",
+            "db read avg ms",
+            "log write avg ms",
+            "result",
+            "why",
+        ],
+        rows,
+    ))
 }
 
 /// Transactional I/O per instance.
-pub(super) fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_transactional_io(d: &StorageDoc) -> [Table; 2] {
     let r = &d.result;
     let th = &r.spec.thresholds;
-    o.push_str(r#"<h2 id="transactional-io">Transactional I/O Performance</h2>"#);
-    let inst_rows: Vec<Vec<String>> = r
+    let inst_rows: Vec<Row> = r
         .instances
         .iter()
         .map(|i| {
@@ -432,7 +414,7 @@ pub(super) fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
             ]
         })
         .collect();
-    o.push_str(&table(
+    let io = table(
         "transactional-io-table",
         &[("", 1), ("database", 4), ("log", 2), ("totals", 3)],
         &[
@@ -447,9 +429,9 @@ pub(super) fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
             "transactions/s",
             "page-fault stalls/s",
         ],
-        &inst_rows,
-    ));
-    let lat_rows: Vec<Vec<String>> = r
+        inst_rows,
+    );
+    let lat_rows: Vec<Row> = r
         .instances
         .iter()
         .map(|i| {
@@ -472,7 +454,7 @@ pub(super) fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
     for _ in 0..3 {
         head.extend(LAT_HEAD);
     }
-    o.push_str(&table(
+    let latency = table(
         "transactional-latency-table",
         &[
             ("", 1),
@@ -481,15 +463,15 @@ pub(super) fn tables_transactional_io(d: &StorageDoc, o: &mut String) {
             ("log writes", 6),
         ],
         &head,
-        &lat_rows,
-    ));
+        lat_rows,
+    );
+    [io, latency]
 }
 
 /// Background maintenance and log replication I/O.
-pub(super) fn tables_background_io(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_background_io(d: &StorageDoc) -> Vec<Section> {
     let r = &d.result;
-    let sp = &r.spec;
-    let p = &sp.profile;
+    let mut o = Vec::new();
     for (n, id, title) in [
         (
             "maintenance_read",
@@ -502,8 +484,7 @@ pub(super) fn tables_background_io(d: &StorageDoc, o: &mut String) {
             "Log Replication I/O Performance",
         ),
     ] {
-        let _ = write!(o, r#"<h2 id="{id}">{title}</h2>"#);
-        let rows: Vec<Vec<String>> = r
+        let rows: Vec<Row> = r
             .instances
             .iter()
             .map(|i| {
@@ -523,20 +504,21 @@ pub(super) fn tables_background_io(d: &StorageDoc, o: &mut String) {
             "avg" => "latency avg (ms)",
             x => x,
         }));
-        o.push_str(&table(&format!("{id}-table"), &[], &head, &rows));
+        o.push(Section {
+            id,
+            title,
+            table: table(&format!("{id}-table"), &[], &head, rows),
+        });
     }
-    if !p.maintenance {
-        o.push_str(r#"<p class="note">Background maintenance is off in this profile.</p>"#);
-    }
+    o
 }
 
 /// Total I/O over all instances.
-pub(super) fn tables_total_io(d: &StorageDoc, o: &mut String) {
+pub(super) fn tables_total_io(d: &StorageDoc) -> Table {
     let r = &d.result;
     let t = &r.total;
     let th = &r.spec.thresholds;
-    o.push_str(r#"<h2 id="total-io">Total I/O Performance</h2>"#);
-    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for n in CLASS_ORDER {
         if let Some(c) = t.classes.get(n) {
             let (al, ml) = match n {
@@ -586,13 +568,11 @@ pub(super) fn tables_total_io(d: &StorageDoc, o: &mut String) {
         "avg" => "latency avg (ms)",
         x => x,
     }));
-    o.push_str(&table("total-io-table", &[], &head, &rows));
+    table("total-io-table", &[], &head, rows)
 }
 
 /// The host's CPU, memory and disks over the run.
-pub(super) fn tables_host_performance(d: &StorageDoc, s: &Series, o: &mut String) {
-    let r = &d.result;
-    o.push_str(r#"<h2 id="host-performance">Host System Performance</h2>"#);
+pub(super) fn tables_host_performance(s: &Series) -> Table {
     let stat = |f: &dyn Fn(&Sample) -> f64| -> (String, String, String) {
         if s.measured.is_empty() {
             return ("–".into(), "–".into(), "–".into());
@@ -617,7 +597,7 @@ pub(super) fn tables_host_performance(d: &StorageDoc, s: &Series, o: &mut String
         let (a, mn, mx) = stat(f);
         rows.push(vec![td_t(name), td(&a), td(&mn), td(&mx)]);
     }
-    o.push_str(&table(
+    table(
         "host-performance-table",
         &[],
         &[
@@ -626,205 +606,193 @@ pub(super) fn tables_host_performance(d: &StorageDoc, s: &Series, o: &mut String
             "minimum",
             "maximum",
         ],
-        &rows,
-    ));
-    let _ = write!(
-        o,
-        r#"<p class="note">Memory installed {}; mailbench itself used {} s of CPU time.</p>"#,
-        esc(&bytes(r.host.memory_total_bytes as f64)),
-        esc(&fixed(r.host.mailbench_cpu_s, 1))
-    );
-    if !r.disks.is_empty() {
-        o.push_str("<h3>Volumes (operating system view, /proc/diskstats)</h3>");
-        let rows: Vec<Vec<String>> = r
-            .disks
-            .iter()
-            .map(|dk| {
-                let x = &dk.rates;
-                vec![
-                    td_t(&dk.device),
-                    td_t(&dk.paths.join(", ")),
-                    td(&fixed(x.reads_per_s, 1)),
-                    td(&fixed(x.read_bytes_per_s / 1e6, 2)),
-                    td(&ms(x.read_latency_ms)),
-                    td(&fixed(x.writes_per_s, 1)),
-                    td(&fixed(x.write_bytes_per_s / 1e6, 2)),
-                    td(&ms(x.write_latency_ms)),
-                    td(&fixed(x.utilisation_pct, 1)),
-                    td(&fixed(x.queue_depth, 2)),
-                ]
-            })
-            .collect();
-        o.push_str(&table(
-            "disks-table",
-            &[],
-            &[
-                "device",
-                "paths",
-                "reads/s",
-                "read MB/s",
-                "read ms",
-                "writes/s",
-                "write MB/s",
-                "write ms",
-                "util %",
-                "queue",
-            ],
-            &rows,
-        ));
+        rows,
+    )
+}
+
+/// The volumes under the databases (operating system view).
+pub(super) fn tables_disks(d: &StorageDoc) -> Option<Table> {
+    let r = &d.result;
+    if r.disks.is_empty() {
+        return None;
     }
+    let rows: Vec<Row> = r
+        .disks
+        .iter()
+        .map(|dk| {
+            let x = &dk.rates;
+            vec![
+                td_t(&dk.device),
+                td_t(&dk.paths.join(", ")),
+                td(&fixed(x.reads_per_s, 1)),
+                td(&fixed(x.read_bytes_per_s / 1e6, 2)),
+                td(&ms(x.read_latency_ms)),
+                td(&fixed(x.writes_per_s, 1)),
+                td(&fixed(x.write_bytes_per_s / 1e6, 2)),
+                td(&ms(x.write_latency_ms)),
+                td(&fixed(x.utilisation_pct, 1)),
+                td(&fixed(x.queue_depth, 2)),
+            ]
+        })
+        .collect();
+    Some(table(
+        "disks-table",
+        &[],
+        &[
+            "device",
+            "paths",
+            "reads/s",
+            "read MB/s",
+            "read ms",
+            "writes/s",
+            "write MB/s",
+            "write ms",
+            "util %",
+            "queue",
+        ],
+        rows,
+    ))
 }
 
 /// One section per host of a merged result.
-pub(super) fn tables_per_host(d: &StorageDoc, o: &mut String) {
-    if let Some(m) = &d.result.merged {
-        o.push_str(r#"<h2 id="hosts">Per-Host Results</h2>"#);
-        let rows: Vec<Vec<String>> = m
-            .hosts
-            .iter()
-            .map(|h| {
-                let c = |n: &str| {
-                    h.total
-                        .classes
-                        .get(n)
-                        .map(|c| c.latency_ms)
-                        .unwrap_or_default()
-                };
-                vec![
-                    td_t(&h.label),
-                    td_judged(h.verdict.label(), h.verdict.status != Status::Pass),
-                    td(&fixed(h.total.transactional_iops, 2)),
-                    td(&h
-                        .total
-                        .target_iops
-                        .map(|x| fixed(x, 2))
-                        .unwrap_or_else(|| "none".into())),
-                    td(&ms(c("db_read").avg)),
-                    td(&ms(c("db_read").p99)),
-                    td(&ms(c("db_read").max)),
-                    td(&ms(c("log_write").avg)),
-                    td(&ms(c("log_write").p99)),
-                    td(&ms(c("log_write").max)),
-                    td(&h.total.io_errors.to_string()),
-                    td(&fixed(h.host_performance.cpu_busy_avg_pct, 1)),
-                    td_t(&format!(
-                        "{} ({})",
-                        h.started,
-                        duration(h.window.measured_s)
-                    )),
-                ]
-            })
-            .collect();
-        o.push_str(&table(
-            "hosts-table",
-            &[
-                ("", 2),
-                ("transactional IOPS", 2),
-                ("db read ms", 3),
-                ("log write ms", 3),
-                ("", 3),
-            ],
-            &[
-                "host",
-                "verdict",
-                "achieved",
-                "target",
-                "avg",
-                "p99",
-                "max",
-                "avg",
-                "p99",
-                "max",
-                "I/O errors",
-                "CPU %",
-                "started (measured)",
-            ],
-            &rows,
-        ));
-        o.push_str(r#"<p class="note">Aggregate figures above: rates are sums over hosts, averages are weighted by operation counts, percentiles come from the hosts' added histograms.</p>"#);
-    }
+pub(super) fn tables_per_host(d: &StorageDoc) -> Option<Table> {
+    let m = d.result.merged.as_ref()?;
+    let rows: Vec<Row> = m
+        .hosts
+        .iter()
+        .map(|h| {
+            let c = |n: &str| {
+                h.total
+                    .classes
+                    .get(n)
+                    .map(|c| c.latency_ms)
+                    .unwrap_or_default()
+            };
+            vec![
+                td_t(&h.label),
+                td_judged(h.verdict.label(), h.verdict.status != Status::Pass),
+                td(&fixed(h.total.transactional_iops, 2)),
+                td(&h
+                    .total
+                    .target_iops
+                    .map(|x| fixed(x, 2))
+                    .unwrap_or_else(|| "none".into())),
+                td(&ms(c("db_read").avg)),
+                td(&ms(c("db_read").p99)),
+                td(&ms(c("db_read").max)),
+                td(&ms(c("log_write").avg)),
+                td(&ms(c("log_write").p99)),
+                td(&ms(c("log_write").max)),
+                td(&h.total.io_errors.to_string()),
+                td(&fixed(h.host_performance.cpu_busy_avg_pct, 1)),
+                td_t(&format!(
+                    "{} ({})",
+                    h.started,
+                    duration(h.window.measured_s)
+                )),
+            ]
+        })
+        .collect();
+    Some(table(
+        "hosts-table",
+        &[
+            ("", 2),
+            ("transactional IOPS", 2),
+            ("db read ms", 3),
+            ("log write ms", 3),
+            ("", 3),
+        ],
+        &[
+            "host",
+            "verdict",
+            "achieved",
+            "target",
+            "avg",
+            "p99",
+            "max",
+            "avg",
+            "p99",
+            "max",
+            "I/O errors",
+            "CPU %",
+            "started (measured)",
+        ],
+        rows,
+    ))
 }
 
-/// Creation, verification and the errors list.
-pub(super) fn tables_creation_and_checks(d: &StorageDoc, o: &mut String) {
-    let r = &d.result;
-    if let Some(i) = &r.init {
-        o.push_str(r#"<h2 id="init">Database Creation</h2>"#);
-        let rows: Vec<Vec<String>> = i
-            .databases
-            .iter()
-            .map(|db| {
-                vec![
-                    td_t(&db.name),
-                    td_t(&db.action),
-                    td(&bytes(db.size_bytes as f64)),
-                    td(&bytes(db.written_bytes as f64)),
-                    td(&fixed(db.seconds, 1)),
-                    td(&fixed(db.mb_per_s, 0)),
-                ]
-            })
-            .collect();
-        o.push_str(&table(
-            "init-table",
-            &[],
-            &["database", "action", "size", "written", "seconds", "MB/s"],
-            &rows,
-        ));
-    }
-    if let Some(v) = &r.verify {
-        o.push_str(r#"<h2 id="checksum">Checksum Statistics</h2>"#);
-        let rows: Vec<Vec<String>> = v
-            .databases
-            .iter()
-            .map(|db| {
-                vec![
-                    td_t(&db.name),
-                    td(&db.pages_seen.to_string()),
-                    td_judged(
-                        &db.bad_checksum_pages.to_string(),
-                        db.bad_checksum_pages > 0,
-                    ),
-                    td_judged(
-                        &db.wrong_page_number_pages.to_string(),
-                        db.wrong_page_number_pages > 0,
-                    ),
-                    td_judged(
-                        &db.newer_than_log_pages.to_string(),
-                        db.newer_than_log_pages > 0,
-                    ),
-                    td(&db.log_files.to_string()),
-                    td(&db.log_blocks_checked.to_string()),
-                    td_judged(&db.bad_log_blocks.to_string(), db.bad_log_blocks > 0),
-                    td(&fixed(db.mb / db.seconds.max(1e-9), 0)),
-                    td(&fixed(db.seconds, 1)),
-                ]
-            })
-            .collect();
-        o.push_str(&table(
-            "checksum-table",
-            &[],
-            &[
-                "database",
-                "pages seen",
-                "bad checksum",
-                "wrong page number",
-                "newer than log",
-                "log files",
-                "log blocks",
-                "bad log blocks",
-                "MB/s",
-                "seconds",
-            ],
-            &rows,
-        ));
-    }
-    if !r.errors.is_empty() {
-        o.push_str(r#"<h2 id="errors">Errors</h2><ul class="errors">"#);
-        for e in r.errors.iter().take(200) {
-            let _ = write!(o, "<li>{}</li>", esc(e));
-        }
-        o.push_str("</ul>");
-    }
+/// Database creation.
+pub(super) fn tables_init(d: &StorageDoc) -> Option<Table> {
+    let i = d.result.init.as_ref()?;
+    let rows: Vec<Row> = i
+        .databases
+        .iter()
+        .map(|db| {
+            vec![
+                td_t(&db.name),
+                td_t(&db.action),
+                td(&bytes(db.size_bytes as f64)),
+                td(&bytes(db.written_bytes as f64)),
+                td(&fixed(db.seconds, 1)),
+                td(&fixed(db.mb_per_s, 0)),
+            ]
+        })
+        .collect();
+    Some(table(
+        "init-table",
+        &[],
+        &["database", "action", "size", "written", "seconds", "MB/s"],
+        rows,
+    ))
+}
+
+/// The checksum statistics of a verification.
+pub(super) fn tables_checksum(d: &StorageDoc) -> Option<Table> {
+    let v = d.result.verify.as_ref()?;
+    let rows: Vec<Row> = v
+        .databases
+        .iter()
+        .map(|db| {
+            vec![
+                td_t(&db.name),
+                td(&db.pages_seen.to_string()),
+                td_judged(
+                    &db.bad_checksum_pages.to_string(),
+                    db.bad_checksum_pages > 0,
+                ),
+                td_judged(
+                    &db.wrong_page_number_pages.to_string(),
+                    db.wrong_page_number_pages > 0,
+                ),
+                td_judged(
+                    &db.newer_than_log_pages.to_string(),
+                    db.newer_than_log_pages > 0,
+                ),
+                td(&db.log_files.to_string()),
+                td(&db.log_blocks_checked.to_string()),
+                td_judged(&db.bad_log_blocks.to_string(), db.bad_log_blocks > 0),
+                td(&fixed(db.mb / db.seconds.max(1e-9), 0)),
+                td(&fixed(db.seconds, 1)),
+            ]
+        })
+        .collect();
+    Some(table(
+        "checksum-table",
+        &[],
+        &[
+            "database",
+            "pages seen",
+            "bad checksum",
+            "wrong page number",
+            "newer than log",
+            "log files",
+            "log blocks",
+            "bad log blocks",
+            "MB/s",
+            "seconds",
+        ],
+        rows,
+    ))
 }
 
 /// The warm-up's cache against its lower bound, for the Measured Window row

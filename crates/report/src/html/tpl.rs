@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::sync::OnceLock;
 
 /// The templates by name; `.html` ones are escaped on output.
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("page.html", include_str!("../../templates/page.html")),
     ("widgets.html", include_str!("../../templates/widgets.html")),
     (
@@ -23,6 +23,8 @@ const TEMPLATES: [(&str, &str); 5] = [
         "mail_sweep.html",
         include_str!("../../templates/mail_sweep.html"),
     ),
+    ("storage.html", include_str!("../../templates/storage.html")),
+    ("other.html", include_str!("../../templates/other.html")),
     (
         "mail_sections.html",
         include_str!("../../templates/mail_sections.html"),
@@ -97,6 +99,14 @@ pub fn td_t(text: &str) -> Cell {
     Cell {
         text: text.to_string(),
         class: "t",
+    }
+}
+
+/// A cell of the given class ("ok": a criterion met).
+pub fn td_class(text: &str, class: &'static str) -> Cell {
+    Cell {
+        text: text.to_string(),
+        class,
     }
 }
 
@@ -175,8 +185,8 @@ pub struct Tile {
 pub fn tile(
     id: &'static str,
     key: &'static str,
-    value: String,
-    sub: String,
+    value: impl Into<String>,
+    sub: impl Into<String>,
     bad: Option<bool>,
 ) -> Tile {
     let class = match bad {
@@ -187,8 +197,8 @@ pub fn tile(
     Tile {
         id,
         key,
-        value,
-        sub,
+        value: value.into(),
+        sub: sub.into(),
         class,
     }
 }

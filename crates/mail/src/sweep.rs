@@ -2,9 +2,14 @@
 //! of a `--find-max` search, and one level's row of the scaling table from
 //! its mail-run result. The command (crates/mailbench) runs the levels.
 
+use crate::options::Resolved;
+use crate::profile::Profile;
 use mailbench_base::{Error, Result};
-use mailbench_results::mail::run::MailRunResult;
-use mailbench_results::mail::sweep::SweepLevel;
+use mailbench_results::mail::run::{MailRunResult, TargetInfo};
+use mailbench_results::mail::sweep::{
+    FailedLevel, MailSweepResult, SweepGenerators, SweepLevel, SweepPlan, supported,
+};
+use mailbench_results::{RunHeader, Status, Verdict};
 
 /// Most users a level may have (as `mail run --users`).
 pub const MAX_USERS: u64 = 100_000;
@@ -129,6 +134,164 @@ pub fn next_level(done: &[(u64, bool)], first: u64, max: u64, resolution: u64) -
             }
         }
     }
+}
+
+/// The next level to run after `done` (in the order they ran): the next
+/// of the list, or the `--find-max` search's next step. None: the sweep
+/// is over.
+pub fn next_of(plan: &SweepPlan, done: &[SweepLevel]) -> Option<u64> {
+    if !plan.find_max {
+        return plan.levels.get(done.len()).copied();
+    }
+    let first = plan.levels.first().copied().unwrap_or(1);
+    let max = plan.levels.last().copied().unwrap_or(first);
+    let ran: Vec<(u64, bool)> = done.iter().map(|l| (l.users, l.passed())).collect();
+    next_level(&ran, first, max, plan.resolution)
+}
+
+/// The name of a level's result folder inside the sweep's.
+pub fn level_dir_name(users: u64) -> String {
+    format!("level-{users:06}-users")
+}
+
+/// The row of a level that could not run (or was stopped before it
+/// measured anything).
+pub fn not_run(users: u64, reason: String, interrupted: bool, dir: &str) -> SweepLevel {
+    SweepLevel {
+        users,
+        status: if interrupted {
+            Status::Interrupted
+        } else {
+            Status::Error
+        },
+        failed_criterion: Some("error".into()),
+        reasons: vec![reason],
+        result_dir: dir.to_string(),
+        ..Default::default()
+    }
+}
+
+/// The line a sweep prints when a level ends: `level 20 users: PASS,
+/// response time 31 ms` (and the first reason when it did not pass).
+pub fn level_line(l: &SweepLevel) -> String {
+    let label = match l.status {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::Error => "ERROR",
+        Status::Interrupted => "INTERRUPTED",
+    };
+    format!(
+        "level {} users: {label}, response time {:.0} ms{}",
+        l.users,
+        l.response_time_ms,
+        l.reasons
+            .first()
+            .map(|x| format!(" ({x})"))
+            .unwrap_or_default()
+    )
+}
+
+/// The levels run so far and how the sweep ended.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub levels: Vec<SweepLevel>,
+    pub target: Option<TargetInfo>,
+    pub interrupted: bool,
+    /// A level that could not run (the server died, a generator failed):
+    /// its reason.
+    pub broken: Option<String>,
+}
+
+/// The sweep's result from its levels; `generators` when several load
+/// generators (MPI ranks) ran every level together.
+pub fn build(
+    header: RunHeader,
+    config: Resolved,
+    plan: SweepPlan,
+    profile: Profile,
+    p: Progress,
+    generators: Option<SweepGenerators>,
+) -> MailSweepResult {
+    let compression = profile.day.as_secs_f64() / config.day_length.as_secs_f64().max(1e-9);
+    let (supported_users, failed_above) = supported(&p.levels);
+    let warnings = warnings(compression, &p.levels);
+    let verdict = sweep_verdict(&p, supported_users, &failed_above);
+    MailSweepResult {
+        run: header,
+        target: p.target.clone().unwrap_or_else(|| TargetInfo {
+            kind: config.target.clone(),
+            imap: config.imap.clone().unwrap_or_default(),
+            submission: config.submission.clone().unwrap_or_default(),
+            sieve: config.sieve.clone(),
+            tls: Default::default(),
+            local_dir: None,
+            server: None,
+        }),
+        config,
+        profile,
+        plan,
+        compression,
+        levels: p.levels,
+        supported_users,
+        failed_above,
+        warnings,
+        verdict,
+        generators,
+    }
+}
+
+/// A compressed day, and levels whose generator was late.
+fn warnings(compression: f64, levels: &[SweepLevel]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if compression > 1.0 + 1e-9 {
+        warnings.push(format!(
+            "compressed day: each simulated user works {compression:.0} times the profile's rate; \
+             the rate-equivalent users (users x {compression:.0}) carry the same message and \
+             task rate, but not the same number of sessions, logons or mailboxes, so they \
+             approximate a real day's users"
+        ));
+    }
+    let late: Vec<String> = (levels.iter())
+        .filter(|l| l.sched_delay_p99_ms > 10.0)
+        .map(|l| format!("{} users ({:.1} ms)", l.users, l.sched_delay_p99_ms))
+        .collect();
+    if !late.is_empty() {
+        warnings.push(format!(
+            "the load generator's own scheduling delay p99 exceeded 10 ms at {}: there the \
+             generator, not the server, may be the limit",
+            late.join(", ")
+        ));
+    }
+    warnings
+}
+
+/// Interrupted (exit 130) when stopped; failed when a level could not run
+/// or no level passed; else passed, the supported users being the score.
+fn sweep_verdict(
+    p: &Progress,
+    supported_users: Option<u64>,
+    failed_above: &Option<FailedLevel>,
+) -> Verdict {
+    let mut reasons = Vec::new();
+    if let Some(b) = &p.broken {
+        reasons.push(format!(
+            "{b}; the sweep reports the levels measured before it"
+        ));
+    }
+    if supported_users.is_none() && p.broken.is_none() && !p.interrupted {
+        let why = failed_above
+            .as_ref()
+            .map(|f| format!(": {} users failed ({})", f.users, f.reason))
+            .unwrap_or_default();
+        reasons.push(format!("no level passed every criterion{why}"));
+    }
+    let mut v = Verdict::from_reasons(reasons);
+    if p.interrupted {
+        v.status = Status::Interrupted;
+        v.reasons
+            .insert(0, "interrupted before the end of the sweep".into());
+    }
+    v
 }
 
 /// One level's row of the scaling table, from its mail-run result.

@@ -274,8 +274,18 @@ fn bad_sweep_levels_are_refused_before_anything_is_written() {
     let out = tempfile::tempdir().unwrap();
     let o = out.path().join("results");
     let o = o.to_str().unwrap();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["sweep", "--users", "100,50"], "must increase"),
+        (
+            &[
+                "sweep",
+                "--users",
+                "5,10",
+                "--start-at",
+                "2026-12-01T09:00:00Z",
+            ],
+            "over MPI ranks",
+        ),
         (&["sweep", "--users", "0,10"], "zero"),
         (&["sweep", "--users", "10..5"], "--users"),
         (&["sweep", "--users", "10,x"], "whole number"),

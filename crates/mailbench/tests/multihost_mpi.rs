@@ -783,3 +783,216 @@ fn three_generators_share_the_users_of_one_mail_server() {
         slices
     );
 }
+
+/// The start instant a run's test.log names (`the load starts at ...`).
+fn start_instant(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap();
+    let l = text
+        .lines()
+        .find(|l| l.contains("the load starts at"))
+        .unwrap_or_else(|| panic!("{}: no start instant\n{text}", log.display()));
+    l.split("the load starts at")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// `mail sweep` over two generators against one server: every level runs
+/// on both ranks, each its slice of the level's users, both from one start
+/// instant per level; the level's merged result is `report merge` of the
+/// two, and the sweep's row of each level is the merged result's.
+#[test]
+#[allow(clippy::too_many_lines)] // one scenario, checked step by step
+fn a_sweep_over_two_generators_runs_every_level_on_both() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Dovecot and Postfix"
+        );
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = mailbench_mail::local::LocalServer::start(
+        &tmp.path().join("server"),
+        &mailbench_base::rundir::TestLog::discard(),
+    )
+    .unwrap();
+    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
+    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
+    let out = tmp.path().join("out");
+    let t = Instant::now();
+    let mut c = mpirun(2);
+    c.env("MAILBENCH_PASSWORD", &srv.password)
+        .arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["mail", "sweep", "--imap", &imap, "--submission", &sub])
+        // Two users per generator at least: a lone user has no one to write to.
+        .args(["--users", "4,8", "--profile", "loadsim-light"])
+        .args(["--day-length", "10s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s"])
+        // The distribution is under test, not this machine's server.
+        .args(["--max-response-time-ms", "60000"]);
+    let o = run_job(c, Duration::from_secs(150));
+    let took = t.elapsed();
+    assert!(o.status.success(), "{}", text(&o));
+    let sweep = only_run_dir(&out, "mail-sweep");
+    let v = json(&sweep.join("result.json"));
+    assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
+    assert_eq!(v["verdict"]["status"], "pass", "{}", v["verdict"]);
+    assert_eq!(v["generators"]["count"], 2, "{}", v["generators"]);
+    assert_eq!(v["generators"]["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(v["supported_users"], 8);
+    let levels = v["levels"].as_array().unwrap();
+    let users: Vec<u64> = levels
+        .iter()
+        .map(|l| l["users"].as_u64().unwrap())
+        .collect();
+    assert_eq!(users, vec![4, 8]);
+    let summary = std::fs::read_to_string(sweep.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("Generators  2 load generators"),
+        "{summary}"
+    );
+    // Each rank provisioned its slice of the largest level.
+    for r in 0..2 {
+        assert!(only_run_dir(&sweep.join(format!("rank-{r}")), "mail-setup").is_dir());
+    }
+    for (level, want) in levels.iter().zip([[(1, 2), (3, 2)], [(1, 4), (5, 4)]]) {
+        let n = level["users"].as_u64().unwrap();
+        assert_eq!(level["status"], "pass", "{level}");
+        let ldir = sweep.join(level["result_dir"].as_str().unwrap());
+        let ranks: Vec<Value> = (0..2)
+            .map(|r| json(&ldir.join(format!("rank-{r}/result.json"))))
+            .collect();
+        let slices: Vec<(u64, u64)> = ranks
+            .iter()
+            .map(|x| {
+                (
+                    x["config"]["first_user"].as_u64().unwrap(),
+                    x["users"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(slices, want.to_vec(), "level {n}");
+        assert_eq!(slices.iter().map(|s| s.1).sum::<u64>(), n);
+        // One start instant per level on both ranks.
+        let starts: Vec<String> = (0..2)
+            .map(|r| start_instant(&ldir.join(format!("rank-{r}/test.log"))))
+            .collect();
+        assert_eq!(starts[0], starts[1], "level {n}");
+        // The level's merged result: the ranks' sums, and `report merge`'s.
+        let merged = json(&ldir.join("result.json"));
+        assert_eq!(merged["users"], n);
+        assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
+        for key in ["submitted", "delivered", "expected_deliveries"] {
+            let sum: u64 = ranks
+                .iter()
+                .map(|x| x["mail_flow"][key].as_u64().unwrap())
+                .sum();
+            assert_eq!(merged["mail_flow"][key].as_u64().unwrap(), sum, "{key}");
+        }
+        let tasks = |x: &Value| -> u64 {
+            x["tasks"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|t| t["count"].as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(tasks(&merged), ranks.iter().map(tasks).sum::<u64>());
+        assert!(tasks(&merged) > 0, "level {n} ran no task");
+        let errors: u64 = ranks
+            .iter()
+            .map(|x| x["errors"]["total"].as_u64().unwrap())
+            .sum();
+        assert_eq!(level["errors"].as_u64().unwrap(), errors);
+        let check = ldir.join("merge-check");
+        let mut m = Command::new(exe());
+        m.args(["--quiet", "--output"]).arg(&check);
+        m.args(["report", "merge"]);
+        for r in 0..2 {
+            m.arg(ldir.join(format!("rank-{r}/result.json")));
+        }
+        let mo = m.output().unwrap();
+        assert!(mo.status.success(), "{}", text(&mo));
+        let mv = json(&only_run_dir(&check, "report-merge").join("result.json"));
+        for key in ["tasks", "mail_flow", "response_time", "steady", "verdict"] {
+            assert_eq!(merged[key], mv[key], "level {n}: merge differs in {key}");
+        }
+        // The sweep's row is the merged result's figures.
+        let judged = merged["steady"]["response_time_ms"].as_f64().unwrap();
+        assert_eq!(level["response_time_ms"].as_f64().unwrap(), judged);
+        assert_eq!(
+            level["submitted_per_user_per_day"],
+            merged["steady"]["submitted_per_user_per_day"]
+        );
+    }
+    eprintln!(
+        "sweep over 2 generators in {:.0} s:\n{summary}",
+        took.as_secs_f64()
+    );
+}
+
+/// Bad levels or a level too small for the generators: every rank exits
+/// 2 and nothing is written (no run folder).
+#[test]
+fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let wrap = tmp.path().join("wrap.sh");
+    std::fs::write(
+        &wrap,
+        format!(
+            "#!/bin/sh\n{} \"$@\"\nc=$?\necho $c > {}/code-$OMPI_COMM_WORLD_RANK\nexit $c\n",
+            exe(),
+            tmp.path().display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&wrap).status().unwrap();
+    let out = tmp.path().join("out");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--users", "4,2"], "must increase"),
+        (
+            &["--users", "1,4"],
+            "cannot be split over 2 load generators",
+        ),
+        (
+            &["--users", "2,4", "--local-dir", "/tmp/mb-no-rank"],
+            "put `{rank}` in the folder",
+        ),
+    ];
+    for (args, says) in cases {
+        for r in 0..2 {
+            let _ = std::fs::remove_file(tmp.path().join(format!("code-{r}")));
+        }
+        let mut c = mpirun(2);
+        c.env("MAILBENCH_PASSWORD", "x")
+            .arg(&wrap)
+            .arg("--output")
+            .arg(&out)
+            .args(["mail", "sweep"])
+            .args(args);
+        if !args.contains(&"--local-dir") {
+            c.args([
+                "--imap",
+                "imap://127.0.0.1:1",
+                "--submission",
+                "smtp://127.0.0.1:1",
+            ]);
+        }
+        let o = run_job(c, Duration::from_secs(60));
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {all}");
+        assert!(all.contains(says), "{args:?}: {all}");
+        for r in 0..2 {
+            let code = std::fs::read_to_string(tmp.path().join(format!("code-{r}"))).unwrap();
+            assert_eq!(code.trim(), "2", "rank {r} of {args:?}: {all}");
+        }
+        assert!(!out.exists(), "{args:?} made a run folder: {all}");
+    }
+}

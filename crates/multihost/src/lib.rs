@@ -13,9 +13,11 @@
 //!   dies is named within a second;
 //! - [`storage`]: `storage init|run|verify|backup|recover` as one distributed
 //!   test (and the machinery every distributed command shares);
-//! - [`mail`]: `mail run` with each rank driving its slice of the users.
+//! - [`mail`]: `mail run` with each rank driving its slice of the users;
+//! - [`mail_sweep`]: `mail sweep` with every level on every rank.
 
 pub mod mail;
+pub mod mail_sweep;
 #[cfg(feature = "mpi")]
 mod mpi_transport;
 pub mod storage;

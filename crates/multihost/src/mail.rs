@@ -34,7 +34,17 @@ pub fn slice(first: usize, users: usize, rank: usize, size: usize) -> (usize, us
 /// The options of one rank: its slice of the users, its own seed (different
 /// messages and schedules on every generator), `{rank}`/`{host}` expanded
 /// in the local target's folder.
-pub fn for_rank(mut o: Resolved, rank: usize, size: usize, host: &str) -> Result<Resolved> {
+pub fn for_rank(o: Resolved, rank: usize, size: usize, host: &str) -> Result<Resolved> {
+    if size <= 1 {
+        return Ok(o);
+    }
+    let mut o = share_of(o, rank, size)?;
+    o.local_dir = local_dir_of(&o, rank, host)?;
+    Ok(o)
+}
+
+/// Rank `rank`'s slice of `o.users` and its own seed.
+pub fn share_of(mut o: Resolved, rank: usize, size: usize) -> Result<Resolved> {
     if size <= 1 {
         return Ok(o);
     }
@@ -50,17 +60,23 @@ pub fn for_rank(mut o: Resolved, rank: usize, size: usize, host: &str) -> Result
     o.seed = o
         .seed
         .wrapping_add((rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    if let Some(d) = &o.local_dir {
-        if !d.to_string_lossy().contains("{rank}") {
-            return Err(Error::usage(format!(
-                "--local-dir {}: with several load generators each starts its own local server; \
-                 put `{{rank}}` in the folder, e.g. /tmp/mailbench-local-{{rank}}",
-                d.display()
-            )));
-        }
-        o.local_dir = Some(crate::expand_path(d, rank, host));
-    }
     Ok(o)
+}
+
+/// `--local-dir` of one of several generators: each starts its own local
+/// server, so the folder must hold `{rank}`; expanded.
+pub fn local_dir_of(o: &Resolved, rank: usize, host: &str) -> Result<Option<PathBuf>> {
+    let Some(d) = &o.local_dir else {
+        return Ok(None);
+    };
+    if !d.to_string_lossy().contains("{rank}") {
+        return Err(Error::usage(format!(
+            "--local-dir {}: with several load generators each starts its own local server; \
+             put `{{rank}}` in the folder, e.g. /tmp/mailbench-local-{{rank}}",
+            d.display()
+        )));
+    }
+    Ok(Some(crate::expand_path(d, rank, host)))
 }
 
 /// This rank's `mail run`, its result.json as written.
@@ -82,14 +98,30 @@ pub(crate) fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value)> {
         );
     }
     let seq = Cell::new(0u64);
-    let hooks = RunHooks {
-        dir: Some(dir.path.clone()),
+    let hooks = hooks(ctx, dir.path.clone(), users, &seq);
+    let run = mailbench_mail::command::run_with(o, &out, hooks)?;
+    let r = AnyResult::MailRun(Box::new(run.result));
+    mailbench_runner::write_files(&run.dir, &r)?;
+    let v = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
+    Ok((dir, v))
+}
+
+/// The hooks of one generator's run: its folder, the common start, its
+/// interval figures to rank 0 (numbered from `seq`), the shared interrupt.
+pub(crate) fn hooks<'a>(
+    ctx: &'a Ctx,
+    dir: PathBuf,
+    users: usize,
+    seq: &'a Cell<u64>,
+) -> RunHooks<'a> {
+    RunHooks {
+        dir: Some(dir),
         before_load: Some(Box::new(|log: &TestLog| {
             ctx.start_together(log, "users ready")?;
             ctx.phase("the load");
             Ok(())
         })),
-        on_interval: Some(Box::new(|v: &IntervalView| {
+        on_interval: Some(Box::new(move |v: &IntervalView| {
             seq.set(seq.get() + 1);
             let m = live(seq.get(), users, v);
             if let Some(c) = &ctx.coord {
@@ -99,12 +131,7 @@ pub(crate) fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value)> {
             }
         })),
         interrupt: Some(ctx.interrupt.clone()),
-    };
-    let run = mailbench_mail::command::run_with(o, &out, hooks)?;
-    let r = AnyResult::MailRun(Box::new(run.result));
-    mailbench_runner::write_files(&run.dir, &r)?;
-    let v = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
-    Ok((dir, v))
+    }
 }
 
 fn live(seq: u64, users: usize, v: &IntervalView) -> LiveMsg {

@@ -41,6 +41,8 @@ pub enum Command {
     Recover,
     /// `mail run`: each rank drives its slice of the users.
     MailRun,
+    /// `mail sweep`: every level on every rank, each its slice of the users.
+    MailSweep,
 }
 
 impl Command {
@@ -52,6 +54,7 @@ impl Command {
             Command::Backup => "storage-backup",
             Command::Recover => "storage-recover",
             Command::MailRun => "mail-run",
+            Command::MailSweep => "mail-sweep",
         }
     }
 }
@@ -95,6 +98,11 @@ pub enum Share<'a> {
     /// `mail run`: this rank's options (its slice of the users), from
     /// `(rank, size, host)`; see [`crate::mail::slice`].
     Mail(crate::mail::MailResolve<'a>),
+    /// `mail sweep`: this rank's options (the levels checked) and the levels.
+    MailSweep(
+        crate::mail::MailResolve<'a>,
+        &'a mailbench_results::mail::sweep::SweepPlan,
+    ),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -281,7 +289,7 @@ pub fn command(
                 opts.listen.as_deref(),
                 opts.watch,
                 failure_hook(top.clone(), cmd, hosts_here.clone(), interrupt.clone()),
-                if cmd == Command::MailRun {
+                if matches!(cmd, Command::MailRun | Command::MailSweep) {
                     let quiet = opts.quiet;
                     Box::new(move |parts: &[LiveMsg]| {
                         if !quiet {
@@ -336,6 +344,7 @@ pub fn command(
     let own = match part {
         RankShare::Storage(spec) => rank_part(&ctx, *spec),
         RankShare::Mail(o) => crate::mail::rank_part(&ctx, *o),
+        RankShare::MailSweep(o, plan) => return crate::mail_sweep::run(ctx, *o, plan),
     };
     finish(ctx, own)
 }
@@ -344,6 +353,10 @@ pub fn command(
 enum RankShare {
     Storage(Box<StorageSpec>),
     Mail(Box<mailbench_mail::options::Resolved>),
+    MailSweep(
+        Box<mailbench_mail::options::Resolved>,
+        mailbench_results::mail::sweep::SweepPlan,
+    ),
 }
 
 fn resolve_share(
@@ -357,6 +370,10 @@ fn resolve_share(
 ) -> Result<RankShare> {
     match share {
         Share::Mail(resolve) => Ok(RankShare::Mail(Box::new(resolve(rank, size, host)?))),
+        Share::MailSweep(resolve, plan) => Ok(RankShare::MailSweep(
+            Box::new(resolve(rank, size, host)?),
+            plan.clone(),
+        )),
         Share::Storage(resolve) => {
             let spec = resolve(rank, host, hosts)?;
             let sharing = hosts.iter().filter(|h| *h == host).count();
@@ -462,8 +479,8 @@ fn rank_part(ctx: &Ctx, spec: StorageSpec) -> Result<(RunDir, Value)> {
     let dir = ctx.rank_dir()?;
     dir.log.set_echo(ctx.opts.verbose);
     match ctx.cmd {
-        Command::MailRun => Err(Error::runtime(
-            "mail run was given a storage share (a bug: please report it)",
+        Command::MailRun | Command::MailSweep => Err(Error::runtime(
+            "a mail command was given a storage share (a bug: please report it)",
         )),
         Command::Init => {
             ctx.phase("database creation");
@@ -759,7 +776,7 @@ impl Outcome {
     }
 
     /// The outcome of a result of a known kind: its verdict and `--json` line.
-    fn of_result(r: &AnyResult, dir: PathBuf, summary: String) -> Outcome {
+    pub(crate) fn of_result(r: &AnyResult, dir: PathBuf, summary: String) -> Outcome {
         let line = mailbench_runner::output::json_line(r, &dir);
         Outcome::new(r.verdict().clone(), line, dir, summary)
     }
@@ -835,6 +852,9 @@ fn aggregate(
             mailbench_runner::output::write_with(&dir, &with, &summary, true)?;
             Ok(Outcome::of_result(&with.result, dir.path, summary))
         }
+        Command::MailSweep => Err(Error::runtime(
+            "a mail sweep gathers its results per level (a bug: please report it)",
+        )),
         Command::Init | Command::Verify | Command::Backup | Command::Recover => {
             let (result, summary) = aggregate_per_rank(cmd, &files, &fail_reasons)?;
             let summary = failed_first(summary);
@@ -1028,7 +1048,9 @@ fn totals(cmd: Command, sums: &Sums) -> Option<(RankTotals, String)> {
                 ),
             ))
         }
-        Command::Init | Command::Verify | Command::Run | Command::MailRun => None,
+        Command::Init | Command::Verify | Command::Run | Command::MailRun | Command::MailSweep => {
+            None
+        }
     }
 }
 

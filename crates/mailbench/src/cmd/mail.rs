@@ -280,6 +280,19 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         }
         MailCommand::Sweep(a) => {
             let plan = sweep_levels(&a, &from_file)?;
+            let start_at = a.run.start_at.as_deref().or(opts.start_at.as_deref());
+            if let Some(r) =
+                super::multihost::mail_sweep(&resolved, &plan, start_at, &out.base, global)
+            {
+                return r;
+            }
+            if a.run.start_at.is_some() {
+                return Err(mailbench_base::Error::usage(
+                    "--start-at in `mail sweep` is the first level's start over MPI ranks \
+                     (`mpirun ... mailbench mail sweep`); on one host a sweep starts each \
+                     level when the previous ends",
+                ));
+            }
             let s = sweep::Sweep {
                 base: resolved,
                 plan,
@@ -321,11 +334,6 @@ fn sweep_levels(
     if !a.find_max && a.resolution.is_some() {
         return Err(mailbench_base::Error::usage(
             "--resolution is the precision of --find-max: add --find-max or drop it",
-        ));
-    }
-    if a.run.start_at.is_some() {
-        return Err(mailbench_base::Error::usage(
-            "--start-at is for one run; a sweep starts each level when the previous ends",
         ));
     }
     Ok(mailbench_results::mail::sweep::SweepPlan {

@@ -9,11 +9,12 @@ use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_mail::options::Resolved;
 use mailbench_mail::profile::{Profile, ProfileExt};
-use mailbench_mail::sweep::{level_of, next_level};
-use mailbench_results::mail::run::TargetInfo;
-use mailbench_results::mail::sweep::{MailSweepResult, SweepLevel, SweepPlan, supported};
-use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
-use std::path::{Path, PathBuf};
+use mailbench_mail::sweep::{
+    Progress, build, level_dir_name, level_line, level_of, next_of, not_run,
+};
+use mailbench_results::mail::sweep::SweepPlan;
+use mailbench_results::{AnyResult, RunHeader, Status};
+use std::path::PathBuf;
 
 /// What the sweep was asked: the base options (users: the largest level),
 /// the plan, and where to write.
@@ -21,15 +22,6 @@ pub struct Sweep {
     pub base: Resolved,
     pub plan: SweepPlan,
     pub out: mailbench_mail::Output,
-}
-
-/// The levels run so far and how the sweep ended.
-struct Progress {
-    levels: Vec<SweepLevel>,
-    target: Option<TargetInfo>,
-    interrupted: bool,
-    /// A level that could not run (the server died, ...): its reason.
-    broken: Option<String>,
 }
 
 pub fn run(s: Sweep, global: &Global) -> Result<ExitStatus> {
@@ -50,7 +42,7 @@ pub fn run(s: Sweep, global: &Global) -> Result<ExitStatus> {
         let _ = std::fs::remove_dir_all(d);
     }
     header.finish(started.elapsed());
-    let result = build(header, s.base, s.plan, profile, p);
+    let result = build(header, s.base, s.plan, profile, p, None);
     let r = AnyResult::MailSweep(Box::new(result));
     let text = format!(
         "{}\nresults: {}",
@@ -111,23 +103,8 @@ fn run_levels(
     out: &mailbench_mail::Output,
     intr: &Interrupt,
 ) -> Progress {
-    let mut p = Progress {
-        levels: Vec::new(),
-        target: None,
-        interrupted: false,
-        broken: None,
-    };
-    let first = plan.levels.first().copied().unwrap_or(1);
-    let max = plan.levels.last().copied().unwrap_or(first);
-    let mut queue = plan.levels.iter().copied();
-    loop {
-        let done: Vec<(u64, bool)> = p.levels.iter().map(|l| (l.users, l.passed())).collect();
-        let next = if plan.find_max {
-            next_level(&done, first, max, plan.resolution)
-        } else {
-            queue.next()
-        };
-        let Some(users) = next else { break };
+    let mut p = Progress::default();
+    while let Some(users) = next_of(plan, &p.levels) {
         if intr.raised() {
             p.interrupted = true;
             break;
@@ -138,10 +115,6 @@ fn run_levels(
         }
     }
     p
-}
-
-fn level_dir(sweep: &Path, users: u64) -> PathBuf {
-    sweep.join(format!("level-{users:06}-users"))
 }
 
 /// One level: an ordinary mail run with its own result folder.
@@ -155,11 +128,8 @@ fn run_level(
 ) {
     let mut o = base.clone();
     o.users = users as usize;
-    let ldir = level_dir(&dir.path, users);
-    let name = ldir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
+    let name = level_dir_name(users);
+    let ldir = dir.path.join(&name);
     dir.log
         .line(format!("level {users} users: {}", ldir.display()));
     if !out.quiet && !out.json {
@@ -186,22 +156,9 @@ fn run_level(
                 dir.log
                     .line(format!("level {users}: result not written: {e}"));
             }
-            dir.log.line(format!(
-                "level {users} users: {} (response time {:.0} ms)",
-                r.verdict().label(),
-                level.response_time_ms
-            ));
+            dir.log.line(level_line(&level));
             if !out.quiet && !out.json {
-                eprintln!(
-                    "mail sweep: level {users} users: {}, response time {:.0} ms{}",
-                    r.verdict().label(),
-                    level.response_time_ms,
-                    level
-                        .reasons
-                        .first()
-                        .map(|x| format!(" ({x})"))
-                        .unwrap_or_default()
-                );
+                eprintln!("mail sweep: {}", level_line(&level));
             }
             p.interrupted = level.status == Status::Interrupted || intr.raised();
             p.levels.push(level);
@@ -210,104 +167,11 @@ fn run_level(
             let reason = format!("the level of {users} users could not run: {e}");
             dir.log.line(&reason);
             p.interrupted = intr.raised();
-            p.levels.push(SweepLevel {
-                users,
-                status: if p.interrupted {
-                    Status::Interrupted
-                } else {
-                    Status::Error
-                },
-                failed_criterion: Some("error".into()),
-                reasons: vec![reason.clone()],
-                result_dir: name,
-                ..Default::default()
-            });
+            p.levels
+                .push(not_run(users, reason.clone(), p.interrupted, &name));
             if !p.interrupted {
                 p.broken = Some(reason);
             }
         }
     }
-}
-
-/// The sweep's result from its levels.
-fn build(
-    header: RunHeader,
-    config: Resolved,
-    plan: SweepPlan,
-    profile: Profile,
-    p: Progress,
-) -> MailSweepResult {
-    let compression = profile.day.as_secs_f64() / config.day_length.as_secs_f64().max(1e-9);
-    let (supported_users, failed_above) = supported(&p.levels);
-    let mut warnings = Vec::new();
-    if compression > 1.0 + 1e-9 {
-        warnings.push(format!(
-            "compressed day: each simulated user works {compression:.0} times the profile's rate; \
-             the rate-equivalent users (users x {compression:.0}) carry the same message and \
-             task rate, but not the same number of sessions, logons or mailboxes, so they \
-             approximate a real day's users"
-        ));
-    }
-    let late: Vec<String> = (p.levels.iter())
-        .filter(|l| l.sched_delay_p99_ms > 10.0)
-        .map(|l| format!("{} users ({:.1} ms)", l.users, l.sched_delay_p99_ms))
-        .collect();
-    if !late.is_empty() {
-        warnings.push(format!(
-            "the load generator's own scheduling delay p99 exceeded 10 ms at {}: there the \
-             generator, not the server, may be the limit",
-            late.join(", ")
-        ));
-    }
-    let verdict = sweep_verdict(&p, supported_users, &failed_above);
-    MailSweepResult {
-        run: header,
-        target: p.target.clone().unwrap_or_else(|| TargetInfo {
-            kind: config.target.clone(),
-            imap: config.imap.clone().unwrap_or_default(),
-            submission: config.submission.clone().unwrap_or_default(),
-            sieve: config.sieve.clone(),
-            tls: Default::default(),
-            local_dir: None,
-            server: None,
-        }),
-        config,
-        profile,
-        plan,
-        compression,
-        levels: p.levels,
-        supported_users,
-        failed_above,
-        warnings,
-        verdict,
-    }
-}
-
-/// Interrupted (exit 130) when stopped; failed when a level could not run
-/// or no level passed; else passed, the supported users being the score.
-fn sweep_verdict(
-    p: &Progress,
-    supported_users: Option<u64>,
-    failed_above: &Option<mailbench_results::mail::sweep::FailedLevel>,
-) -> Verdict {
-    let mut reasons = Vec::new();
-    if let Some(b) = &p.broken {
-        reasons.push(format!(
-            "{b}; the sweep reports the levels measured before it"
-        ));
-    }
-    if supported_users.is_none() && p.broken.is_none() && !p.interrupted {
-        let why = failed_above
-            .as_ref()
-            .map(|f| format!(": {} users failed ({})", f.users, f.reason))
-            .unwrap_or_default();
-        reasons.push(format!("no level passed every criterion{why}"));
-    }
-    let mut v = Verdict::from_reasons(reasons);
-    if p.interrupted {
-        v.status = Status::Interrupted;
-        v.reasons
-            .insert(0, "interrupted before the end of the sweep".into());
-    }
-    v
 }

@@ -1,5 +1,5 @@
-//! Many hosts (PRODUCT.md §5): `storage init|run|verify|backup|recover` and
-//! `mail run` as one test over MPI ranks (build with `--features mpi`, launch
+//! Many hosts (PRODUCT.md §5): `storage init|run|verify|backup|recover`,
+//! `mail run` and `mail sweep` as one test over MPI ranks (build with `--features mpi`, launch
 //! with mpirun/srun/an MPI operator), or `storage run|mail run --start-at
 //! TIME` on each host and `report merge` afterwards. The work is in the
 //! `mailbench-multihost` crate.
@@ -11,6 +11,7 @@ use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_mail::options::Resolved;
 use mailbench_multihost::storage::{Command, Options, Outcome, Share, spec_for_rank};
+use mailbench_results::mail::sweep::SweepPlan;
 use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
 
@@ -150,14 +151,17 @@ fn drive(
     if rank > 0 {
         return Ok(out.status);
     }
-    print_outcome(&out, global);
+    print_outcome(&out, global, cmd == Command::MailSweep);
     Ok(out.status)
 }
 
-/// Rank 0's output: the `--json` line, or the summary, verdict and folder.
-fn print_outcome(out: &Outcome, global: &Global) {
+/// Rank 0's output: the `--json` line, or the summary, verdict and folder
+/// (a sweep's summary ends with its verdict already).
+fn print_outcome(out: &Outcome, global: &Global, judged_in_summary: bool) {
     if global.json {
         println!("{}", out.line);
+    } else if judged_in_summary && !global.quiet {
+        println!("{}\nresults: {}", out.summary.trim_end(), out.dir.display());
     } else if !global.quiet {
         println!("{}", out.summary);
         println!("Verdict: {}", out.verdict.label());
@@ -201,6 +205,53 @@ fn run_mail(
     drive(
         Command::MailRun,
         Share::Mail(&resolve),
+        output,
+        &opts,
+        global,
+    )
+}
+
+/// `mail sweep` over MPI ranks (every level on every rank, each its slice
+/// of the level's users); `None` leaves it to the one-host sweep. Without
+/// MPI `--start-at` is refused: the levels of separate generators could
+/// not start together.
+pub fn mail_sweep(
+    resolved: &Resolved,
+    plan: &SweepPlan,
+    start_at: Option<&str>,
+    output: &Path,
+    global: &Global,
+) -> Option<Result<ExitStatus>> {
+    let mpi = mailbench_multihost::launched_by_mpi();
+    warn_without_mpi(mpi, global);
+    if !(mpi && mailbench_multihost::MPI_BUILT) {
+        return None;
+    }
+    Some(run_mail_sweep(resolved, plan, start_at, output, global))
+}
+
+fn run_mail_sweep(
+    resolved: &Resolved,
+    plan: &SweepPlan,
+    start_at: Option<&str>,
+    output: &Path,
+    global: &Global,
+) -> Result<ExitStatus> {
+    let opts = options(start_at, global)?;
+    let resolve = |rank: usize, size: usize, host: &str| {
+        let o = mailbench_multihost::mail_sweep::base_for_rank(
+            resolved.clone(),
+            plan,
+            rank,
+            size,
+            host,
+        )?;
+        mailbench_mail::command::check(&o)?;
+        Ok(o)
+    };
+    drive(
+        Command::MailSweep,
+        Share::MailSweep(&resolve, plan),
         output,
         &opts,
         global,

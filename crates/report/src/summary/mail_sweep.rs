@@ -2,7 +2,7 @@
 //! against response time, CPU, mail flow, queue, store I/O and errors), the
 //! supported users (the MMB3-style score) and what failed above them.
 
-use mailbench_results::mail::sweep::{MailSweepResult, SweepLevel};
+use mailbench_results::mail::sweep::{MailSweepResult, SweepGenerators, SweepLevel};
 use std::fmt::Write as _;
 
 fn opt(v: Option<f64>, decimals: usize) -> String {
@@ -60,6 +60,26 @@ pub fn table(levels: &[SweepLevel]) -> String {
     s
 }
 
+/// The load generators of a sweep over MPI ranks, in words.
+pub fn generators(g: &SweepGenerators) -> String {
+    let mut hosts: Vec<&str> = Vec::new();
+    for h in &g.hosts {
+        if !hosts.contains(&h.as_str()) {
+            hosts.push(h);
+        }
+    }
+    let mut s = format!(
+        "{} load generators (MPI ranks) on {}: each level's users split between them, \
+         one start per level, the level's figures merged",
+        g.count,
+        hosts.join(", ")
+    );
+    for f in &g.failures {
+        let _ = write!(s, "; FAILED: {}", f.reason);
+    }
+    s
+}
+
 /// summary.txt of a mail-sweep result.
 pub fn mail_sweep(r: &MailSweepResult) -> String {
     let mut s = String::new();
@@ -86,6 +106,9 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
         format!("levels {}", r.plan.users)
     };
     let _ = writeln!(s, "Sweep       {search}");
+    if let Some(g) = &r.generators {
+        let _ = writeln!(s, "Generators  {}", generators(g));
+    }
     let _ = writeln!(
         s,
         "Day         {:.0} s real per level = {:.1} h simulated (x{:.0}), steady window {}, response time limit {:.0} ms\n",

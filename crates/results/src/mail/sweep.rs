@@ -31,6 +31,21 @@ pub struct MailSweepResult {
     pub failed_above: Option<FailedLevel>,
     pub warnings: Vec<String>,
     pub verdict: Verdict,
+    /// Several load generators (MPI ranks) drove every level together, each
+    /// its slice of the level's users; absent when one host ran the sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generators: Option<SweepGenerators>,
+}
+
+/// The load generators of a sweep over MPI ranks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct SweepGenerators {
+    /// How many generators (ranks) ran every level.
+    pub count: usize,
+    /// The host of each rank (index = rank).
+    pub hosts: Vec<String>,
+    /// Ranks that failed during the sweep (the sweep ended there).
+    pub failures: Vec<crate::ranks::RankFailure>,
 }
 
 /// The levels asked for.

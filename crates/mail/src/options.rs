@@ -167,93 +167,11 @@ pub trait ResolveExt: Sized {
 }
 
 impl ResolveExt for Resolved {
-    #[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
     fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
-        let remote = o.imap.is_some() || o.submission.is_some();
-        let target = match o.target.as_deref() {
-            None => if remote { "remote" } else { "local" }.to_string(),
-            Some("local") => "local".into(),
-            Some("remote") => "remote".into(),
-            Some(other) => {
-                return Err(Error::usage(format!(
-                    "--target `{other}`: write `local` (a throwaway Dovecot+Postfix) or `remote` with --imap and --submission URLs"
-                )));
-            }
-        };
-        if target == "local" && (remote || o.sieve.is_some()) {
-            return Err(Error::usage(
-                "--imap/--submission/--sieve address a running server: drop --target local (or write --target remote)",
-            ));
-        }
-        if target == "remote" && (o.imap.is_none() || o.submission.is_none()) {
-            return Err(Error::usage(
-                "--target remote needs --imap imap://HOST:PORT and --submission smtp://HOST:PORT",
-            ));
-        }
-        if target == "local" && o.users_file.is_some() {
-            return Err(Error::usage(
-                "--users-file is for remote servers; the local target creates its own users",
-            ));
-        }
-        if target == "local" && o.password_file.is_some() {
-            return Err(Error::usage(
-                "--password-file is for remote servers; the local target makes its own users and passwords",
-            ));
-        }
-        if target == "local" && o.lists_file.is_some() {
-            return Err(Error::usage(
-                "--lists-file is for remote servers; the local target defines its own distribution lists",
-            ));
-        }
+        let target = target_of(o)?;
         let tls_insecure = o.tls_insecure.unwrap_or(false);
-        if target == "local" {
-            let mut given = Vec::new();
-            if o.starttls == Some(StartTls::Require) {
-                given.push("--starttls require");
-            }
-            if o.ca_file.is_some() {
-                given.push("--ca-file");
-            }
-            if tls_insecure {
-                given.push("--tls-insecure");
-            }
-            if o.allow_cleartext_auth == Some(true) {
-                given.push("--allow-cleartext-auth");
-            }
-            if !given.is_empty() {
-                return Err(Error::usage(format!(
-                    "{} are for remote servers; the local target speaks plain text on 127.0.0.1",
-                    given.join(", ")
-                )));
-            }
-        }
-        if tls_insecure && o.ca_file.is_some() {
-            return Err(Error::usage(
-                "--ca-file has no effect with --tls-insecure (nothing is verified): drop one of them",
-            ));
-        }
-        let first_user = o.first_user.unwrap_or(1);
-        if first_user == 0 {
-            return Err(Error::usage("--first-user counts from 1"));
-        }
-        let users = match &o.users_file {
-            Some(f) => users_in_file(f, first_user, o.users)?,
-            None => o.users.unwrap_or(100),
-        };
-        if users == 0 || users > 100_000 {
-            return Err(Error::usage(format!(
-                "--users {users}: give 1 to 100000 users"
-            )));
-        }
-        let user_format = o
-            .user_format
-            .clone()
-            .unwrap_or_else(|| format!("user{{n}}@{}", crate::local::LOCAL_DOMAIN));
-        if !user_format.contains("{n}") {
-            return Err(Error::usage(format!(
-                "--user-format `{user_format}` has no {{n}} for the user number; write e.g. user{{n}}@example.org"
-            )));
-        }
+        check_tls_options(o, &target, tls_insecure)?;
+        let (first_user, users, user_format) = users_of(o)?;
         let day_length = o.day_length.map(|d| d.0).unwrap_or(profile_day);
         let ramp_up = o
             .ramp_up
@@ -263,16 +181,7 @@ impl ResolveExt for Resolved {
             (day_length / 60).clamp(Duration::from_secs(1), Duration::from_secs(15))
         });
         let op_timeout = o.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
-        let server_metrics = o.server_metrics.clone().unwrap_or_default();
-        for u in &server_metrics {
-            crate::servermetrics::check_url(u)?;
-        }
-        let server_disk = o.server_disk.clone().unwrap_or_default();
-        if let Some(bad) = server_disk.iter().find(|d| d.is_empty() || d.contains('/')) {
-            return Err(Error::usage(format!(
-                "--server-disk `{bad}`: give the kernel's device name as the node exporter reports it (sdb, nvme0n1, dm-2), not a path"
-            )));
-        }
+        let (server_metrics, server_disk) = server_sources(o)?;
         let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
         check_ranges(o)?;
         let steady = o
@@ -324,6 +233,123 @@ impl ResolveExt for Resolved {
             steady,
         })
     }
+}
+
+/// The target (`local` or `remote`, from `--target` or the addresses given), with
+/// the options that do not fit it refused.
+fn target_of(o: &MailOptions) -> Result<String> {
+    let remote = o.imap.is_some() || o.submission.is_some();
+    let target = match o.target.as_deref() {
+        None => if remote { "remote" } else { "local" }.to_string(),
+        Some("local") => "local".into(),
+        Some("remote") => "remote".into(),
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "--target `{other}`: write `local` (a throwaway Dovecot+Postfix) or `remote` with --imap and --submission URLs"
+            )));
+        }
+    };
+    if target == "local" && (remote || o.sieve.is_some()) {
+        return Err(Error::usage(
+            "--imap/--submission/--sieve address a running server: drop --target local (or write --target remote)",
+        ));
+    }
+    if target == "remote" && (o.imap.is_none() || o.submission.is_none()) {
+        return Err(Error::usage(
+            "--target remote needs --imap imap://HOST:PORT and --submission smtp://HOST:PORT",
+        ));
+    }
+    if target == "local" && o.users_file.is_some() {
+        return Err(Error::usage(
+            "--users-file is for remote servers; the local target creates its own users",
+        ));
+    }
+    if target == "local" && o.password_file.is_some() {
+        return Err(Error::usage(
+            "--password-file is for remote servers; the local target makes its own users and passwords",
+        ));
+    }
+    if target == "local" && o.lists_file.is_some() {
+        return Err(Error::usage(
+            "--lists-file is for remote servers; the local target defines its own distribution lists",
+        ));
+    }
+    Ok(target)
+}
+
+/// TLS options: refused with the local target (plain text on loopback), and
+/// `--ca-file` refused with `--tls-insecure`.
+fn check_tls_options(o: &MailOptions, target: &str, tls_insecure: bool) -> Result<()> {
+    if target == "local" {
+        let mut given = Vec::new();
+        if o.starttls == Some(StartTls::Require) {
+            given.push("--starttls require");
+        }
+        if o.ca_file.is_some() {
+            given.push("--ca-file");
+        }
+        if tls_insecure {
+            given.push("--tls-insecure");
+        }
+        if o.allow_cleartext_auth == Some(true) {
+            given.push("--allow-cleartext-auth");
+        }
+        if !given.is_empty() {
+            return Err(Error::usage(format!(
+                "{} are for remote servers; the local target speaks plain text on 127.0.0.1",
+                given.join(", ")
+            )));
+        }
+    }
+    if tls_insecure && o.ca_file.is_some() {
+        return Err(Error::usage(
+            "--ca-file has no effect with --tls-insecure (nothing is verified): drop one of them",
+        ));
+    }
+    Ok(())
+}
+
+/// The first user's number, how many users (`--users`, or those listed in
+/// `--users-file` from the first on) and the address format.
+fn users_of(o: &MailOptions) -> Result<(usize, usize, String)> {
+    let first_user = o.first_user.unwrap_or(1);
+    if first_user == 0 {
+        return Err(Error::usage("--first-user counts from 1"));
+    }
+    let users = match &o.users_file {
+        Some(f) => users_in_file(f, first_user, o.users)?,
+        None => o.users.unwrap_or(100),
+    };
+    if users == 0 || users > 100_000 {
+        return Err(Error::usage(format!(
+            "--users {users}: give 1 to 100000 users"
+        )));
+    }
+    let user_format = o
+        .user_format
+        .clone()
+        .unwrap_or_else(|| format!("user{{n}}@{}", crate::local::LOCAL_DOMAIN));
+    if !user_format.contains("{n}") {
+        return Err(Error::usage(format!(
+            "--user-format `{user_format}` has no {{n}} for the user number; write e.g. user{{n}}@example.org"
+        )));
+    }
+    Ok((first_user, users, user_format))
+}
+
+/// `--server-metrics` endpoints and `--server-disk` device names, checked.
+fn server_sources(o: &MailOptions) -> Result<(Vec<String>, Vec<String>)> {
+    let server_metrics = o.server_metrics.clone().unwrap_or_default();
+    for u in &server_metrics {
+        crate::servermetrics::check_url(u)?;
+    }
+    let server_disk = o.server_disk.clone().unwrap_or_default();
+    if let Some(bad) = server_disk.iter().find(|d| d.is_empty() || d.contains('/')) {
+        return Err(Error::usage(format!(
+            "--server-disk `{bad}`: give the kernel's device name as the node exporter reports it (sdb, nvme0n1, dm-2), not a path"
+        )));
+    }
+    Ok((server_metrics, server_disk))
 }
 
 /// The range of every duration option (and `--max-response-time-ms`): flag, least

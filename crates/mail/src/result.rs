@@ -137,7 +137,6 @@ fn flow(
 
 /// The result of a finished run (the counters are final: deliveries still
 /// missing were counted as not delivered unless interrupted).
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 pub(crate) fn build(
     id: Identity,
     o: &Resolved,
@@ -146,15 +145,86 @@ pub(crate) fn build(
     m: Measured,
 ) -> MailRunResult {
     let users = id.users as f64;
-    let tasks: BTreeMap<TaskKind, TaskFigures> = (TaskKind::ALL.iter())
+    let (score, weights) = crate::command::weighted_p95_ms(profile, stats);
+    let sim_hours = profile.day.as_secs_f64() / 3600.0;
+    let mut warnings = run_warnings(&id, o, profile, stats, &m);
+    let server = m.server.map(|(section, w)| {
+        warnings.extend(w);
+        section
+    });
+    let mut r = MailRunResult {
+        run: id.header,
+        config: o.clone(),
+        target: id.target,
+        profile: profile.clone(),
+        run_id: id.run_id,
+        users: id.users as u64,
+        lists: id.lists as u64,
+        setup: id.setup,
+        window: MailWindow {
+            ramp_up_s: o.ramp_up.as_secs_f64(),
+            day_s: o.day_length.as_secs_f64(),
+            simulated_day_s: profile.day.as_secs_f64(),
+            compression: profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9),
+            drain_s: m.drain_s,
+        },
+        tasks: tasks(stats, profile, users),
+        operations: operations(stats),
+        response_time: DayResponseTime {
+            weighted_p95_ms: score,
+            weights: weights
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            limit_ms: o.max_score_ms,
+        },
+        mail_flow: flow(stats, profile, o, id.users, id.lists, m.server_deliveries),
+        delivery_latency: DeliveryLatency {
+            summary: stats.delivery.summary().into(),
+            within_s: o.delivery_within.as_secs_f64(),
+            within_pct: judge::within_pct(stats.delivered_within, stats.expected_deliveries),
+            delivered_within: Some(stats.delivered_within),
+            hist: stats.delivery.clone(),
+        },
+        queue: queue(m.queue, m.queue_local),
+        errors: errors(stats),
+        host: m.host,
+        server,
+        steady: m.steady,
+        disk: m
+            .disk
+            .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),
+        generator: Generator::of(
+            m.cpu_s,
+            m.commands,
+            users * sim_hours,
+            stats.sched_delay.clone(),
+            m.planned_tasks,
+            executed_tasks(stats),
+        ),
+        warnings,
+        verdict: mailbench_results::Verdict::from_reasons(Vec::new()),
+        merged: None,
+    };
+    r.verdict = judge::verdict(&figures(&r, m.interrupted), &o.criteria());
+    r
+}
+
+/// The figures of every task kind that ran.
+fn tasks(stats: &Stats, profile: &Profile, users: f64) -> BTreeMap<TaskKind, TaskFigures> {
+    (TaskKind::ALL.iter())
         .filter_map(|k| {
             Some((
                 *k,
                 task_figures(stats.ops.get(k.name())?, profile, *k, users),
             ))
         })
-        .collect();
-    let operations = (["logon", "new_mail"].iter())
+        .collect()
+}
+
+/// The figures of the operations that are not tasks (logon, new mail).
+fn operations(stats: &Stats) -> BTreeMap<String, OpFigures> {
+    (["logon", "new_mail"].iter())
         .filter_map(|n| {
             let s = stats.ops.get(n)?;
             let f = OpFigures {
@@ -164,16 +234,55 @@ pub(crate) fn build(
             };
             Some((n.to_string(), f))
         })
-        .collect();
-    let (score, weights) = crate::command::weighted_p95_ms(profile, stats);
+        .collect()
+}
+
+/// Tasks run, failed or skipped.
+fn executed_tasks(stats: &Stats) -> u64 {
+    (TaskKind::ALL.iter())
+        .filter_map(|k| stats.ops.get(k.name()))
+        .map(|s| s.count + s.errors + s.skipped)
+        .sum()
+}
+
+/// The errors and their rate over every attempt (deliveries still missing count
+/// as failed attempts).
+fn errors(stats: &Stats) -> Errors {
     let missing = stats.expected_deliveries.saturating_sub(stats.delivered);
     let attempts: u64 = stats.ops.values().map(|s| s.count + s.errors).sum::<u64>() + missing;
     let total_errors = stats.total_errors();
-    let executed: u64 = (TaskKind::ALL.iter())
-        .filter_map(|k| stats.ops.get(k.name()))
-        .map(|s| s.count + s.errors + s.skipped)
-        .sum();
-    let sim_hours = profile.day.as_secs_f64() / 3600.0;
+    Errors {
+        total: total_errors,
+        rate_pct: judge::error_rate_pct(total_errors, attempts),
+        by_kind: by_kind(&stats.errors_by_kind),
+        samples: stats.error_samples.clone(),
+    }
+}
+
+/// The server queue's samples, largest and last length.
+fn queue(samples: Vec<QueueSample>, local: bool) -> Queue {
+    Queue {
+        source: if local {
+            "postqueue -j"
+        } else {
+            "not available for remote targets"
+        }
+        .into(),
+        max: samples.iter().map(|q| q.length).max(),
+        final_length: samples.last().map(|q| q.length),
+        samples,
+    }
+}
+
+/// Warnings on how the run went: a busy generator, a lighter day than the
+/// profile's, the hard time limit, the local servers' own errors.
+fn run_warnings(
+    id: &Identity,
+    o: &Resolved,
+    profile: &Profile,
+    stats: &Stats,
+    m: &Measured,
+) -> Vec<String> {
     let sched = stats.sched_delay.summary();
     let mut warnings = Vec::new();
     if sched.p99_us > 10_000 {
@@ -201,81 +310,7 @@ pub(crate) fn build(
             m.server_errors.join(" | ")
         ));
     }
-    let server = m.server.map(|(section, w)| {
-        warnings.extend(w);
-        section
-    });
-    let mut r = MailRunResult {
-        run: id.header,
-        config: o.clone(),
-        target: id.target,
-        profile: profile.clone(),
-        run_id: id.run_id,
-        users: id.users as u64,
-        lists: id.lists as u64,
-        setup: id.setup,
-        window: MailWindow {
-            ramp_up_s: o.ramp_up.as_secs_f64(),
-            day_s: o.day_length.as_secs_f64(),
-            simulated_day_s: profile.day.as_secs_f64(),
-            compression: profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9),
-            drain_s: m.drain_s,
-        },
-        tasks,
-        operations,
-        response_time: DayResponseTime {
-            weighted_p95_ms: score,
-            weights: weights
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            limit_ms: o.max_score_ms,
-        },
-        mail_flow: flow(stats, profile, o, id.users, id.lists, m.server_deliveries),
-        delivery_latency: DeliveryLatency {
-            summary: stats.delivery.summary().into(),
-            within_s: o.delivery_within.as_secs_f64(),
-            within_pct: judge::within_pct(stats.delivered_within, stats.expected_deliveries),
-            delivered_within: Some(stats.delivered_within),
-            hist: stats.delivery.clone(),
-        },
-        queue: Queue {
-            source: if m.queue_local {
-                "postqueue -j"
-            } else {
-                "not available for remote targets"
-            }
-            .into(),
-            max: m.queue.iter().map(|q| q.length).max(),
-            final_length: m.queue.last().map(|q| q.length),
-            samples: m.queue,
-        },
-        errors: Errors {
-            total: total_errors,
-            rate_pct: judge::error_rate_pct(total_errors, attempts),
-            by_kind: by_kind(&stats.errors_by_kind),
-            samples: stats.error_samples.clone(),
-        },
-        host: m.host,
-        server,
-        steady: m.steady,
-        disk: m
-            .disk
-            .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),
-        generator: Generator::of(
-            m.cpu_s,
-            m.commands,
-            users * sim_hours,
-            stats.sched_delay.clone(),
-            m.planned_tasks,
-            executed,
-        ),
-        warnings,
-        verdict: mailbench_results::Verdict::from_reasons(Vec::new()),
-        merged: None,
-    };
-    r.verdict = judge::verdict(&figures(&r, m.interrupted), &o.criteria());
-    r
+    warnings
 }
 
 /// The figures the verdict is made from.

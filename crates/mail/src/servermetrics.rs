@@ -586,6 +586,13 @@ pub fn start_for_run(
     Scraper::start(sources, o.interval, &tls, t0, until, log.clone()).map(Some)
 }
 
+/// One line of `server.jsonl`: a source's raw reading.
+#[derive(Serialize)]
+struct ServerLine<'a> {
+    source: &'a str,
+    sample: &'a ServerSample,
+}
+
 /// The run's `server` section over [`from_s`, `to_s`] (seconds since the
 /// start), with the per-mailbox figures also at the profile's real rate
 /// (divided by the day's compression); the raw readings go to `server.jsonl`.
@@ -597,13 +604,14 @@ pub fn finish(
     compression: f64,
     o: &crate::options::Resolved,
 ) -> Result<ServerSection> {
-    let lines: Vec<serde_json::Value> = series
+    let lines: Vec<ServerLine> = series
         .sources
         .iter()
         .flat_map(|s| {
-            s.samples
-                .iter()
-                .map(|x| serde_json::json!({"source": s.source, "sample": x}))
+            s.samples.iter().map(|x| ServerLine {
+                source: &s.source,
+                sample: x,
+            })
         })
         .collect();
     run.write_jsonl("server.jsonl", &lines)?;

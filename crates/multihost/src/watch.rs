@@ -392,7 +392,6 @@ fn reader(stream: TcpStream, shared: Arc<Shared>, tx: Sender<(usize, Option<Msg>
     let _ = tx.send((rank, None));
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn monitor(
     rx: Receiver<(usize, Option<Msg>)>,
     shared: Arc<Shared>,
@@ -402,29 +401,7 @@ fn monitor(
 ) {
     let started = Instant::now();
     let mut pending: BTreeMap<u64, Vec<Option<LiveMsg>>> = BTreeMap::new();
-    let fail = |shared: &Shared, rank: usize, why: String| {
-        let mut st = lock(&shared.state);
-        if st.failures.iter().any(|f| f.rank == rank) || st.done.get(rank) == Some(&true) {
-            return;
-        }
-        let host = st.hosts.get(rank).cloned().unwrap_or_default();
-        let f = Failure {
-            rank,
-            host: host.clone(),
-            reason: format!("rank {rank} on host {host} {why} (during {})", st.phase),
-            at: mailbench_base::host::now_rfc3339(),
-        };
-        st.failures.push(f.clone());
-        let m = Msg::Stop {
-            reason: f.reason.clone(),
-        };
-        for w in st.writers.iter_mut().flatten() {
-            let _ = send_line(w, &m);
-        }
-        let all = st.failures.clone();
-        drop(st);
-        on_failure(&f, &all);
-    };
+    let fail = |rank: usize, why: String| fail_rank(&shared, &on_failure, rank, why);
     while !shared.stop.load(Ordering::Relaxed) {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok((rank, msg)) => {
@@ -433,45 +410,17 @@ fn monitor(
                 }
                 match msg {
                     None => fail(
-                        &shared,
                         rank,
                         "stopped: its process ended or its connection to rank 0 broke".into(),
                     ),
-                    Some(Msg::Fail { message }) => {
-                        fail(&shared, rank, format!("failed: {message}"))
-                    }
+                    Some(Msg::Fail { message }) => fail(rank, format!("failed: {message}")),
                     Some(Msg::Done) => {
                         if let Some(d) = lock(&shared.state).done.get_mut(rank) {
                             *d = true;
                         }
                     }
                     Some(Msg::Interval { live }) => {
-                        let (size, failed) = {
-                            let st = lock(&shared.state);
-                            let failed: Vec<usize> = st.failures.iter().map(|f| f.rank).collect();
-                            (st.hosts.len(), failed)
-                        };
-                        let e = pending.entry(live.seq).or_insert_with(|| vec![None; size]);
-                        if let Some(slot) = e.get_mut(rank) {
-                            *slot = Some(*live);
-                        }
-                        while let Some((_, parts)) = pending.first_key_value() {
-                            let complete = parts
-                                .iter()
-                                .enumerate()
-                                .all(|(r, p)| p.is_some() || failed.contains(&r));
-                            // A later interval complete means earlier ones never will be.
-                            if !complete && pending.len() < 3 {
-                                break;
-                            }
-                            let Some((_, parts)) = pending.pop_first() else {
-                                break;
-                            };
-                            let parts: Vec<LiveMsg> = parts.into_iter().flatten().collect();
-                            if complete {
-                                on_interval(&parts);
-                            }
-                        }
+                        interval_arrived(&shared, &mut pending, rank, *live, &mut on_interval);
                     }
                     Some(_) => {}
                 }
@@ -479,38 +428,105 @@ fn monitor(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        // Silence and missing ranks.
-        let now = Instant::now();
-        let mut late = Vec::new();
-        {
-            let st = lock(&shared.state);
-            for r in 1..st.hosts.len() {
-                if st.done[r] || st.failures.iter().any(|f| f.rank == r) {
-                    continue;
-                }
-                match st.last_seen[r] {
-                    Some(t) if now.duration_since(t) > opts.heartbeat_timeout => late.push((
-                        r,
-                        format!(
-                            "sent nothing for {:.0} s: it hung or its network failed",
-                            now.duration_since(t).as_secs_f64()
-                        ),
-                    )),
-                    None if now.duration_since(started) > opts.connect_timeout => late.push((
-                        r,
-                        format!(
-                            "never connected to rank 0 within {:.0} s",
-                            opts.connect_timeout.as_secs_f64()
-                        ),
-                    )),
-                    _ => {}
-                }
-            }
-        }
-        for (r, why) in late {
-            fail(&shared, r, why);
+        for (r, why) in silent_ranks(&shared, &opts, started) {
+            fail(r, why);
         }
     }
+}
+
+/// Rank `rank` failed (`why`): recorded once (not after it said it was done), every
+/// rank told to stop, the failure hook called.
+fn fail_rank(shared: &Shared, on_failure: &FailureHook, rank: usize, why: String) {
+    let mut st = lock(&shared.state);
+    if st.failures.iter().any(|f| f.rank == rank) || st.done.get(rank) == Some(&true) {
+        return;
+    }
+    let host = st.hosts.get(rank).cloned().unwrap_or_default();
+    let f = Failure {
+        rank,
+        host: host.clone(),
+        reason: format!("rank {rank} on host {host} {why} (during {})", st.phase),
+        at: mailbench_base::host::now_rfc3339(),
+    };
+    st.failures.push(f.clone());
+    let m = Msg::Stop {
+        reason: f.reason.clone(),
+    };
+    for w in st.writers.iter_mut().flatten() {
+        let _ = send_line(w, &m);
+    }
+    let all = st.failures.clone();
+    drop(st);
+    on_failure(&f, &all);
+}
+
+/// One rank's figures of an interval: kept until every rank that has not failed sent
+/// that interval, then handed to `on_interval` in order (an interval still incomplete
+/// when two later ones are pending is dropped).
+fn interval_arrived(
+    shared: &Shared,
+    pending: &mut BTreeMap<u64, Vec<Option<LiveMsg>>>,
+    rank: usize,
+    live: LiveMsg,
+    on_interval: &mut IntervalHook,
+) {
+    let (size, failed) = {
+        let st = lock(&shared.state);
+        let failed: Vec<usize> = st.failures.iter().map(|f| f.rank).collect();
+        (st.hosts.len(), failed)
+    };
+    let e = pending.entry(live.seq).or_insert_with(|| vec![None; size]);
+    if let Some(slot) = e.get_mut(rank) {
+        *slot = Some(live);
+    }
+    while let Some((_, parts)) = pending.first_key_value() {
+        let complete = parts
+            .iter()
+            .enumerate()
+            .all(|(r, p)| p.is_some() || failed.contains(&r));
+        // A later interval complete means earlier ones never will be.
+        if !complete && pending.len() < 3 {
+            break;
+        }
+        let Some((_, parts)) = pending.pop_first() else {
+            break;
+        };
+        let parts: Vec<LiveMsg> = parts.into_iter().flatten().collect();
+        if complete {
+            on_interval(&parts);
+        }
+    }
+}
+
+/// Ranks neither done nor failed that fell silent past the heartbeat timeout, or
+/// never connected within the connect timeout, with why.
+fn silent_ranks(shared: &Shared, opts: &WatchOptions, started: Instant) -> Vec<(usize, String)> {
+    let now = Instant::now();
+    let mut late = Vec::new();
+    let st = lock(&shared.state);
+    for r in 1..st.hosts.len() {
+        if st.done[r] || st.failures.iter().any(|f| f.rank == r) {
+            continue;
+        }
+        match st.last_seen[r] {
+            Some(t) if now.duration_since(t) > opts.heartbeat_timeout => late.push((
+                r,
+                format!(
+                    "sent nothing for {:.0} s: it hung or its network failed",
+                    now.duration_since(t).as_secs_f64()
+                ),
+            )),
+            None if now.duration_since(started) > opts.connect_timeout => late.push((
+                r,
+                format!(
+                    "never connected to rank 0 within {:.0} s",
+                    opts.connect_timeout.as_secs_f64()
+                ),
+            )),
+            _ => {}
+        }
+    }
+    late
 }
 
 /// A rank's end of the side channel.

@@ -508,7 +508,6 @@ fn flags_of(b: &Mailbox, cfg: &FakeConfig) -> String {
     f.join(" ")
 }
 
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn command(
     sh: &Shared,
     ses: &mut Session,
@@ -517,40 +516,73 @@ fn command(
     lit: Option<Vec<u8>>,
     out: &mut Vec<u8>,
 ) -> String {
+    if let Some(reply) = unauthenticated_command(sh, ses, verb, args, out) {
+        return reply;
+    }
+    let cfg = &sh.cfg;
+    let Some(user) = ses.user.clone() else {
+        return "BAD log in first".into();
+    };
+    let mut st = sh.state.lock().unwrap();
+    let s = store(&mut st, cfg, &user);
+    if let Some(reply) = folder_command(cfg, s, verb, args, out) {
+        return reply;
+    }
+    if let Some(reply) = mailbox_command(cfg, s, ses, verb, args, lit, out) {
+        return reply;
+    }
+    selected_command(cfg, s, ses, verb, args, out)
+}
+
+/// The commands of any state (CAPABILITY, LOGIN, LOGOUT, NOOP); None for the others.
+fn unauthenticated_command(
+    sh: &Shared,
+    ses: &mut Session,
+    verb: &str,
+    args: &[String],
+    out: &mut Vec<u8>,
+) -> Option<String> {
     let cfg = &sh.cfg;
     let caps = format!("IMAP4rev1 {}", cfg.caps.join(" "));
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     match verb {
         "CAPABILITY" => {
             out.extend_from_slice(format!("* CAPABILITY {caps}\r\n").as_bytes());
-            return "OK done".into();
+            Some("OK done".into())
         }
         "LOGIN" => {
             if cfg.echo_imap_login {
-                return format!("NO you said: LOGIN \"{}\" \"{}\"", arg(0), arg(1));
+                return Some(format!("NO you said: LOGIN \"{}\" \"{}\"", arg(0), arg(1)));
             }
             if arg(1) != cfg.password {
-                return "NO [AUTHENTICATIONFAILED] wrong".into();
+                return Some("NO [AUTHENTICATIONFAILED] wrong".into());
             }
             ses.user = Some(arg(0));
             let mut st = sh.state.lock().unwrap();
             store(&mut st, cfg, &arg(0));
-            return format!("OK [CAPABILITY {caps}] logged in");
+            Some(format!("OK [CAPABILITY {caps}] logged in"))
         }
         "LOGOUT" => {
             out.extend_from_slice(b"* BYE bye\r\n");
-            return "OK bye".into();
+            Some("OK bye".into())
         }
-        "NOOP" => return "OK noop".into(),
-        _ => {}
+        "NOOP" => Some("OK noop".into()),
+        _ => None,
     }
-    let Some(user) = ses.user.clone() else {
-        return "BAD log in first".into();
-    };
-    let mut st = sh.state.lock().unwrap();
-    let s = store(&mut st, cfg, &user);
+}
+
+/// Folder commands of a logged-in user (NAMESPACE, LIST, CREATE, DELETE); None for
+/// the others.
+fn folder_command(
+    cfg: &FakeConfig,
+    s: &mut Store,
+    verb: &str,
+    args: &[String],
+    out: &mut Vec<u8>,
+) -> Option<String> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     let d = cfg.delim;
-    match verb {
+    let reply: String = match verb {
         "NAMESPACE" => {
             out.extend_from_slice(
                 format!("* NAMESPACE ((\"{}\" \"{d}\")) NIL NIL\r\n", cfg.prefix).as_bytes(),
@@ -579,13 +611,13 @@ fn command(
                 && !name.eq_ignore_ascii_case("INBOX")
                 && !name.starts_with(cfg.prefix)
             {
-                return format!(
+                return Some(format!(
                     "NO Client tried to access nonexistent namespace. (Mailbox name should probably be prefixed with: {})",
                     cfg.prefix
-                );
+                ));
             }
             if s.boxes.contains_key(&name) {
-                return "NO [ALREADYEXISTS] Mailbox already exists".into();
+                return Some("NO [ALREADYEXISTS] Mailbox already exists".into());
             }
             s.boxes.insert(
                 name,
@@ -600,6 +632,24 @@ fn command(
             Some(_) => "OK deleted".into(),
             None => "NO [NONEXISTENT] no such mailbox".into(),
         },
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// Commands on one mailbox by name (SELECT, EXAMINE, STATUS, APPEND); None for the
+/// others.
+fn mailbox_command(
+    cfg: &FakeConfig,
+    s: &mut Store,
+    ses: &mut Session,
+    verb: &str,
+    args: &[String],
+    lit: Option<Vec<u8>>,
+    out: &mut Vec<u8>,
+) -> Option<String> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let reply: String = match verb {
         "SELECT" | "EXAMINE" => {
             let name = if arg(0).eq_ignore_ascii_case("INBOX") {
                 "INBOX".to_string()
@@ -608,7 +658,7 @@ fn command(
             };
             let Some(b) = s.boxes.get(&name) else {
                 ses.selected = None;
-                return "NO [NONEXISTENT] no such mailbox".into();
+                return Some("NO [NONEXISTENT] no such mailbox".into());
             };
             let n = b.msgs.len() as u32;
             out.extend_from_slice(
@@ -624,7 +674,7 @@ fn command(
         }
         "STATUS" => {
             let Some(b) = s.boxes.get(&arg(0)) else {
-                return "NO [NONEXISTENT] no such mailbox".into();
+                return Some("NO [NONEXISTENT] no such mailbox".into());
             };
             out.extend_from_slice(
                 format!(
@@ -639,10 +689,10 @@ fn command(
         }
         "APPEND" => {
             if cfg.append_limit.is_some_and(|l| s.appends >= l) {
-                return "NO [OVERQUOTA] quota exceeded".into();
+                return Some("NO [OVERQUOTA] quota exceeded".into());
             }
             let Some(b) = s.boxes.get_mut(&arg(0)) else {
-                return "NO [TRYCREATE] no such mailbox".into();
+                return Some("NO [TRYCREATE] no such mailbox".into());
             };
             let uid = b.uidnext;
             b.uidnext += 1;
@@ -654,8 +704,9 @@ fn command(
             s.appends += 1;
             format!("OK [APPENDUID 1 {uid}] appended")
         }
-        _ => selected_command(cfg, s, ses, verb, args, out),
-    }
+        _ => return None,
+    };
+    Some(reply)
 }
 
 fn selected_command(

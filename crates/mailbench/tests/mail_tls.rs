@@ -178,14 +178,12 @@ fn completed_tasks(v: &serde_json::Value) -> u64 {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn tls_and_starttls_against_the_local_dovecot() {
     if !servers_available() || !openssl_available() {
         return;
     }
     let pki = tempfile::tempdir().unwrap();
     let (ca, cert, key) = make_pki(pki.path());
-    let ca_s = ca.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let srv = LocalServer::start_with(
         dir.path(),
@@ -193,15 +191,57 @@ fn tls_and_starttls_against_the_local_dovecot() {
         Some(&LocalTls { cert, key }),
     )
     .unwrap();
-    let p = srv.ports;
-    let pw = srv.password.clone();
-    let imaps = format!("imaps://127.0.0.1:{}", p.imaps.unwrap());
-    let submissions = format!("submissions://127.0.0.1:{}", p.submissions.unwrap());
-    let smtps = format!("smtps://127.0.0.1:{}", p.submissions.unwrap());
-    let imap = format!("imap://127.0.0.1:{}", p.imap);
-    let smtp = format!("smtp://127.0.0.1:{}", p.submission);
-    let sieve = format!("sieve://127.0.0.1:{}", p.sieve);
+    let t = TlsTarget::of(&srv, &ca, dir.path());
+    implicit_tls_with_the_ca(&t);
+    refused_without_the_ca(&t);
+    insecure_without_the_ca(&t);
+    starttls_required(&t);
+    tls_failing_mid_run(&t);
+    every_login_over_tls(&t);
+    drop(srv);
+}
 
+/// The local Dovecot with TLS as the steps reach it: its URLs, password, the test CA.
+struct TlsTarget<'a> {
+    ports: mailbench_mail::local::LocalPorts,
+    pw: String,
+    ca: String,
+    imaps: String,
+    submissions: String,
+    smtps: String,
+    imap: String,
+    smtp: String,
+    sieve: String,
+    /// The local target's folder (Dovecot's log).
+    dir: &'a Path,
+}
+
+impl<'a> TlsTarget<'a> {
+    fn of(srv: &LocalServer, ca: &Path, dir: &'a Path) -> TlsTarget<'a> {
+        let p = srv.ports;
+        TlsTarget {
+            ports: p,
+            pw: srv.password.clone(),
+            ca: ca.to_str().unwrap().to_string(),
+            imaps: format!("imaps://127.0.0.1:{}", p.imaps.unwrap()),
+            submissions: format!("submissions://127.0.0.1:{}", p.submissions.unwrap()),
+            smtps: format!("smtps://127.0.0.1:{}", p.submissions.unwrap()),
+            imap: format!("imap://127.0.0.1:{}", p.imap),
+            smtp: format!("smtp://127.0.0.1:{}", p.submission),
+            sieve: format!("sieve://127.0.0.1:{}", p.sieve),
+            dir,
+        }
+    }
+}
+
+/// (1) Implicit TLS with the test CA: setup, then a run with ManageSieve upgraded by STARTTLS.
+fn implicit_tls_with_the_ca(t: &TlsTarget) {
+    let pw = t.pw.clone();
+    let ca_s = t.ca.as_str();
+    let imaps = t.imaps.clone();
+    let submissions = t.submissions.clone();
+    let smtps = t.smtps.clone();
+    let sieve = t.sieve.clone();
     // (1) Implicit TLS with the test CA: setup, then a run with ManageSieve
     // upgraded by STARTTLS (auto: Dovecot offers it).
     let out = tempfile::tempdir().unwrap();
@@ -261,7 +301,15 @@ fn tls_and_starttls_against_the_local_dovecot() {
     let s = summary(out.path(), "mail-run");
     assert!(s.contains("Security    IMAP implicit TLS"), "{s}");
     assert!(!text(&r).contains(&pw), "passwords never appear");
+}
 
+/// (2) Without the CA: refused at start, exit 3, naming the host; the same certificate under another name is refused for that name.
+fn refused_without_the_ca(t: &TlsTarget) {
+    let pw = t.pw.clone();
+    let ca_s = t.ca.as_str();
+    let imaps = t.imaps.clone();
+    let submissions = t.submissions.clone();
+    let p = t.ports;
     // (2) Without the CA: refused at start, exit 3, naming the host; the same
     // certificate under another name is refused for that name.
     let out = tempfile::tempdir().unwrap();
@@ -283,7 +331,13 @@ fn tls_and_starttls_against_the_local_dovecot() {
     );
     assert_eq!(r.status.code(), Some(3), "{}", text(&r));
     assert!(text(&r).contains("does not name localhost"), "{}", text(&r));
+}
 
+/// (3) --tls-insecure: works without the CA, and says so.
+fn insecure_without_the_ca(t: &TlsTarget) {
+    let pw = t.pw.clone();
+    let imaps = t.imaps.clone();
+    let submissions = t.submissions.clone();
     // (3) --tls-insecure: works without the CA, and says so.
     let out = tempfile::tempdir().unwrap();
     let r = setup(
@@ -304,7 +358,14 @@ fn tls_and_starttls_against_the_local_dovecot() {
         s.contains("certificates NOT verified (--tls-insecure)"),
         "{s}"
     );
+}
 
+/// (4) STARTTLS required on IMAP and submission, with the CA.
+fn starttls_required(t: &TlsTarget) {
+    let pw = t.pw.clone();
+    let ca_s = t.ca.as_str();
+    let imap = t.imap.clone();
+    let smtp = t.smtp.clone();
     // (4) STARTTLS required on IMAP and submission, with the CA.
     let out = tempfile::tempdir().unwrap();
     let r = run(
@@ -329,7 +390,14 @@ fn tls_and_starttls_against_the_local_dovecot() {
         "{c}"
     );
     assert_eq!(v["config"]["starttls"], "require");
+}
 
+/// (5) TLS failing mid-run is counted under the `tls` kind, and the run fails cleanly.
+fn tls_failing_mid_run(t: &TlsTarget) {
+    let pw = t.pw.clone();
+    let ca_s = t.ca.as_str();
+    let submissions = t.submissions.clone();
+    let p = t.ports;
     // (5) TLS failing mid-run (garbage injected into every third IMAP TLS
     // stream) is counted under the `tls` kind, and the run fails cleanly.
     let proxy = Proxy::start(p.imaps.unwrap(), Fault::Garbage, 3, 1500);
@@ -352,9 +420,13 @@ fn tls_and_starttls_against_the_local_dovecot() {
     );
     assert!(completed_tasks(&v) > 50, "{}", v["tasks"]);
     drop(proxy);
+}
 
+/// Dovecot saw every login of this test over TLS.
+fn every_login_over_tls(t: &TlsTarget) {
+    let dir = t.dir;
     // Dovecot saw every login of this test over TLS.
-    let log = std::fs::read_to_string(dir.path().join("dovecot/dovecot.log")).unwrap();
+    let log = std::fs::read_to_string(dir.join("dovecot/dovecot.log")).unwrap();
     // (Not the local target's own start-up check, plain text on 127.0.0.1.)
     let logins: Vec<&str> = log
         .lines()
@@ -369,7 +441,6 @@ fn tls_and_starttls_against_the_local_dovecot() {
     }
     let plain: Vec<&&str> = logins.iter().filter(|l| !l.contains(", TLS")).collect();
     assert!(plain.is_empty(), "logins without TLS: {plain:?}");
-    drop(srv);
 }
 
 /// TLS URLs and options at the command line, no server needed: the schemes are

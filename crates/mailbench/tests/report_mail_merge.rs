@@ -110,15 +110,76 @@ fn check_steady(m: &Value, a: &Value, dm: &Path, profile: &Profile) -> SteadySec
     got
 }
 
+/// The two generators' results and their merge.
+struct Runs {
+    out: PathBuf,
+    da: PathBuf,
+    db: PathBuf,
+    dm: PathBuf,
+    a: Value,
+    b: Value,
+    m: Value,
+}
+
+impl Runs {
+    /// The two generators' figures at `p`, added.
+    fn sum(&self, p: &str) -> u64 {
+        u(self.a.pointer(p).unwrap()) + u(self.b.pointer(p).unwrap())
+    }
+}
+
 #[test]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn two_generators_with_disjoint_users_merge_into_one_result() {
     if !servers_available() {
         return;
     }
     let out = tempfile::tempdir().unwrap();
-    let (oa, ob) = (out.path().join("gen-a"), out.path().join("gen-b"));
-    // Two generators at once, users 1..3 and 4..6, each with its own server.
+    let (da, db, a, b) = two_generators(out.path());
+    let om = out.path().join("merged");
+    let r = mailbench(
+        &[
+            "report",
+            "merge",
+            da.join("result.json").to_str().unwrap(),
+            db.to_str().unwrap(),
+            "--output",
+            om.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let dm = run_dir(&om, "report-merge");
+    let m = result(&om, "report-merge");
+    let status = m["verdict"]["status"].as_str().unwrap().to_string();
+    assert_eq!(
+        r.status.code(),
+        Some(if status == "pass" { 0 } else { 1 }),
+        "{}",
+        text(&r)
+    );
+    let runs = Runs {
+        out: out.path().to_path_buf(),
+        da,
+        db,
+        dm,
+        a,
+        b,
+        m,
+    };
+    check_hosts(&runs);
+    let merged_score = check_tasks(&runs);
+    let expected = check_flow(&runs);
+    let within_pct = check_delivery(&runs, expected);
+    check_verdict(&runs, &status, merged_score, expected, within_pct);
+    check_intervals(&runs);
+    check_outputs(&runs, &r);
+    refused_merges(&runs);
+    print_figures(&runs, merged_score, within_pct, &status);
+}
+
+/// Two generators at once, users 1..3 and 4..6, each with its own server: their
+/// run folders and results.
+fn two_generators(out: &Path) -> (PathBuf, PathBuf, Value, Value) {
+    let (oa, ob) = (out.join("gen-a"), out.join("gen-b"));
     let spawn = |first: &str, dir: &Path| {
         Command::new(env!("CARGO_BIN_EXE_mailbench"))
             .args([
@@ -159,28 +220,12 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         ),
         (Some(1), Some(4))
     );
+    (da, db, a, b)
+}
 
-    let om = out.path().join("merged");
-    let r = mailbench(
-        &[
-            "report",
-            "merge",
-            da.join("result.json").to_str().unwrap(),
-            db.to_str().unwrap(),
-            "--output",
-            om.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let dm = run_dir(&om, "report-merge");
-    let m = result(&om, "report-merge");
-    let status = m["verdict"]["status"].as_str().unwrap().to_string();
-    assert_eq!(
-        r.status.code(),
-        Some(if status == "pass" { 0 } else { 1 }),
-        "{}",
-        text(&r)
-    );
+/// The merged result's header and its per-host table.
+fn check_hosts(runs: &Runs) {
+    let (m, a, b) = (&runs.m, &runs.a, &runs.b);
     assert_eq!(m["run"]["kind"], "mail-run");
     assert_eq!(m["users"], 2 * USERS);
     assert_eq!(m["config"]["users"], 2 * USERS);
@@ -196,9 +241,13 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         b["response_time"]["weighted_p95_ms"]
     );
     assert_eq!(hosts[0]["verdict"], a["verdict"]);
+}
 
-    // Tasks and operations: counts add up, histograms are the sums, and every
-    // percentile is read from the summed histogram.
+/// Tasks and operations: counts add up, histograms are the sums, and every
+/// percentile is read from the summed histogram; the merged score is the one of
+/// the summed histograms. Returns the merged score.
+fn check_tasks(runs: &Runs) -> f64 {
+    let (m, a, b) = (&runs.m, &runs.a, &runs.b);
     let users = (2 * USERS) as f64;
     let mut p95 = BTreeMap::new();
     for sect in ["tasks", "operations"] {
@@ -241,9 +290,16 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     let merged_score = m["response_time"]["weighted_p95_ms"].as_f64().unwrap();
     assert!(close(merged_score, score), "{merged_score} vs {score}");
 
-    // Mail flow: sums, and per-user / per-hour figures from the sums.
+    merged_score
+}
+
+/// Mail flow: sums, and per-user / per-hour figures from the sums. Returns the
+/// expected deliveries.
+fn check_flow(runs: &Runs) -> u64 {
+    let m = &runs.m;
+    let users = (2 * USERS) as f64;
+    let sum = |p: &str| runs.sum(p);
     let f = &m["mail_flow"];
-    let sum = |p: &str| u(a.pointer(p).unwrap()) + u(b.pointer(p).unwrap());
     let submitted = sum("/mail_flow/submitted");
     let expected = sum("/mail_flow/expected_deliveries");
     let delivered = sum("/mail_flow/delivered");
@@ -276,7 +332,13 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         submitted as f64 / 8.0
     ));
 
-    // Delivery latency: the summed histogram; in time from the summed counts.
+    expected
+}
+
+/// Delivery latency: the summed histogram; in time from the summed counts.
+/// Returns the share delivered in time.
+fn check_delivery(runs: &Runs, expected: u64) -> f64 {
+    let (m, a, b) = (&runs.m, &runs.a, &runs.b);
     let dl = &m["delivery_latency"];
     let mut h = hist(&a["delivery_latency"]["hist"]);
     h.add(&hist(&b["delivery_latency"]["hist"]));
@@ -288,12 +350,19 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
             / 100.0)
             .round() as u64
     };
-    let within = within_of(&a) + within_of(&b);
+    let within = within_of(a) + within_of(b);
     assert_eq!(u(&dl["delivered_within"]), within);
     let within_pct = judge::within_pct(within, expected);
     assert!(close(dl["within_pct"].as_f64().unwrap(), within_pct));
 
-    // Errors and the verdict, judged again on the aggregate.
+    within_pct
+}
+
+/// Errors and the verdict, judged again on the aggregate.
+fn check_verdict(runs: &Runs, status: &str, merged_score: f64, expected: u64, within_pct: f64) {
+    let (m, a, b, dm) = (&runs.m, &runs.a, &runs.b, &runs.dm);
+    let sum = |p: &str| runs.sum(p);
+    let profile = Profile::load("mmb3").unwrap();
     let total_errors = sum("/errors/total");
     assert_eq!(u(&m["errors"]["total"]), total_errors);
     let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
@@ -320,7 +389,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     };
     // The steady window the runs used, measured again over the merged
     // intervals (not the whole day), and judged.
-    let steady = check_steady(&m, &a, &dm, &profile);
+    let steady = check_steady(m, a, dm, &profile);
     let verdict = judge::verdict(
         &Figures {
             response_time_ms: steady.judged_ms().unwrap_or(merged_score),
@@ -341,9 +410,12 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     if a["verdict"]["status"] == "pass" && b["verdict"]["status"] == "pass" {
         assert_eq!(status, "pass", "{}", m["verdict"]);
     }
+}
 
-    // Intervals aligned by index and added.
-    let (ia, ib, im) = (intervals(&da), intervals(&db), intervals(&dm));
+/// Intervals aligned by index and added.
+fn check_intervals(runs: &Runs) {
+    let (da, db, dm) = (&runs.da, &runs.db, &runs.dm);
+    let (ia, ib, im) = (intervals(da), intervals(db), intervals(dm));
     assert_eq!(im.len(), ia.len().max(ib.len()));
     let (ca, cb, cm) = (
         interval_counts(&ia),
@@ -358,8 +430,12 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         );
     }
     assert!(cm.get("read").copied().unwrap_or(0) > 0, "{cm:?}");
+}
 
-    // summary.txt and report.html with the per-host table; render again.
+/// summary.txt and report.html with the per-host table; render again.
+fn check_outputs(runs: &Runs, r: &std::process::Output) {
+    let dm = &runs.dm;
+    let hosts = runs.m["merged"]["hosts"].as_array().unwrap();
     let summary = std::fs::read_to_string(dm.join("summary.txt")).unwrap();
     assert!(summary.contains("Per-Host Results"), "{summary}");
     assert!(
@@ -369,7 +445,7 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     for h in hosts {
         assert!(summary.contains(h["label"].as_str().unwrap()), "{summary}");
     }
-    assert!(text(&r).contains("Per-Host Results"), "{}", text(&r));
+    assert!(text(r).contains("Per-Host Results"), "{}", text(r));
     let html = std::fs::read_to_string(dm.join("report.html")).unwrap();
     assert!(html.contains(r#"id="hosts-table""#));
     let r2 = mailbench(&["report", "render", dm.to_str().unwrap()], &[]);
@@ -378,14 +454,18 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         std::fs::read_to_string(dm.join("summary.txt")).unwrap(),
         summary
     );
+}
 
-    // Results judged with other thresholds are refused, naming both files.
-    let odd = out.path().join("odd");
+/// Results judged with other thresholds are refused, naming both files; so are
+/// a mail and a storage result together.
+fn refused_merges(runs: &Runs) {
+    let (out, da, b) = (&runs.out, &runs.da, &runs.b);
+    let odd = out.join("odd");
     std::fs::create_dir_all(&odd).unwrap();
     let mut v = b.clone();
     v["config"]["max_score_ms"] = serde_json::json!(250.0);
     std::fs::write(odd.join("result.json"), v.to_string()).unwrap();
-    let oo = out.path().join("refused");
+    let oo = out.join("refused");
     let r3 = mailbench(
         &[
             "report",
@@ -407,13 +487,13 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     );
     assert!(!oo.exists(), "a refused merge wrote {}", oo.display());
     // So are a mail and a storage result together.
-    let os = out.path().join("storage");
+    let os = out.join("storage");
     let r4 = mailbench(
         &[
             "storage",
             "run",
             "--path",
-            out.path().join("data").to_str().unwrap(),
+            out.join("data").to_str().unwrap(),
             "--databases",
             "1",
             "--db-size",
@@ -455,7 +535,16 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
         "{err}"
     );
     assert!(!oo.exists(), "a refused merge wrote {}", oo.display());
+}
 
+/// The generators' and the merge's figures, for the test's output.
+fn print_figures(runs: &Runs, merged_score: f64, within_pct: f64, status: &str) {
+    let (m, a, b) = (&runs.m, &runs.a, &runs.b);
+    let dl = &m["delivery_latency"];
+    let submitted = runs.sum("/mail_flow/submitted");
+    let expected = runs.sum("/mail_flow/expected_deliveries");
+    let delivered = runs.sum("/mail_flow/delivered");
+    let total_errors = runs.sum("/errors/total");
     eprintln!(
         "generator a: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
         a["users"],

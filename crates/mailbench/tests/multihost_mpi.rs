@@ -857,6 +857,11 @@ fn a_sweep_over_two_generators_runs_every_level_on_both() {
         summary.contains("Generators  2 load generators"),
         "{summary}"
     );
+    let html = std::fs::read_to_string(sweep.join("report.html")).unwrap();
+    assert!(
+        html.contains("2 load generators (MPI ranks)"),
+        "report.html"
+    );
     // Each rank provisioned its slice of the largest level.
     for r in 0..2 {
         assert!(only_run_dir(&sweep.join(format!("rank-{r}")), "mail-setup").is_dir());
@@ -971,7 +976,10 @@ fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
             let _ = std::fs::remove_file(tmp.path().join(format!("code-{r}")));
         }
         let mut c = mpirun(2);
-        c.env("MAILBENCH_PASSWORD", "x")
+        // Every rank runs to its own end (mpirun would kill the second
+        // when the first exits non-zero).
+        c.args(["--mca", "orte_abort_on_non_zero_status", "0"])
+            .env("MAILBENCH_PASSWORD", "x")
             .arg(&wrap)
             .arg("--output")
             .arg(&out)
@@ -987,7 +995,8 @@ fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
         }
         let o = run_job(c, Duration::from_secs(60));
         let all = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {all}");
+        // mpirun's own status says nothing here (it does not abort on a
+        // rank's exit code): each rank's code is checked.
         assert!(all.contains(says), "{args:?}: {all}");
         for r in 0..2 {
             let code = std::fs::read_to_string(tmp.path().join(format!("code-{r}"))).unwrap();

@@ -177,7 +177,7 @@ pub fn sweep_page(d: &OtherDoc) -> Option<Result<String, minijinja::Error>> {
 }
 
 fn identity_items(r: &MailSweepResult) -> Vec<(&'static str, String)> {
-    vec![
+    let mut items = vec![
         ("Started", r.run.started.clone()),
         ("Target", format!("{} {}", r.target.kind, r.target.imap)),
         ("Profile", r.profile.name.clone()),
@@ -201,7 +201,12 @@ fn identity_items(r: &MailSweepResult) -> Vec<(&'static str, String)> {
                 r.config.steady
             ),
         ),
-    ]
+    ];
+    // A sweep over MPI ranks: its load generators, as summary.txt says.
+    if let Some(g) = &r.generators {
+        items.push(("Generators", crate::summary::mail_sweep::generators(g)));
+    }
+    items
 }
 
 fn tiles(r: &MailSweepResult) -> Vec<Tile> {

@@ -52,17 +52,6 @@ pub fn try_render_html(doc: &Doc) -> Result<String> {
     })
 }
 
-/// Renders a loaded result to HTML text; should the report's own templates
-/// fail, the page says so instead of the figures (see `try_render_html`).
-pub fn render_html(doc: &Doc) -> String {
-    try_render_html(doc).unwrap_or_else(|e| {
-        format!(
-            "<!DOCTYPE html>\n<html lang=\"en\"><meta charset=\"utf-8\"><title>mailbench report</title><p>{}</p></html>\n",
-            svg::esc(&e.to_string())
-        )
-    })
-}
-
 /// The `[report]` section of `--config` (every key has a flag of the same
 /// name): `tolerance` for `report compare`, `metrics_listen` for runs.
 #[derive(Debug, Default, Clone, serde::Deserialize)]

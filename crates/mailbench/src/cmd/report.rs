@@ -87,7 +87,10 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."));
         let html_path = a.html.clone().unwrap_or_else(|| dir.join("report.html"));
-        write_atomic(&html_path, mailbench_report::render_html(doc).as_bytes())?;
+        write_atomic(
+            &html_path,
+            mailbench_report::try_render_html(doc)?.as_bytes(),
+        )?;
         written.push(html_path.display().to_string());
         if a.html.is_none() {
             let summary = match doc {

@@ -416,7 +416,16 @@ fn check_verdict(runs: &Runs, status: &str, merged_score: f64, expected: u64, wi
 fn check_intervals(runs: &Runs) {
     let (da, db, dm) = (&runs.da, &runs.db, &runs.dm);
     let (ia, ib, im) = (intervals(da), intervals(db), intervals(dm));
-    assert_eq!(im.len(), ia.len().max(ib.len()));
+    // Aligned by time (t_s / interval, rounded): two generators' ticks share a
+    // slot unless one ran late by half an interval on a busy machine, so the
+    // merged run has at least the longer run's intervals and at most both.
+    assert!(
+        (ia.len().max(ib.len())..=ia.len() + ib.len()).contains(&im.len()),
+        "{} merged intervals from {} and {}",
+        im.len(),
+        ia.len(),
+        ib.len()
+    );
     let (ca, cb, cm) = (
         interval_counts(&ia),
         interval_counts(&ib),

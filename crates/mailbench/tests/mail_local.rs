@@ -9,15 +9,36 @@ use mailbench_mail::profile::TaskKind;
 use support::*;
 
 #[test]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn setup_100_users_then_a_compressed_mmb3_day() {
     if !servers_available() {
         return;
     }
     let local = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let (l, o) = (local.path().to_str().unwrap(), out.path().to_str().unwrap());
+    let l = local.path().to_str().unwrap();
+    setup_100_users(local.path());
+    setup_again_appends_nothing(l);
+    let out3 = tempfile::tempdir().unwrap();
+    let v = compressed_day(l, out3.path());
+    every_task_ran(&v);
+    let delivered = mail_was_delivered(&v, local.path());
+    steady_window_measured(&v);
+    run_files(&v, out3.path(), delivered);
+    // Nothing of the local target is left running.
+    assert!(
+        !std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                std::fs::read_to_string(e.path().join("cmdline")).is_ok_and(|c| c.contains(l))
+            }),
+        "a server of {l} is still running"
+    );
+}
 
+/// Setup of 100 users into the local target in `local`.
+fn setup_100_users(local: &std::path::Path) {
+    let out = tempfile::tempdir().unwrap();
+    let (l, o) = (local.to_str().unwrap(), out.path().to_str().unwrap());
     let r = mailbench(
         &[
             "mail",
@@ -38,9 +59,11 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     // mmb3: 100 in Inbox + 1 Deleted Items + 25 appointments + 10 folders x 10.
     assert_eq!(s["messages_appended"], 100 * 226, "{s}");
     assert_eq!(v["topology"]["lists"].as_array().unwrap().len(), 10);
-    assert!(!text(&r).contains(&std::fs::read_to_string(local.path().join("password")).unwrap()));
+    assert!(!text(&r).contains(&std::fs::read_to_string(local.join("password")).unwrap()));
+}
 
-    // Idempotent: a second setup appends nothing and creates no folder.
+/// Idempotent: a second setup appends nothing and creates no folder.
+fn setup_again_appends_nothing(l: &str) {
     let out2 = tempfile::tempdir().unwrap();
     let r = mailbench(
         &[
@@ -59,8 +82,13 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     let v = result(out2.path(), "mail-setup");
     assert_eq!(v["setup"]["messages_appended"], 0, "{}", v["setup"]);
     assert_eq!(v["setup"]["folders_created"], 0, "{}", v["setup"]);
+}
 
-    let out3 = tempfile::tempdir().unwrap();
+/// A compressed mmb3 day of the 100 users (setup skipped); its result, which
+/// the verdict may fail on response times on a busy machine, but with no
+/// connection, protocol or delivery failure at all: no error but Dovecot's
+/// known CREATE race (see mail_support.rs).
+fn compressed_day(l: &str, out3: &std::path::Path) -> serde_json::Value {
     let r = mailbench(
         &[
             "mail",
@@ -79,16 +107,18 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
             "6m",
             "--skip-setup",
             "--output",
-            out3.path().to_str().unwrap(),
+            out3.to_str().unwrap(),
         ],
         &[],
     );
-    let v = result(out3.path(), "mail-run");
-    // The verdict may fail on response times on a busy machine, but there is
-    // no connection, protocol or delivery failure at all: no error but
-    // Dovecot's known CREATE race (see mail_support.rs).
+    let v = result(out3, "mail-run");
     assert!(matches!(r.status.code(), Some(0) | Some(1)), "{}", text(&r));
     known_server_races(&v);
+    v
+}
+
+/// Every task kind ran and has its 95th percentile.
+fn every_task_ran(v: &serde_json::Value) {
     for k in TaskKind::ALL {
         let t = &v["tasks"][k.name()];
         assert!(
@@ -103,6 +133,11 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
         );
         assert!(!t["hist"].as_str().unwrap_or("").is_empty());
     }
+}
+
+/// Every message was delivered, also by the server's count, and is really in the
+/// recipients' Maildirs. Returns the deliveries.
+fn mail_was_delivered(v: &serde_json::Value, local: &std::path::Path) -> u64 {
     let f = &v["mail_flow"];
     let submitted = f["submitted"].as_u64().unwrap();
     let delivered = f["delivered"].as_u64().unwrap();
@@ -113,16 +148,19 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     let mut files = 0;
     for sub in ["new", "cur"] {
         let d = local
-            .path()
             .join("dovecot/mail/user1@example.test/Maildir")
             .join(sub);
         files += std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
     }
     assert!(files > 100, "user1's Inbox has only {files} messages");
     assert!(v["response_time"]["weighted_p95_ms"].as_f64().unwrap() > 0.0);
-    // The steady window (the middle half of the 3-minute day) is measured:
-    // its response time and per-task figures, the flow scaled to the day,
-    // and the queue judged over it (the local target's queue is sampled).
+    delivered
+}
+
+/// The steady window (the middle half of the 3-minute day) is measured: its
+/// response time and per-task figures, the flow scaled to the day, and the queue
+/// judged over it (the local target's queue is sampled).
+fn steady_window_measured(v: &serde_json::Value) {
     let st = &v["steady"];
     assert_eq!(st["spec"], "25%-75%", "{st}");
     assert_eq!(st["window"]["from_s"].as_f64(), Some(10.0 + 45.0), "{st}");
@@ -138,8 +176,13 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
         "mmb3 submits 85 a day: {st}"
     );
     assert!(st["queue"]["samples"].as_u64().unwrap() >= 2, "{st}");
+}
+
+/// summary.txt speaks of the response time over the steady window; per-interval
+/// histograms are recoverable; the run's files are there.
+fn run_files(v: &serde_json::Value, out3: &std::path::Path, delivered: u64) {
     let summary = std::fs::read_to_string(
-        std::fs::read_dir(out3.path())
+        std::fs::read_dir(out3)
             .unwrap()
             .next()
             .unwrap()
@@ -160,7 +203,7 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     assert!(v["delivery_latency"]["summary"]["count"].as_u64().unwrap() == delivered);
     assert_eq!(v["queue"]["final"], 0);
     // Per-interval histograms are recoverable.
-    let dir = std::fs::read_dir(out3.path())
+    let dir = std::fs::read_dir(out3)
         .unwrap()
         .next()
         .unwrap()
@@ -178,16 +221,6 @@ fn setup_100_users_then_a_compressed_mmb3_day() {
     .unwrap();
     assert!(h.count() > 0);
     assert!(dir.join("summary.txt").is_file() && dir.join("test.log").is_file());
-    // Nothing of the local target is left running.
-    assert!(
-        !std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .any(|e| {
-                std::fs::read_to_string(e.path().join("cmdline")).is_ok_and(|c| c.contains(l))
-            }),
-        "a server of {l} is still running"
-    );
 }
 
 /// Processes whose command line names `dir` or whose working folder is
@@ -372,13 +405,11 @@ fn ctrl_c_during_a_runs_setup_writes_an_interrupted_result() {
 /// server running, and the next run without --local-dir removes the
 /// temporary folder it left.
 #[test]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
 fn interrupted_setup_and_killed_run_leave_nothing_behind() {
     if !servers_available() {
         return;
     }
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let work = tempfile::tempdir().unwrap();
     let local = work.path().join("local");
     let v = interrupt_while_provisioning(work.path(), &["setup", "--users", "400"], "mail-setup");
@@ -391,6 +422,30 @@ fn interrupted_setup_and_killed_run_leave_nothing_behind() {
 
     // SIGKILL during a run (temporary local target).
     let out2 = work.path().join("out2");
+    let tmp = kill_a_run_with_a_temporary_target(&out2);
+    // The next run without --local-dir removes the folder the killed one left.
+    assert!(tmp.is_dir());
+    let r = mailbench_within(
+        &[
+            "mail",
+            "setup",
+            "--users",
+            "2",
+            "--output",
+            out2.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(!tmp.exists(), "{} was left", tmp.display());
+}
+
+/// A `mail run` with a temporary local target, killed with SIGKILL once its
+/// servers run: none of them is left running. Returns the temporary folder.
+fn kill_a_run_with_a_temporary_target(out2: &std::path::Path) -> std::path::PathBuf {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
     let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
         .args([
             "mail",
@@ -401,7 +456,7 @@ fn interrupted_setup_and_killed_run_leave_nothing_behind() {
             "2m",
             "--output",
         ])
-        .arg(&out2)
+        .arg(out2)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -439,20 +494,5 @@ fn interrupted_setup_and_killed_run_leave_nothing_behind() {
         "left running: {:?}",
         servers_of(&tmp)
     );
-    // The next run without --local-dir removes the folder the killed one left.
-    assert!(tmp.is_dir());
-    let r = mailbench_within(
-        &[
-            "mail",
-            "setup",
-            "--users",
-            "2",
-            "--output",
-            out2.to_str().unwrap(),
-        ],
-        &[],
-        Duration::from_secs(120),
-    );
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    assert!(!tmp.exists(), "{} was left", tmp.display());
+    tmp
 }

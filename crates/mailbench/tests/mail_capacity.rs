@@ -280,10 +280,8 @@ fn level_in_its_day(sweep: &std::path::Path, users: u64) -> bool {
 /// the third cannot run and fails with the reason, the sweep stops there,
 /// writes its result and exits 1.
 #[test]
-#[allow(clippy::too_many_lines)] // one scenario, read at once
 fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
     use std::process::{Command, Stdio};
-    use std::time::Instant;
     if !servers_available() {
         return;
     }
@@ -328,14 +326,31 @@ fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
         .stderr(log)
         .spawn()
         .unwrap();
-    // Stop the server once the second level is in its day (bounded wait).
+    let (status, killed) =
+        stop_the_server_in_the_second_level(&mut child, &mut srv, out.path(), dir.path());
+    let printed = std::fs::read_to_string(dir.path().join("sweep.out")).unwrap_or_default();
+    assert!(killed, "the second level never reached its day: {printed}");
+    assert_eq!(status.code(), Some(1), "{printed}");
+
+    levels_before_and_after_the_death(out.path(), srv.ports.imap);
+}
+
+/// Stops the server once the second level is in its day (bounded wait); the
+/// sweep's exit status and whether the server was stopped.
+fn stop_the_server_in_the_second_level(
+    child: &mut std::process::Child,
+    srv: &mut LocalServer,
+    out: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::process::ExitStatus, bool) {
+    use std::time::Instant;
     let deadline = Instant::now() + Duration::from_secs(150);
     let mut killed = false;
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        if !killed && run_dir(out.path(), "mail-sweep").is_some_and(|d| level_in_its_day(&d, 3)) {
+        if !killed && run_dir(out, "mail-sweep").is_some_and(|d| level_in_its_day(&d, 3)) {
             srv.stop();
             killed = true;
         }
@@ -344,17 +359,20 @@ fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
             let _ = child.wait();
             panic!(
                 "the sweep did not end within 150 s (server stopped: {killed}): {}",
-                std::fs::read_to_string(dir.path().join("sweep.out")).unwrap_or_default()
+                std::fs::read_to_string(dir.join("sweep.out")).unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let printed = std::fs::read_to_string(dir.path().join("sweep.out")).unwrap_or_default();
-    assert!(killed, "the second level never reached its day: {printed}");
-    assert_eq!(status.code(), Some(1), "{printed}");
+    (status, killed)
+}
 
-    let sweep = run_dir(out.path(), "mail-sweep").unwrap();
-    let r = result(out.path(), "mail-sweep");
+/// The sweep's levels: the one before the server died keeps its figures, the one
+/// it died in failed on what its users met, the next could not run (it names
+/// the server's IMAP port), and the sweep stopped with its usual files.
+fn levels_before_and_after_the_death(out: &std::path::Path, imap_port: u16) {
+    let sweep = run_dir(out, "mail-sweep").unwrap();
+    let r = result(out, "mail-sweep");
     let levels = r["levels"].as_array().unwrap();
     let users: Vec<u64> = levels
         .iter()
@@ -384,7 +402,7 @@ fn a_server_that_dies_mid_sweep_fails_that_level_and_keeps_the_others() {
     assert_eq!(levels[2]["failed_criterion"], "error");
     let why = levels[2]["reasons"][0].as_str().unwrap();
     assert!(why.contains("4 users could not run"), "{why}");
-    assert!(why.contains(&srv.ports.imap.to_string()), "{why}");
+    assert!(why.contains(&imap_port.to_string()), "{why}");
     assert_eq!(r["verdict"]["status"], "fail");
     let reasons = r["verdict"]["reasons"].to_string();
     assert!(reasons.contains("could not run"), "{reasons}");

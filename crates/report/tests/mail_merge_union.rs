@@ -91,10 +91,21 @@ fn config(users: usize, first_user: usize) -> Resolved {
 
 /// A mail-run result as `mail run` builds it from its counters, with its
 /// intervals (one line per interval index that saw anything).
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
-    let p = profile();
-    let cfg = config(o.users, o.first_user);
+/// What one generator recorded: histograms per operation (all and per interval),
+/// deliveries, errors and skips.
+struct Recorded {
+    hists: Vec<LatencyHist>,
+    ivs: BTreeMap<i64, (Vec<LatencyHist>, LatencyHist)>,
+    delivery: LatencyHist,
+    within: u64,
+    errors: [u64; OPS],
+    by_kind: BTreeMap<String, u64>,
+    op_kinds: Vec<BTreeMap<String, u64>>,
+    skipped: [u64; OPS],
+}
+
+/// The observations as `mail run` counts them.
+fn record(o: &Obs) -> Recorded {
     let mut hists: Vec<LatencyHist> = vec![LatencyHist::new(); OPS];
     let mut ivs: BTreeMap<i64, (Vec<LatencyHist>, LatencyHist)> = BTreeMap::new();
     for (op, iv, us) in &o.samples {
@@ -129,7 +140,27 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
     for op in &o.skipped {
         skipped[*op] += 1;
     }
-    let users = o.users as f64;
+    Recorded {
+        hists,
+        ivs,
+        delivery,
+        within,
+        errors,
+        by_kind,
+        op_kinds,
+        skipped,
+    }
+}
+
+/// The `tasks` and `operations` sections.
+fn task_sections(rec: &Recorded, p: &Profile, users: f64) -> (Value, Value) {
+    let Recorded {
+        hists,
+        errors,
+        skipped,
+        op_kinds,
+        ..
+    } = rec;
     let mut tasks = serde_json::Map::new();
     for (i, k) in TaskKind::ALL.iter().enumerate() {
         if hists[i].is_empty() && errors[i] == 0 && skipped[i] == 0 {
@@ -159,6 +190,19 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
         v["hist"] = json!(hists[i].to_base64());
         ops.insert(op_name(i).into(), v);
     }
+    (Value::Object(tasks), Value::Object(ops))
+}
+
+/// A mail-run result as `mail run` builds it from its counters, with its
+/// intervals (one line per interval index that saw anything).
+fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
+    let p = profile();
+    let cfg = config(o.users, o.first_user);
+    let rec = record(o);
+    let (hists, errors, by_kind) = (&rec.hists, &rec.errors, &rec.by_kind);
+    let (ivs, delivery, within) = (&rec.ivs, &rec.delivery, rec.within);
+    let users = o.users as f64;
+    let (tasks, ops) = task_sections(&rec, &p, users);
     let (score, weights) = judge::weighted_p95_ms(&p, |k| {
         let i = TaskKind::ALL.iter().position(|x| *x == k).unwrap();
         (!hists[i].is_empty()).then(|| hists[i].quantile_us(0.95))
@@ -244,7 +288,12 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
         "warnings": [],
         "verdict": verdict,
     });
-    let lines = ivs
+    (r, interval_lines(ivs))
+}
+
+/// intervals.jsonl: one line per interval index that saw anything.
+fn interval_lines(ivs: &BTreeMap<i64, (Vec<LatencyHist>, LatencyHist)>) -> Vec<Value> {
+    ivs
         .iter()
         .map(|(iv, (hs, d))| {
             let mut ops = serde_json::Map::new();
@@ -265,8 +314,7 @@ fn result(o: &Obs, host: &str) -> (Value, Vec<Value>) {
                    "sched_delay_hist": "", "queue_length": null,
                    "cpu_busy_pct": 5.0, "cpu_iowait_pct": 0.0, "memory_used_pct": 20.0, "disk": null})
         })
-        .collect();
-    (r, lines)
+        .collect()
 }
 
 /// Through result.json text and back, as `report merge` reads them.

@@ -50,7 +50,7 @@ pub struct IoRequest {
 impl IoRequest {
     /// Bytes the request transfers (all its buffers).
     pub fn len(&self) -> usize {
-        self.buf.len() + self.more.iter().map(AlignedBuf::len).sum::<usize>()
+        total_len(&self.buf, &self.more)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -98,7 +98,7 @@ impl IoCompletion {
 
     /// Bytes of all its buffers.
     pub fn len(&self) -> usize {
-        self.buf.len() + self.more.iter().map(AlignedBuf::len).sum::<usize>()
+        total_len(&self.buf, &self.more)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -114,6 +114,11 @@ impl IoCompletion {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Bytes of a request's buffers: `buf`, then each of `more`.
+fn total_len(buf: &AlignedBuf, more: &[AlignedBuf]) -> usize {
+    buf.len() + more.iter().map(AlignedBuf::len).sum::<usize>()
 }
 
 /// The iovecs of a vectored request: `buf`, then each of `more`.

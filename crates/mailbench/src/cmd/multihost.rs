@@ -41,9 +41,7 @@ pub fn storage(
         StorageCommand::Recover(a) => (Command::Recover, a),
         _ => return None,
     };
-    let mpi = mailbench_multihost::launched_by_mpi();
-    warn_without_mpi(mpi, global);
-    let distributed = mpi && mailbench_multihost::MPI_BUILT;
+    let distributed = distributed(global);
     if args.multihost.start_at.is_some() && c != Command::Run {
         return Some(Err(Error::usage(
             "--start-at applies to `storage run` (the load starts at that time)",
@@ -181,9 +179,7 @@ pub fn mail(
     output: &Path,
     global: &Global,
 ) -> Option<Result<ExitStatus>> {
-    let mpi = mailbench_multihost::launched_by_mpi();
-    warn_without_mpi(mpi, global);
-    let distributed = mpi && mailbench_multihost::MPI_BUILT;
+    let distributed = distributed(global);
     if !distributed && start_at.is_none() {
         return None;
     }
@@ -222,9 +218,7 @@ pub fn mail_sweep(
     output: &Path,
     global: &Global,
 ) -> Option<Result<ExitStatus>> {
-    let mpi = mailbench_multihost::launched_by_mpi();
-    warn_without_mpi(mpi, global);
-    if !(mpi && mailbench_multihost::MPI_BUILT) {
+    if !distributed(global) {
         return None;
     }
     Some(run_mail_sweep(resolved, plan, start_at, output, global))
@@ -256,6 +250,15 @@ fn run_mail_sweep(
         &opts,
         global,
     )
+}
+
+/// Whether this process is a rank of one test over MPI ranks (launched by an
+/// MPI launcher and built with the `mpi` feature); warns when it was launched
+/// as a rank but built without the feature.
+fn distributed(global: &Global) -> bool {
+    let mpi = mailbench_multihost::launched_by_mpi();
+    warn_without_mpi(mpi, global);
+    mpi && mailbench_multihost::MPI_BUILT
 }
 
 fn warn_without_mpi(mpi: bool, global: &Global) {

@@ -1,0 +1,239 @@
+//! `storage run`: init (or open) the databases, run the transactional load on
+//! every instance through warm-up and the measured window, sample the host and
+//! the disks, verify, judge, and write the results.
+
+mod intervals;
+mod load;
+mod progress;
+mod result;
+mod warmup;
+
+pub use progress::{LineProgress, LiveFigures, Progress};
+pub use result::{interrupted_before_start, judge};
+pub use warmup::{QUICK_MIN_WARMUP, cache_lower_bound, warmup_min, warmup_over};
+
+use crate::engine::{Control, Event, Instance, InstanceSetup};
+use crate::init::{self, InitSummary, read_header};
+use crate::spec::StorageSpec;
+use load::Load;
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::{RunDir, TestLog};
+use mailbench_base::{Error, Result};
+use mailbench_metrics::system::process_cpu_s;
+use mailbench_results::storage::run::StorageResult;
+use mailbench_results::{RunHeader, Status};
+use result::{Ended, finish_early};
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use warmup::announce_warmup;
+
+pub struct RunOutcome {
+    pub result: StorageResult,
+    pub dir: RunDir,
+}
+
+/// Runs the whole `storage run` test. Bad input must have been refused before
+/// (`StorageSpec::resolve` + `check_paths`); from here on faults end in a
+/// result with a Fail/Error/Interrupted verdict.
+pub fn run(
+    spec: &StorageSpec,
+    dir: &RunDir,
+    interrupt: &Interrupt,
+    progress: &mut dyn Progress,
+    ack_stream: bool,
+) -> Result<StorageResult> {
+    let started = Instant::now();
+    let header = RunHeader::begin("storage-run");
+    let log = &dir.log;
+    log.line(format!(
+        "storage run: type {:?}, profile {}, {} databases of {} pages, {} threads, duration {:?}",
+        spec.test_type,
+        spec.profile.name,
+        spec.instances.len(),
+        spec.instances.first().map(|i| i.pages).unwrap_or(0),
+        spec.threads,
+        spec.duration
+    ));
+
+    // Phase 1: databases.
+    let init = match create_databases(spec, log, interrupt, progress)? {
+        Ok(init) => init,
+        Err((why, status)) => {
+            return finish_early(spec, dir, header, started, &why, status, None);
+        }
+    };
+    let caps = mailbench_io::probe(&spec.volumes[0]);
+    let setups = instance_setups(spec, caps, ack_stream)?;
+
+    // Phase 2: the load. This process's CPU over the whole load is counted from
+    // here: opening the instances maps their caches (faulted in at once).
+    let self_cpu0 = process_cpu_s();
+    let running = match start_instances(setups, log, caps.o_direct) {
+        Ok(r) => r,
+        Err(why) => return finish_early(spec, dir, header, started, &why, Status::Error, init),
+    };
+    announce_warmup(spec, log, progress, &running.io_engine);
+    let mut load = Load::new(spec, dir, running.t0, self_cpu0, Vec::new())?;
+    load.supervise(spec, dir, &running.ctl, &running.rx, interrupt, progress);
+    for h in running.handles {
+        // A thread that did not stop in time is left behind (its I/O ends with
+        // the process); joining it could wait forever.
+        if !load.gave_up || h.is_finished() {
+            let _ = h.join();
+        }
+    }
+    let _ = load.intervals_file.flush();
+    let self_cpu = process_cpu_s() - self_cpu0;
+
+    // Phase 3: verification.
+    let verify_result = load.verify(spec, log, interrupt, progress);
+    let ended = Ended {
+        header,
+        started,
+        io_engine: running.io_engine,
+        o_direct: caps.o_direct,
+        init,
+        self_cpu,
+        verify: verify_result,
+    };
+    Ok(load.into_result(spec, ended))
+}
+
+/// Creates the databases (or attaches to them): their summary, or why and how
+/// the run stopped before its load (an interrupt or a runtime error).
+fn create_databases(
+    spec: &StorageSpec,
+    log: &TestLog,
+    interrupt: &Interrupt,
+    progress: &mut dyn Progress,
+) -> Result<std::result::Result<Option<InitSummary>, (String, Status)>> {
+    progress.phase("creating databases");
+    log.line("phase: database creation / attach");
+    let init = match init::init_all(spec, log, interrupt) {
+        Ok(s) => s,
+        Err(Error::Interrupted) => {
+            let why = "interrupted during database creation".to_string();
+            return Ok(Err((why, Status::Interrupted)));
+        }
+        Err(Error::Runtime(m)) => return Ok(Err((m, Status::Error))),
+        Err(e) => return Err(e),
+    };
+    if init.written_bytes > 0 {
+        log.line(format!(
+            "created {:.0} MB in {:.1} s: {:.0} MB/s",
+            init.written_bytes as f64 / 1e6,
+            init.seconds,
+            init.mb_per_s
+        ));
+    }
+    Ok(Ok(Some(init)))
+}
+
+/// The instances opened and running, each on its thread.
+struct Running {
+    ctl: Arc<Control>,
+    rx: Receiver<Event>,
+    /// When the instances were opened: the origin of their intervals.
+    t0: Instant,
+    handles: Vec<JoinHandle<bool>>,
+    io_engine: String,
+}
+
+/// Opens every instance and starts its thread; if any cannot be opened, none
+/// runs and the error names each that failed.
+fn start_instances(
+    setups: Vec<InstanceSetup>,
+    log: &TestLog,
+    o_direct: bool,
+) -> std::result::Result<Running, String> {
+    let (tx, rx) = channel::<Event>();
+    let ctl = Arc::new(Control::default());
+    let t0 = Instant::now();
+    let mut opened = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    for s in setups {
+        let name = s.name.clone();
+        match Instance::open(s, ctl.clone(), tx.clone(), t0) {
+            Ok(i) => opened.push(i),
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    drop(tx);
+    if !errors.is_empty() {
+        drop(opened);
+        return Err(errors.join("; "));
+    }
+    let io_engine = opened
+        .first()
+        .map(|i| i.io_engine_name())
+        .unwrap_or_default();
+    log.line(format!("I/O engine {io_engine}, O_DIRECT {o_direct}"));
+    let handles = opened
+        .into_iter()
+        .filter_map(|inst| {
+            std::thread::Builder::new()
+                .name("mb-instance".into())
+                .spawn(move || inst.run())
+                .ok()
+        })
+        .collect();
+    Ok(Running {
+        ctl,
+        rx,
+        t0,
+        handles,
+        io_engine,
+    })
+}
+
+/// Each instance's setup: its database header read (a database not shut down
+/// cleanly is refused: it needs recovery first), its old log files removed.
+fn instance_setups(
+    spec: &StorageSpec,
+    caps: mailbench_io::Capabilities,
+    ack_stream: bool,
+) -> Result<Vec<InstanceSetup>> {
+    let mut setups = Vec::new();
+    for inst in &spec.instances {
+        let h = read_header(&inst.db_path)?;
+        if !h.clean {
+            return Err(Error::usage(format!(
+                "{} was not shut down cleanly (a crash or kill left it needing log replay); run \
+                 `mailbench storage recover --log-files 0` (same flags) to replay its log, or give a new folder",
+                inst.db_path.display()
+            )));
+        }
+        // A clean database needs none of its old logs.
+        if let Ok(rd) = std::fs::read_dir(&inst.log_dir) {
+            for e in rd.flatten() {
+                if crate::format::parse_log_file_name(&e.file_name().to_string_lossy()).is_some() {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        setups.push(InstanceSetup {
+            target_iops: if spec.paced {
+                spec.target_iops.map(|t| t / spec.instances.len() as f64)
+            } else {
+                None
+            },
+            ack_stream,
+            ..InstanceSetup::of(spec, inst, h, caps.o_direct)
+        });
+    }
+    Ok(setups)
+}
+
+/// A spec of one 1 GiB database of `profile`, for the tests.
+#[cfg(test)]
+fn test_spec(profile: &str) -> StorageSpec {
+    use crate::spec::{SpecExt, StorageToml};
+    use mailbench_base::config::ConfigFile;
+    use std::path::Path;
+    let text = format!("[storage]\ndb_size = \"1GiB\"\nprofile = \"{profile}\"\n");
+    let c = ConfigFile::parse(&text, Path::new("t.toml")).unwrap();
+    StorageSpec::resolve(StorageToml::default(), &c, Path::new("/tmp/x")).unwrap()
+}

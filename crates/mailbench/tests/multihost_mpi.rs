@@ -1,25 +1,23 @@
-//! `storage init|run|verify` as one test over MPI ranks (build with
+//! `storage init|run|verify|backup|recover` over MPI ranks (build with
 //! `--features mpi`; needs `mpirun` from openmpi-bin): three ranks on this
 //! machine, the aggregate equal to `report merge` of the rank results, a
 //! killed rank failing the run by name, and ranks on two network namespaces
 //! joined by a veth pair (root and `ip` needed; the test creates and deletes
-//! them); `mail run` with three load generators sharing one local Dovecot +
-//! Postfix, each driving its own slice of the users.
+//! them). `mail run` and `mail sweep` over ranks are in
+//! `multihost_mail_mpi.rs`.
 #![cfg(feature = "mpi")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod mpi_support;
+
+use mpi_support::{
+    exe, hostname, json, mpirun, only_run_dir, rank_results, report_merge, run_job, serial,
+    start_instant, text, wait, write_script,
+};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// One MPI job at a time (two cores).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_mailbench")
-}
 
 /// Verdict limits no busy test machine misses: these tests are about the
 /// distribution, not this VM's disk (one read over 100 ms fails a short run).
@@ -59,86 +57,10 @@ fn with_duration(args: &[&'static str], d: &'static str) -> Vec<&'static str> {
     v
 }
 
-fn mpirun(np: usize) -> Command {
-    let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
-        .arg(np.to_string());
-    c
-}
-
-/// Waits for a child with a deadline; kills it (and fails) past it.
-fn wait(mut child: Child, limit: Duration) -> (Output, Duration) {
-    let t = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return (child.wait_with_output().unwrap(), t.elapsed());
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "no end within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn run_job(mut c: Command, limit: Duration) -> Output {
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)");
-    wait(child, limit).0
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn only_run_dir(out: &Path, prefix: &str) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs[0].clone()
-}
-
-fn json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
 /// `report merge` of the ranks' results must give the aggregate rank 0 wrote.
 fn check_equals_merge(run: &Path, ranks: usize) -> Value {
     let agg = json(&run.join("result.json"));
-    let merged_out = run.join("merge-check");
-    let mut c = Command::new(exe());
-    c.args(["--quiet", "--output"]).arg(&merged_out);
-    c.args(["report", "merge"]);
-    for r in 0..ranks {
-        c.arg(run.join(format!("rank-{r}/result.json")));
-    }
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let m = json(&only_run_dir(&merged_out, "report-merge").join("result.json"));
+    let m = report_merge(run, ranks);
     for key in [
         "total",
         "instances",
@@ -166,12 +88,9 @@ fn check_equals_merge(run: &Path, ranks: usize) -> Value {
     // Exact: histograms added, not percentiles averaged.
     assert_eq!(agg["total"]["histograms"], m["total"]["histograms"]);
     let total = agg["total"]["classes"]["db_read"]["ops"].as_u64().unwrap();
-    let sum: u64 = (0..ranks)
-        .map(|r| {
-            json(&run.join(format!("rank-{r}/result.json")))["total"]["classes"]["db_read"]["ops"]
-                .as_u64()
-                .unwrap()
-        })
+    let sum: u64 = rank_results(run, ranks)
+        .iter()
+        .map(|v| v["total"]["classes"]["db_read"]["ops"].as_u64().unwrap())
         .sum();
     assert_eq!(total, sum);
     agg
@@ -205,7 +124,7 @@ fn figures(agg: &Value) -> String {
 
 #[test]
 fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let data = format!("{}/data-{{rank}}", tmp.path().display());
     let out = tmp.path().join("out");
@@ -243,14 +162,7 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
     assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
     // The ranks measured the same window: one start time for all.
     let starts: Vec<String> = (0..3)
-        .map(|r| {
-            let log = std::fs::read_to_string(run.join(format!("rank-{r}/test.log"))).unwrap();
-            let l = log
-                .lines()
-                .find(|l| l.contains("the load starts at"))
-                .unwrap();
-            l.split("the load starts at").nth(1).unwrap().to_string()
-        })
+        .map(|r| start_instant(&run.join(format!("rank-{r}/test.log"))))
         .collect();
     assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
     eprintln!("3 ranks on one host:\n{}", figures(&agg));
@@ -292,7 +204,7 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
 
 #[test]
 fn ranks_sharing_a_host_need_rank_in_the_path() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let mut c = mpirun(2);
     c.arg(exe())
@@ -318,7 +230,7 @@ fn ranks_sharing_a_host_need_rank_in_the_path() {
 /// folder, nothing in the foreign folder, no other rank's databases.
 #[test]
 fn a_refusal_on_any_rank_exits_2_before_any_folder_is_made() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let data = format!("{}/data-{{rank}}", tmp.path().display());
     std::fs::create_dir(tmp.path().join("data-1")).unwrap();
@@ -351,19 +263,17 @@ fn a_refusal_on_any_rank_exits_2_before_any_folder_is_made() {
 
 #[test]
 fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let wrap = tmp.path().join("wrap.sh");
-    std::fs::write(
+    write_script(
         &wrap,
-        format!(
+        &format!(
             "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
             tmp.path().display(),
             exe()
         ),
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&wrap).status().unwrap();
+    );
     let out = tmp.path().join("out");
     let mut c = mpirun(3);
     let data = format!("{}/data-{{rank}}", tmp.path().display());
@@ -435,7 +345,7 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
 /// resumes where it stopped.
 #[test]
 fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let data = format!("{}/data-{{rank}}", tmp.path().display());
     let out = tmp.path().join("out");
@@ -559,7 +469,7 @@ impl Drop for Netns {
 /// agent; MPI and mailbench's side channel use only the veth addresses.
 #[test]
 fn ranks_on_two_network_namespaces_over_veth() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let tag = format!("{}", std::process::id() % 10000);
     let Some(ns) = Netns::create(&tag) else {
         eprintln!("SKIPPED: cannot create network namespaces (needs root and iproute2)");
@@ -567,21 +477,15 @@ fn ranks_on_two_network_namespaces_over_veth() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let agent = tmp.path().join("agent.sh");
-    std::fs::write(
+    write_script(
         &agent,
-        format!(
+        &format!(
             "#!/bin/sh\n# plm_rsh_agent: [options] HOST COMMAND -> COMMAND in namespace B\n\
              while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
              shift\nexec ip netns exec {} unshare --uts sh -c \"hostname {}; $*\"\n",
             ns.b, ns.b
         ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&agent)
-        .status()
-        .unwrap();
+    );
     let hosts = tmp.path().join("hosts");
     std::fs::write(&hosts, "10.231.77.1 slots=2\n10.231.77.2 slots=2\n").unwrap();
     let vb = format!("mbv{tag}b");
@@ -639,369 +543,4 @@ fn ranks_on_two_network_namespaces_over_veth() {
         "ranks over veth (namespace B sent {sent} bytes):\n{}",
         figures(&agg)
     );
-}
-
-/// Three load generators against one server: disjoint user slices, one
-/// start, the aggregate equal to `report merge` of the generators' results.
-#[test]
-#[allow(clippy::too_many_lines)] // longer than 100 lines: split when next changed
-fn three_generators_share_the_users_of_one_mail_server() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install Dovecot and Postfix"
-        );
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let srv = mailbench_mail::local::LocalServer::start(
-        &tmp.path().join("server"),
-        &mailbench_base::rundir::TestLog::discard(),
-    )
-    .unwrap();
-    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
-    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
-    let out = tmp.path().join("out");
-    let common = [
-        "--imap",
-        imap.as_str(),
-        "--submission",
-        sub.as_str(),
-        "--users",
-        "12",
-        "--profile",
-        "loadsim-light",
-    ];
-    let o = Command::new(exe())
-        .args(["--quiet", "--output"])
-        .arg(tmp.path().join("setup"))
-        .args(["mail", "setup"])
-        .args(common)
-        .env("MAILBENCH_PASSWORD", &srv.password)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let mut c = mpirun(3);
-    c.env("MAILBENCH_PASSWORD", &srv.password)
-        .arg(exe())
-        .arg("--output")
-        .arg(&out)
-        .args(["mail", "run"])
-        .args(common)
-        .args([
-            "--skip-setup",
-            "--day-length",
-            "20s",
-            "--ramp-up",
-            "2s",
-            "--drain",
-            "20s",
-            "--interval",
-            "2s",
-            // The distribution is under test, not this machine's server.
-            "--max-response-time-ms",
-            "60000",
-        ]);
-    let o = run_job(c, Duration::from_secs(180));
-    assert!(o.status.success(), "{}", text(&o));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        stderr.contains("3 generators, 12 users]"),
-        "no live aggregate: {stderr}"
-    );
-    let run = only_run_dir(&out, "mail-run");
-    let agg = json(&run.join("result.json"));
-    assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
-    assert_eq!(agg["users"], 12);
-    let hosts = agg["merged"]["hosts"].as_array().unwrap();
-    let slices: Vec<(u64, u64)> = hosts
-        .iter()
-        .map(|h| {
-            (
-                h["first_user"].as_u64().unwrap(),
-                h["users"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(slices, vec![(1, 4), (5, 4), (9, 4)]);
-    // Each generator's result equals its share; the sums are the aggregate's.
-    let ranks: Vec<Value> = (0..3)
-        .map(|r| json(&run.join(format!("rank-{r}/result.json"))))
-        .collect();
-    for key in ["submitted", "delivered", "expected_deliveries"] {
-        let sum: u64 = ranks
-            .iter()
-            .map(|v| v["mail_flow"][key].as_u64().unwrap())
-            .sum();
-        assert_eq!(agg["mail_flow"][key].as_u64().unwrap(), sum, "{key}");
-    }
-    assert!(agg["mail_flow"]["delivered"].as_u64().unwrap() > 0);
-    // And `report merge` of the three gives the same aggregate.
-    let merged_out = run.join("merge-check");
-    let mut m = Command::new(exe());
-    m.args(["--quiet", "--output"]).arg(&merged_out);
-    m.args(["report", "merge"]);
-    for r in 0..3 {
-        m.arg(run.join(format!("rank-{r}/result.json")));
-    }
-    let mo = m.output().unwrap();
-    assert!(mo.status.success(), "{}", text(&mo));
-    let mv = json(&only_run_dir(&merged_out, "report-merge").join("result.json"));
-    for key in [
-        "tasks",
-        "mail_flow",
-        "response_time",
-        "delivery_latency",
-        "verdict",
-        "users",
-    ] {
-        assert_eq!(
-            agg[key], mv[key],
-            "aggregate and report merge differ in {key}"
-        );
-    }
-    // The generators started together.
-    let starts: Vec<String> = (0..3)
-        .map(|r| {
-            let log = std::fs::read_to_string(run.join(format!("rank-{r}/test.log"))).unwrap();
-            let l = log
-                .lines()
-                .find(|l| l.contains("the load starts at"))
-                .unwrap();
-            l.split("the load starts at").nth(1).unwrap().to_string()
-        })
-        .collect();
-    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
-    eprintln!(
-        "3 generators, 12 users: score {:.1} ms, submitted {}, delivered {}/{}, hosts {:?}",
-        agg["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
-        agg["mail_flow"]["submitted"],
-        agg["mail_flow"]["delivered"],
-        agg["mail_flow"]["expected_deliveries"],
-        slices
-    );
-}
-
-/// The start instant a run's test.log names (`the load starts at ...`).
-fn start_instant(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap();
-    let l = text
-        .lines()
-        .find(|l| l.contains("the load starts at"))
-        .unwrap_or_else(|| panic!("{}: no start instant\n{text}", log.display()));
-    l.split("the load starts at")
-        .nth(1)
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// `mail sweep` over two generators against one server: every level runs
-/// on both ranks, each its slice of the level's users, both from one start
-/// instant per level; the level's merged result is `report merge` of the
-/// two, and the sweep's row of each level is the merged result's.
-#[test]
-#[allow(clippy::too_many_lines)] // one scenario, checked step by step
-fn a_sweep_over_two_generators_runs_every_level_on_both() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install Dovecot and Postfix"
-        );
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let srv = mailbench_mail::local::LocalServer::start(
-        &tmp.path().join("server"),
-        &mailbench_base::rundir::TestLog::discard(),
-    )
-    .unwrap();
-    let imap = format!("imap://127.0.0.1:{}", srv.ports.imap);
-    let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
-    let out = tmp.path().join("out");
-    let t = Instant::now();
-    let mut c = mpirun(2);
-    c.env("MAILBENCH_PASSWORD", &srv.password)
-        .arg(exe())
-        .arg("--output")
-        .arg(&out)
-        .args(["mail", "sweep", "--imap", &imap, "--submission", &sub])
-        // Two users per generator at least: a lone user has no one to write to.
-        .args(["--users", "4,8", "--profile", "loadsim-light"])
-        .args(["--day-length", "10s", "--ramp-up", "1s", "--drain", "15s"])
-        .args(["--interval", "1s"])
-        // The distribution is under test, not this machine's server.
-        .args(["--max-response-time-ms", "60000"]);
-    let o = run_job(c, Duration::from_secs(150));
-    let took = t.elapsed();
-    assert!(o.status.success(), "{}", text(&o));
-    let sweep = only_run_dir(&out, "mail-sweep");
-    let v = json(&sweep.join("result.json"));
-    assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
-    assert_eq!(v["verdict"]["status"], "pass", "{}", v["verdict"]);
-    assert_eq!(v["generators"]["count"], 2, "{}", v["generators"]);
-    assert_eq!(v["generators"]["hosts"].as_array().unwrap().len(), 2);
-    assert_eq!(v["supported_users"], 8);
-    let levels = v["levels"].as_array().unwrap();
-    let users: Vec<u64> = levels
-        .iter()
-        .map(|l| l["users"].as_u64().unwrap())
-        .collect();
-    assert_eq!(users, vec![4, 8]);
-    let summary = std::fs::read_to_string(sweep.join("summary.txt")).unwrap();
-    assert!(
-        summary.contains("Generators  2 load generators"),
-        "{summary}"
-    );
-    let html = std::fs::read_to_string(sweep.join("report.html")).unwrap();
-    assert!(
-        html.contains("2 load generators (MPI ranks)"),
-        "report.html"
-    );
-    // Each rank provisioned its slice of the largest level.
-    for r in 0..2 {
-        assert!(only_run_dir(&sweep.join(format!("rank-{r}")), "mail-setup").is_dir());
-    }
-    for (level, want) in levels.iter().zip([[(1, 2), (3, 2)], [(1, 4), (5, 4)]]) {
-        let n = level["users"].as_u64().unwrap();
-        assert_eq!(level["status"], "pass", "{level}");
-        let ldir = sweep.join(level["result_dir"].as_str().unwrap());
-        let ranks: Vec<Value> = (0..2)
-            .map(|r| json(&ldir.join(format!("rank-{r}/result.json"))))
-            .collect();
-        let slices: Vec<(u64, u64)> = ranks
-            .iter()
-            .map(|x| {
-                (
-                    x["config"]["first_user"].as_u64().unwrap(),
-                    x["users"].as_u64().unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(slices, want.to_vec(), "level {n}");
-        assert_eq!(slices.iter().map(|s| s.1).sum::<u64>(), n);
-        // One start instant per level on both ranks.
-        let starts: Vec<String> = (0..2)
-            .map(|r| start_instant(&ldir.join(format!("rank-{r}/test.log"))))
-            .collect();
-        assert_eq!(starts[0], starts[1], "level {n}");
-        // The level's merged result: the ranks' sums, and `report merge`'s.
-        let merged = json(&ldir.join("result.json"));
-        assert_eq!(merged["users"], n);
-        assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
-        for key in ["submitted", "delivered", "expected_deliveries"] {
-            let sum: u64 = ranks
-                .iter()
-                .map(|x| x["mail_flow"][key].as_u64().unwrap())
-                .sum();
-            assert_eq!(merged["mail_flow"][key].as_u64().unwrap(), sum, "{key}");
-        }
-        let tasks = |x: &Value| -> u64 {
-            x["tasks"]
-                .as_object()
-                .unwrap()
-                .values()
-                .map(|t| t["count"].as_u64().unwrap())
-                .sum()
-        };
-        assert_eq!(tasks(&merged), ranks.iter().map(tasks).sum::<u64>());
-        assert!(tasks(&merged) > 0, "level {n} ran no task");
-        let errors: u64 = ranks
-            .iter()
-            .map(|x| x["errors"]["total"].as_u64().unwrap())
-            .sum();
-        assert_eq!(level["errors"].as_u64().unwrap(), errors);
-        let check = ldir.join("merge-check");
-        let mut m = Command::new(exe());
-        m.args(["--quiet", "--output"]).arg(&check);
-        m.args(["report", "merge"]);
-        for r in 0..2 {
-            m.arg(ldir.join(format!("rank-{r}/result.json")));
-        }
-        let mo = m.output().unwrap();
-        assert!(mo.status.success(), "{}", text(&mo));
-        let mv = json(&only_run_dir(&check, "report-merge").join("result.json"));
-        for key in ["tasks", "mail_flow", "response_time", "steady", "verdict"] {
-            assert_eq!(merged[key], mv[key], "level {n}: merge differs in {key}");
-        }
-        // The sweep's row is the merged result's figures.
-        let judged = merged["steady"]["response_time_ms"].as_f64().unwrap();
-        assert_eq!(level["response_time_ms"].as_f64().unwrap(), judged);
-        assert_eq!(
-            level["submitted_per_user_per_day"],
-            merged["steady"]["submitted_per_user_per_day"]
-        );
-    }
-    eprintln!(
-        "sweep over 2 generators in {:.0} s:\n{summary}",
-        took.as_secs_f64()
-    );
-}
-
-/// Bad levels or a level too small for the generators: every rank exits
-/// 2 and nothing is written (no run folder).
-#[test]
-fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let wrap = tmp.path().join("wrap.sh");
-    std::fs::write(
-        &wrap,
-        format!(
-            "#!/bin/sh\n{} \"$@\"\nc=$?\necho $c > {}/code-$OMPI_COMM_WORLD_RANK\nexit $c\n",
-            exe(),
-            tmp.path().display()
-        ),
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&wrap).status().unwrap();
-    let out = tmp.path().join("out");
-    let cases: [(&[&str], &str); 3] = [
-        (&["--users", "4,2"], "must increase"),
-        (
-            &["--users", "1,4"],
-            "cannot be split over 2 load generators",
-        ),
-        (
-            &["--users", "2,4", "--local-dir", "/tmp/mb-no-rank"],
-            "put `{rank}` in the folder",
-        ),
-    ];
-    for (args, says) in cases {
-        for r in 0..2 {
-            let _ = std::fs::remove_file(tmp.path().join(format!("code-{r}")));
-        }
-        let mut c = mpirun(2);
-        // Every rank runs to its own end (mpirun would kill the second
-        // when the first exits non-zero).
-        c.args(["--mca", "orte_abort_on_non_zero_status", "0"])
-            .env("MAILBENCH_PASSWORD", "x")
-            .arg(&wrap)
-            .arg("--output")
-            .arg(&out)
-            .args(["mail", "sweep"])
-            .args(args);
-        if !args.contains(&"--local-dir") {
-            c.args([
-                "--imap",
-                "imap://127.0.0.1:1",
-                "--submission",
-                "smtp://127.0.0.1:1",
-            ]);
-        }
-        let o = run_job(c, Duration::from_secs(60));
-        let all = text(&o);
-        // mpirun's own status says nothing here (it does not abort on a
-        // rank's exit code): each rank's code is checked.
-        assert!(all.contains(says), "{args:?}: {all}");
-        for r in 0..2 {
-            let code = std::fs::read_to_string(tmp.path().join(format!("code-{r}"))).unwrap();
-            assert_eq!(code.trim(), "2", "rank {r} of {args:?}: {all}");
-        }
-        assert!(!out.exists(), "{args:?} made a run folder: {all}");
-    }
 }

@@ -1,0 +1,389 @@
+//! `mail run` and `mail sweep` over MPI ranks (build with `--features mpi`;
+//! needs `mpirun` from openmpi-bin, and Dovecot + Postfix for the local
+//! server): load generators sharing one local server, each driving its own
+//! slice of the users from one start instant, the aggregate equal to `report
+//! merge` of the generators' results; a bad sweep refused on every rank.
+#![cfg(feature = "mpi")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod mpi_support;
+
+use mailbench_mail::local::LocalServer;
+use mpi_support::{
+    exe, json, mpirun, only_run_dir, rank_results, report_merge, run_job, serial, start_instant,
+    text, write_script,
+};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A local Dovecot + Postfix under `tmp/server`, or None (the test is
+/// skipped) when they are not installed; in CI their absence is a failure.
+fn local_server(tmp: &Path) -> Option<LocalServer> {
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Dovecot and Postfix"
+        );
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return None;
+    }
+    Some(
+        LocalServer::start(
+            &tmp.join("server"),
+            &mailbench_base::rundir::TestLog::discard(),
+        )
+        .unwrap(),
+    )
+}
+
+/// The server's IMAP and submission URLs.
+fn urls(srv: &LocalServer) -> (String, String) {
+    (
+        format!("imap://127.0.0.1:{}", srv.ports.imap),
+        format!("smtp://127.0.0.1:{}", srv.ports.submission),
+    )
+}
+
+/// The generators' results add up to the aggregate's mail flow.
+fn assert_flow_is_the_sum(agg: &Value, ranks: &[Value]) {
+    for key in ["submitted", "delivered", "expected_deliveries"] {
+        let sum: u64 = ranks
+            .iter()
+            .map(|v| v["mail_flow"][key].as_u64().unwrap())
+            .sum();
+        assert_eq!(agg["mail_flow"][key].as_u64().unwrap(), sum, "{key}");
+    }
+}
+
+/// Three load generators against one server: disjoint user slices, one
+/// start, the aggregate equal to `report merge` of the generators' results.
+#[test]
+fn three_generators_share_the_users_of_one_mail_server() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(srv) = local_server(tmp.path()) else {
+        return;
+    };
+    let (imap, sub) = urls(&srv);
+    let common = [
+        "--imap",
+        imap.as_str(),
+        "--submission",
+        sub.as_str(),
+        "--users",
+        "12",
+        "--profile",
+        "loadsim-light",
+    ];
+    set_up_the_users(&srv, tmp.path(), &common);
+    let run = run_three_generators(&srv, &tmp.path().join("out"), &common);
+    let agg = json(&run.join("result.json"));
+    assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
+    assert_eq!(agg["users"], 12);
+    let slices = check_three_slices(&agg);
+    // Each generator's result equals its share; the sums are the aggregate's.
+    assert_flow_is_the_sum(&agg, &rank_results(&run, 3));
+    assert!(agg["mail_flow"]["delivered"].as_u64().unwrap() > 0);
+    // And `report merge` of the three gives the same aggregate.
+    let mv = report_merge(&run, 3);
+    for key in [
+        "tasks",
+        "mail_flow",
+        "response_time",
+        "delivery_latency",
+        "verdict",
+        "users",
+    ] {
+        assert_eq!(
+            agg[key], mv[key],
+            "aggregate and report merge differ in {key}"
+        );
+    }
+    // The generators started together.
+    let starts: Vec<String> = (0..3)
+        .map(|r| start_instant(&run.join(format!("rank-{r}/test.log"))))
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+    eprintln!(
+        "3 generators, 12 users: score {:.1} ms, submitted {}, delivered {}/{}, hosts {:?}",
+        agg["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
+        agg["mail_flow"]["submitted"],
+        agg["mail_flow"]["delivered"],
+        agg["mail_flow"]["expected_deliveries"],
+        slices
+    );
+}
+
+/// `mail setup` of the users (once, outside MPI).
+fn set_up_the_users(srv: &LocalServer, tmp: &Path, common: &[&str]) {
+    let o = Command::new(exe())
+        .args(["--quiet", "--output"])
+        .arg(tmp.join("setup"))
+        .args(["mail", "setup"])
+        .args(common)
+        .env("MAILBENCH_PASSWORD", &srv.password)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// `mail run` on three ranks; its run folder (the aggregate's), after the
+/// live aggregate was seen on stderr.
+fn run_three_generators(srv: &LocalServer, out: &Path, common: &[&str]) -> PathBuf {
+    let mut c = mpirun(3);
+    c.env("MAILBENCH_PASSWORD", &srv.password)
+        .arg(exe())
+        .arg("--output")
+        .arg(out)
+        .args(["mail", "run"])
+        .args(common)
+        .args([
+            "--skip-setup",
+            "--day-length",
+            "20s",
+            "--ramp-up",
+            "2s",
+            "--drain",
+            "20s",
+            "--interval",
+            "2s",
+            // The distribution is under test, not this machine's server.
+            "--max-response-time-ms",
+            "60000",
+        ]);
+    let o = run_job(c, Duration::from_secs(180));
+    assert!(o.status.success(), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("3 generators, 12 users]"),
+        "no live aggregate: {stderr}"
+    );
+    only_run_dir(out, "mail-run")
+}
+
+/// The aggregate's per-host rows: users 1–4, 5–8, 9–12. Returns the slices
+/// (first user, users).
+fn check_three_slices(agg: &Value) -> Vec<(u64, u64)> {
+    let hosts = agg["merged"]["hosts"].as_array().unwrap();
+    let slices: Vec<(u64, u64)> = hosts
+        .iter()
+        .map(|h| {
+            (
+                h["first_user"].as_u64().unwrap(),
+                h["users"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(slices, vec![(1, 4), (5, 4), (9, 4)]);
+    slices
+}
+
+/// `mail sweep` over two generators against one server: every level runs
+/// on both ranks, each its slice of the level's users, both from one start
+/// instant per level; the level's merged result is `report merge` of the
+/// two, and the sweep's row of each level is the merged result's.
+#[test]
+fn a_sweep_over_two_generators_runs_every_level_on_both() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(srv) = local_server(tmp.path()) else {
+        return;
+    };
+    let t = Instant::now();
+    let sweep = sweep_on_two_ranks(&srv, &tmp.path().join("out"));
+    let took = t.elapsed();
+    let v = json(&sweep.join("result.json"));
+    check_the_sweep(&v);
+    let summary = check_the_sweep_outputs(&sweep);
+    let levels = v["levels"].as_array().unwrap();
+    for (level, want) in levels.iter().zip([[(1, 2), (3, 2)], [(1, 4), (5, 4)]]) {
+        check_a_level(&sweep, level, &want);
+    }
+    eprintln!(
+        "sweep over 2 generators in {:.0} s:\n{summary}",
+        took.as_secs_f64()
+    );
+}
+
+/// `mail sweep` of 4 and 8 users on two ranks; its run folder.
+fn sweep_on_two_ranks(srv: &LocalServer, out: &Path) -> PathBuf {
+    let (imap, sub) = urls(srv);
+    let mut c = mpirun(2);
+    c.env("MAILBENCH_PASSWORD", &srv.password)
+        .arg(exe())
+        .arg("--output")
+        .arg(out)
+        .args(["mail", "sweep", "--imap", &imap, "--submission", &sub])
+        // Two users per generator at least: a lone user has no one to write to.
+        .args(["--users", "4,8", "--profile", "loadsim-light"])
+        .args(["--day-length", "10s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s"])
+        // The distribution is under test, not this machine's server.
+        .args(["--max-response-time-ms", "60000"]);
+    let o = run_job(c, Duration::from_secs(150));
+    assert!(o.status.success(), "{}", text(&o));
+    only_run_dir(out, "mail-sweep")
+}
+
+/// The sweep's result: passed with two generators, levels 4 and 8, 8 users
+/// supported.
+fn check_the_sweep(v: &Value) {
+    assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
+    assert_eq!(v["verdict"]["status"], "pass", "{}", v["verdict"]);
+    assert_eq!(v["generators"]["count"], 2, "{}", v["generators"]);
+    assert_eq!(v["generators"]["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(v["supported_users"], 8);
+    let users: Vec<u64> = v["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["users"].as_u64().unwrap())
+        .collect();
+    assert_eq!(users, vec![4, 8]);
+}
+
+/// summary.txt and report.html name the generators; each rank provisioned
+/// its slice of the largest level. Returns summary.txt.
+fn check_the_sweep_outputs(sweep: &Path) -> String {
+    let summary = std::fs::read_to_string(sweep.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("Generators  2 load generators"),
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(sweep.join("report.html")).unwrap();
+    assert!(
+        html.contains("2 load generators (MPI ranks)"),
+        "report.html"
+    );
+    for r in 0..2 {
+        assert!(only_run_dir(&sweep.join(format!("rank-{r}")), "mail-setup").is_dir());
+    }
+    summary
+}
+
+/// One level of the sweep: both ranks ran their slice (`want`) from one
+/// start instant, the level's merged result is the ranks' sums and `report
+/// merge`'s, and the sweep's row is the merged result's figures.
+fn check_a_level(sweep: &Path, level: &Value, want: &[(u64, u64)]) {
+    let n = level["users"].as_u64().unwrap();
+    assert_eq!(level["status"], "pass", "{level}");
+    let ldir = sweep.join(level["result_dir"].as_str().unwrap());
+    let ranks = rank_results(&ldir, 2);
+    let slices: Vec<(u64, u64)> = ranks
+        .iter()
+        .map(|x| {
+            (
+                x["config"]["first_user"].as_u64().unwrap(),
+                x["users"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(slices, want.to_vec(), "level {n}");
+    assert_eq!(slices.iter().map(|s| s.1).sum::<u64>(), n);
+    // One start instant per level on both ranks.
+    let starts: Vec<String> = (0..2)
+        .map(|r| start_instant(&ldir.join(format!("rank-{r}/test.log"))))
+        .collect();
+    assert_eq!(starts[0], starts[1], "level {n}");
+    let merged = json(&ldir.join("result.json"));
+    check_the_level_sums(&merged, &ranks, level);
+    let mv = report_merge(&ldir, 2);
+    for key in ["tasks", "mail_flow", "response_time", "steady", "verdict"] {
+        assert_eq!(merged[key], mv[key], "level {n}: merge differs in {key}");
+    }
+    // The sweep's row is the merged result's figures.
+    let judged = merged["steady"]["response_time_ms"].as_f64().unwrap();
+    assert_eq!(level["response_time_ms"].as_f64().unwrap(), judged);
+    assert_eq!(
+        level["submitted_per_user_per_day"],
+        merged["steady"]["submitted_per_user_per_day"]
+    );
+}
+
+/// The level's merged result: its users and hosts, and the ranks' sums of
+/// mail flow, tasks and errors (the errors as the sweep's row has them).
+fn check_the_level_sums(merged: &Value, ranks: &[Value], level: &Value) {
+    let n = level["users"].as_u64().unwrap();
+    assert_eq!(merged["users"], n);
+    assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
+    assert_flow_is_the_sum(merged, ranks);
+    let tasks = |x: &Value| -> u64 {
+        x["tasks"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|t| t["count"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(tasks(merged), ranks.iter().map(tasks).sum::<u64>());
+    assert!(tasks(merged) > 0, "level {n} ran no task");
+    let errors: u64 = ranks
+        .iter()
+        .map(|x| x["errors"]["total"].as_u64().unwrap())
+        .sum();
+    assert_eq!(level["errors"].as_u64().unwrap(), errors);
+}
+
+/// Bad levels or a level too small for the generators: every rank exits
+/// 2 and nothing is written (no run folder).
+#[test]
+fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let wrap = tmp.path().join("wrap.sh");
+    write_script(
+        &wrap,
+        &format!(
+            "#!/bin/sh\n{} \"$@\"\nc=$?\necho $c > {}/code-$OMPI_COMM_WORLD_RANK\nexit $c\n",
+            exe(),
+            tmp.path().display()
+        ),
+    );
+    let out = tmp.path().join("out");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--users", "4,2"], "must increase"),
+        (
+            &["--users", "1,4"],
+            "cannot be split over 2 load generators",
+        ),
+        (
+            &["--users", "2,4", "--local-dir", "/tmp/mb-no-rank"],
+            "put `{rank}` in the folder",
+        ),
+    ];
+    for (args, says) in cases {
+        for r in 0..2 {
+            let _ = std::fs::remove_file(tmp.path().join(format!("code-{r}")));
+        }
+        let mut c = mpirun(2);
+        // Every rank runs to its own end (mpirun would kill the second
+        // when the first exits non-zero).
+        c.args(["--mca", "orte_abort_on_non_zero_status", "0"])
+            .env("MAILBENCH_PASSWORD", "x")
+            .arg(&wrap)
+            .arg("--output")
+            .arg(&out)
+            .args(["mail", "sweep"])
+            .args(args);
+        if !args.contains(&"--local-dir") {
+            c.args([
+                "--imap",
+                "imap://127.0.0.1:1",
+                "--submission",
+                "smtp://127.0.0.1:1",
+            ]);
+        }
+        let o = run_job(c, Duration::from_secs(60));
+        let all = text(&o);
+        // mpirun's own status says nothing here (it does not abort on a
+        // rank's exit code): each rank's code is checked.
+        assert!(all.contains(says), "{args:?}: {all}");
+        for r in 0..2 {
+            let code = std::fs::read_to_string(tmp.path().join(format!("code-{r}"))).unwrap();
+            assert_eq!(code.trim(), "2", "rank {r} of {args:?}: {all}");
+        }
+        assert!(!out.exists(), "{args:?} made a run folder: {all}");
+    }
+}

@@ -4,16 +4,15 @@
 //! database marked clean.
 
 use super::ReplayResult;
-use super::{FState, Replay, T_MASK, T_WRITE, WRITE_DEPTH};
+use super::{FINAL_DEPTH, FState, Replay, T_MASK, T_WRITE, WRITE_DEPTH};
 use crate::format;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
+use std::collections::HashSet;
 
 impl Replay {
     /// Writes dirty unreferenced pages (all of them when `all`), neighbours together.
     pub(super) fn write_back(&mut self, all: bool) -> bool {
-        let mut any = false;
-        let max_run = 32usize;
         let mut candidates: Vec<u64> = self
             .frames
             .iter()
@@ -21,45 +20,88 @@ impl Replay {
             .map(|f| f.page)
             .collect();
         candidates.sort_unstable();
+        self.write_runs(&candidates, WRITE_DEPTH) > 0
+    }
+
+    /// The dirty pages that no queued update touches, sorted: once the whole
+    /// log is decoded, nothing changes them any more.
+    pub(super) fn final_pages(&self) -> Vec<u64> {
+        let queued: HashSet<u64> = self.queue.iter().map(|u| u.page).collect();
+        let mut pages: Vec<u64> = self
+            .frames
+            .iter()
+            .filter(|f| f.dirty && f.state == FState::Ready && !queued.contains(&f.page))
+            .map(|f| f.page)
+            .collect();
+        pages.sort_unstable();
+        pages
+    }
+
+    /// The final flush begun early: the final pages written while the rest of
+    /// the queue is replayed, [`FINAL_DEPTH`] writes at a time (the page
+    /// reads keep the device).
+    pub(super) fn write_finals(&mut self) -> bool {
+        let Some((pages, at)) = self.finals.take() else {
+            return false;
+        };
+        let went = self.write_runs(&pages[at..], FINAL_DEPTH);
+        self.finals = Some((pages, at + went));
+        went > 0
+    }
+
+    /// Writes the pages of `pages` (sorted) that are still dirty, ready and
+    /// not being written, neighbours together (runs of up to 32 pages), while
+    /// fewer than `depth` writes are in flight. Returns how many of `pages`
+    /// it went through.
+    fn write_runs(&mut self, pages: &[u64], depth: usize) -> usize {
+        let max_run = 32usize;
         let mut i = 0;
-        while i < candidates.len() && self.writes < WRITE_DEPTH {
-            let first = candidates[i];
+        while i < pages.len() && self.writes < depth {
+            let first = pages[i];
             let mut run = Vec::new();
-            while i < candidates.len()
-                && run.len() < max_run
-                && candidates[i] == first + run.len() as u64
-            {
-                if let Some(&f) = self.map.get(&candidates[i]) {
-                    run.push(f);
-                }
+            while i < pages.len() && run.len() < max_run && pages[i] == first + run.len() as u64 {
+                let f = self.map.get(&pages[i]).copied();
                 i += 1;
+                match f {
+                    Some(f) if self.writable(f) => run.push(f),
+                    _ => break,
+                }
             }
-            if run.is_empty() {
-                continue;
+            if !run.is_empty() {
+                self.submit_write(first, run);
             }
-            let mut buf = self.pool.get(run.len() * self.ps);
-            for (k, &f) in run.iter().enumerate() {
-                let fr = &mut self.frames[f];
-                format::seal_page(&mut fr.data, self.header.db_id, fr.page, fr.lsn);
-                buf.as_mut_slice()[k * self.ps..(k + 1) * self.ps].copy_from_slice(&fr.data);
-                fr.dirty = false;
-                fr.writing = true;
-            }
-            self.write_id += 1;
-            let id = self.write_id;
-            self.writes_meta.insert(id, run);
-            self.writes += 1;
-            self.io.submit(IoRequest {
-                file: self.db.clone(),
-                kind: OpKind::Write,
-                offset: first * self.ps as u64,
-                buf,
-                tag: T_WRITE | id,
-                more: Vec::new(),
-            });
-            any = true;
         }
-        any
+        i
+    }
+
+    fn writable(&self, f: usize) -> bool {
+        let fr = &self.frames[f];
+        fr.dirty && !fr.writing && fr.state == FState::Ready
+    }
+
+    /// One write of a run of neighbouring frames from `first`: each sealed,
+    /// copied into one buffer.
+    fn submit_write(&mut self, first: u64, run: Vec<usize>) {
+        let mut buf = self.pool.get(run.len() * self.ps);
+        for (k, &f) in run.iter().enumerate() {
+            let fr = &mut self.frames[f];
+            format::seal_page(fr.data.as_mut_slice(), self.header.db_id, fr.page, fr.lsn);
+            buf.as_mut_slice()[k * self.ps..(k + 1) * self.ps].copy_from_slice(fr.data.as_slice());
+            fr.dirty = false;
+            fr.writing = true;
+        }
+        self.write_id += 1;
+        let id = self.write_id;
+        self.writes_meta.insert(id, run);
+        self.writes += 1;
+        self.io.submit(IoRequest {
+            file: self.db.clone(),
+            kind: OpKind::Write,
+            offset: first * self.ps as u64,
+            buf,
+            tag: T_WRITE | id,
+            more: Vec::new(),
+        });
     }
 
     pub(super) fn page_write_done(&mut self, c: mailbench_io::IoCompletion) {

@@ -99,33 +99,34 @@ impl Replay {
         }
     }
 
-    /// Decodes completed log chunks in order while the apply queue has room.
+    /// Decodes the next log chunk if it has arrived and the apply queue has
+    /// room: one chunk per call, so that the replay's loop hands new page
+    /// reads to the kernel between chunks.
     pub(super) fn consume_chunks(&mut self) -> bool {
-        let mut any = false;
-        while !self.log_done && self.queue_bytes < QUEUE_BYTES {
-            let Some(e) = self.chunks.get(&self.next_chunk) else {
-                if self.no_more_files && self.log_in_flight == 0 {
-                    self.log_done = true;
-                    self.stopped = format!(
-                        "end of the log: {} is the last log file",
-                        format::log_file_name(self.sub_gen.saturating_sub(1))
-                    );
-                }
-                break;
-            };
-            if e.3 == usize::MAX {
-                break;
-            }
-            let Some((g, off, buf, n)) = self.chunks.remove(&self.next_chunk) else {
-                break;
-            };
-            self.next_chunk += 1;
-            any = true;
-            self.consume_chunk(g, off, &buf.as_slice()[..n.min(buf.len())], buf.len());
-            self.pool.put(buf);
-            self.decode();
+        if self.log_done || self.queue_bytes >= QUEUE_BYTES {
+            return false;
         }
-        any
+        let Some(e) = self.chunks.get(&self.next_chunk) else {
+            if self.no_more_files && self.log_in_flight == 0 {
+                self.log_done = true;
+                self.stopped = format!(
+                    "end of the log: {} is the last log file",
+                    format::log_file_name(self.sub_gen.saturating_sub(1))
+                );
+            }
+            return false;
+        };
+        if e.3 == usize::MAX {
+            return false;
+        }
+        let Some((g, off, buf, n)) = self.chunks.remove(&self.next_chunk) else {
+            return false;
+        };
+        self.next_chunk += 1;
+        self.consume_chunk(g, off, &buf.as_slice()[..n.min(buf.len())], buf.len());
+        self.pool.put(buf);
+        self.decode();
+        true
     }
 
     fn consume_chunk(&mut self, g: u64, off: u64, bytes: &[u8], asked: usize) {
@@ -195,23 +196,22 @@ impl Replay {
         let _ = self.blocks_per_file;
     }
 
+    /// The LSN of a position in the decoded byte stream (the segments are
+    /// in stream order and do not overlap: a binary search).
     pub(super) fn lsn_of(&self, stream_pos: u64) -> u64 {
-        for (at, lsn, len) in &self.segs {
-            if stream_pos >= *at && stream_pos < at + *len as u64 {
-                return lsn + (stream_pos - at);
-            }
+        let i = self
+            .segs
+            .partition_point(|(at, _, len)| at + *len as u64 <= stream_pos);
+        match self.segs.get(i) {
+            Some((at, lsn, _)) if stream_pos >= *at => lsn + (stream_pos - at),
+            _ => self.end_lsn,
         }
-        self.end_lsn
     }
 
     fn decode(&mut self) {
         loop {
-            let avail = &self.pend[self.pend_pos..];
-            let (rec_len, end_lsn) = match Record::decode(avail) {
-                Ok(Some((_, len))) => {
-                    let end_pos = self.pend_base + (self.pend_pos + len) as u64;
-                    (len, self.lsn_of(end_pos - 1) + 1)
-                }
+            let (rec, rec_len) = match Record::decode(&self.pend[self.pend_pos..]) {
+                Ok(Some(x)) => x,
                 Ok(None) => break,
                 Err(e) => {
                     let at = self.lsn_of(self.pend_base + self.pend_pos as u64);
@@ -223,10 +223,8 @@ impl Replay {
                     break;
                 }
             };
-            let rec = match Record::decode(&self.pend[self.pend_pos..]) {
-                Ok(Some((r, _))) => r,
-                _ => break,
-            };
+            let end_pos = self.pend_base + (self.pend_pos + rec_len) as u64;
+            let end_lsn = self.lsn_of(end_pos - 1) + 1;
             self.records += 1;
             match rec {
                 Record::Update {

@@ -63,6 +63,9 @@ const LOG_AHEAD: usize = 4;
 const QUEUE_BYTES: usize = 16 << 20;
 const READ_RUN_MAX: usize = 4;
 const WRITE_DEPTH: usize = 16;
+/// Writes in flight of the final flush begun while the last updates are
+/// replayed (runs of up to 32 pages: a few keep up with the reads).
+const FINAL_DEPTH: usize = 2;
 /// I/O buffers kept for reuse per size class.
 const BUFFERS_KEPT: usize = 32;
 
@@ -151,7 +154,8 @@ enum FState {
 struct Frame {
     page: u64,
     state: FState,
-    data: Vec<u8>,
+    /// The page; lent to its read while the frame is `Reading` (empty then).
+    data: AlignedBuf,
     lsn: u64,
     dirty: bool,
     writing: bool,
@@ -195,6 +199,10 @@ struct Replay {
     queue_bytes: usize,
     prepared: usize,
     frames: Vec<Frame>,
+    /// Frame buffers carved (a region at a time, faulted in) and not used yet.
+    spare: Vec<AlignedBuf>,
+    /// Where further frame buffers come from.
+    memory: pages::FrameMemory,
     map: HashMap<u64, usize>,
     free: Vec<usize>,
     hand: usize,
@@ -228,4 +236,8 @@ struct Replay {
     /// When the log was replayed and the final flush (checkpoint) began, and
     /// the page writes done before it (under cache pressure).
     flush_start: Option<(Instant, u64)>,
+    /// Once the whole log is decoded: the dirty pages no queued update
+    /// touches any more (sorted), written while the rest is replayed, and how
+    /// far those writes went.
+    finals: Option<(Vec<u64>, usize)>,
 }

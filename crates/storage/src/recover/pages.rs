@@ -5,17 +5,65 @@
 use super::{FState, Frame, READ_RUN_MAX, REPLAY_DEPTH, Replay, T_MASK, T_READ};
 use crate::format;
 use crate::verify;
+use mailbench_io::buf::REGION;
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
+use std::sync::mpsc::{Receiver, sync_channel};
+
+/// Regions of frame memory faulted in ahead of their use.
+const MEMORY_AHEAD: usize = 4;
+
+/// The replay cache's memory, faulted in ahead of use by a thread of its
+/// own, a region (2 MiB) at a time and at most [`MEMORY_AHEAD`] regions
+/// ahead: in a VM the kernel's zeroing of fresh memory is dear (about a
+/// third of the replay's CPU for a 256 MiB cache), and paid on the replay's
+/// thread it held back the next page reads.
+pub(super) struct FrameMemory {
+    batches: Option<Receiver<Vec<AlignedBuf>>>,
+}
+
+impl FrameMemory {
+    /// Memory for `frames` buffers of `size` bytes, made ready ahead.
+    pub(super) fn start(frames: usize, size: usize) -> FrameMemory {
+        let per_region = (REGION / size).max(1);
+        let (tx, rx) = sync_channel(MEMORY_AHEAD);
+        let spawned = std::thread::Builder::new()
+            .name("mb-replay-mem".into())
+            .spawn(move || {
+                let mut left = frames;
+                while left > 0 {
+                    let n = per_region.min(left);
+                    if tx.send(AlignedBuf::carve_populated(n, size)).is_err() {
+                        break;
+                    }
+                    left -= n;
+                }
+            });
+        FrameMemory {
+            batches: spawned.ok().map(|_| rx),
+        }
+    }
+
+    /// The next buffers (a region's worth): made ready by the thread, or
+    /// carved here (at most `most` of them) when it could not run.
+    fn next(&mut self, most: usize, size: usize) -> Vec<AlignedBuf> {
+        if let Some(Ok(batch)) = self.batches.as_ref().map(Receiver::recv) {
+            return batch;
+        }
+        let n = (REGION / size).max(1).min(most).max(1);
+        AlignedBuf::carve_populated(n, size)
+    }
+}
 
 impl Replay {
     fn allocate(&mut self, page: u64) -> Option<usize> {
         let f = match self.free.pop() {
             Some(f) => f,
             None if self.frames.len() < self.cap => {
+                let data = self.frame_buffer();
                 self.frames.push(Frame {
                     page: u64::MAX,
                     state: FState::Ready,
-                    data: vec![0u8; self.ps],
+                    data,
                     lsn: 0,
                     dirty: false,
                     writing: false,
@@ -36,6 +84,16 @@ impl Replay {
         fr.referenced = true;
         self.map.insert(page, f);
         Some(f)
+    }
+
+    /// A new frame's buffer: carved with its neighbours a region at a time
+    /// and faulted in (by [`FrameMemory`]'s thread), never more than the
+    /// cache's maximum.
+    fn frame_buffer(&mut self) -> AlignedBuf {
+        if self.spare.is_empty() {
+            self.spare = self.memory.next(self.cap - self.frames.len(), self.ps);
+        }
+        self.spare.pop().unwrap_or_else(|| AlignedBuf::new(self.ps))
     }
 
     fn evict(&mut self) -> Option<usize> {
@@ -78,18 +136,11 @@ impl Replay {
             self.frames[f].refs = 1;
             let mut run = vec![f];
             // Neighbours needed soon and not cached: read them in the same I/O.
-            let soon: Vec<u64> = self
-                .queue
-                .iter()
-                .skip(self.prepared + 1)
-                .take(32)
-                .map(|u| u.page)
-                .collect();
             while run.len() < READ_RUN_MAX {
                 let next = page + run.len() as u64;
                 if next >= self.header.page_count
                     || self.map.contains_key(&next)
-                    || !soon.contains(&next)
+                    || !self.needed_soon(next)
                 {
                     break;
                 }
@@ -99,23 +150,42 @@ impl Replay {
                 }
             }
             self.prepared += 1;
-            self.read_id += 1;
-            let id = self.read_id;
-            let len = run.len() * self.ps;
-            self.reads_meta.insert(id, run);
-            self.reads += 1;
-            let buf = self.pool.get(len);
-            self.io.submit(IoRequest {
-                file: self.db.clone(),
-                kind: OpKind::Read,
-                offset: page * self.ps as u64,
-                buf,
-                tag: T_READ | id,
-                more: Vec::new(),
-            });
+            self.submit_read(page, run);
             any = true;
         }
         any
+    }
+
+    /// Whether one of the 32 queued updates after the one being prepared
+    /// touches `page`.
+    fn needed_soon(&self, page: u64) -> bool {
+        self.queue
+            .range(self.prepared + 1..)
+            .take(32)
+            .any(|u| u.page == page)
+    }
+
+    /// One read of the run of frames `run` (neighbouring pages from `page`),
+    /// straight into the frames: each frame's buffer is lent to the read
+    /// (one vectored read for a run) and given back when it completes.
+    fn submit_read(&mut self, page: u64, run: Vec<usize>) {
+        let mut bufs = run
+            .iter()
+            .map(|&f| std::mem::replace(&mut self.frames[f].data, AlignedBuf::empty()));
+        let buf = bufs.next().unwrap_or_else(AlignedBuf::empty);
+        let more: Vec<AlignedBuf> = bufs.collect();
+        self.read_id += 1;
+        let id = self.read_id;
+        self.reads_meta.insert(id, run);
+        self.reads += 1;
+        self.io.submit(IoRequest {
+            file: self.db.clone(),
+            kind: OpKind::Read,
+            offset: page * self.ps as u64,
+            buf,
+            tag: T_READ | id,
+            more,
+        });
     }
 
     pub(super) fn page_read_done(&mut self, c: mailbench_io::IoCompletion) {
@@ -126,39 +196,40 @@ impl Replay {
         };
         self.db_read.ops += 1;
         self.db_read.latency.record(c.latency());
-        if let Err(e) = c.full() {
+        let full = c.full();
+        let (offset, len) = (c.offset, c.len());
+        // The frames get their buffers back, whatever the outcome.
+        for (&f, buf) in run.iter().zip(std::iter::once(c.buf).chain(c.more)) {
+            self.frames[f].data = buf;
+        }
+        if let Err(e) = full {
             self.db_read.errors += 1;
             self.error(format!(
-                "I/O error reading database {} at offset {}: {}",
+                "I/O error reading database {} at offset {offset}: {}",
                 self.db_path.display(),
-                c.offset,
                 std::io::Error::from_raw_os_error(e)
             ));
             for f in run {
                 self.frames[f].state = FState::Bad;
             }
-            self.pool.put(c.buf);
             return;
         }
-        self.db_read.bytes += c.buf.len() as u64;
-        self.pages_arrived(&run, &c.buf);
-        self.pool.put(c.buf);
+        self.db_read.bytes += len as u64;
+        self.pages_arrived(&run);
     }
 
-    /// Pages read for replay: checked, then copied into their frames.
-    fn pages_arrived(&mut self, run: &[usize], c: &AlignedBuf) {
-        for (k, &f) in run.iter().enumerate() {
-            let src = &c.as_slice()[k * self.ps..(k + 1) * self.ps];
-            let page = self.frames[f].page;
-            match format::check_page(src, self.header.db_id, page) {
+    /// Pages read for replay, in their frames: checked.
+    fn pages_arrived(&mut self, run: &[usize]) {
+        for &f in run {
+            let fr = &mut self.frames[f];
+            let page = fr.page;
+            match format::check_page(fr.data.as_slice(), self.header.db_id, page) {
                 Ok(h) => {
-                    let fr = &mut self.frames[f];
-                    fr.data.copy_from_slice(src);
                     fr.lsn = h.lsn;
                     fr.state = FState::Ready;
                 }
                 Err(e) => {
-                    self.frames[f].state = FState::Bad;
+                    fr.state = FState::Bad;
                     if self.bad_pages.len() < verify::FIRST_BAD_MAX {
                         self.bad_pages.push(page);
                     }
@@ -185,7 +256,8 @@ impl Replay {
                 FState::Ready => {
                     let fr = &mut self.frames[f];
                     if u.end_lsn > fr.lsn {
-                        fr.data[u.offset..u.offset + u.data.len()].copy_from_slice(&u.data);
+                        fr.data.as_mut_slice()[u.offset..u.offset + u.data.len()]
+                            .copy_from_slice(&u.data);
                         fr.lsn = u.end_lsn;
                         fr.dirty = true;
                         self.applied += 1;

@@ -127,6 +127,8 @@ impl Replay {
             queue_bytes: 0,
             prepared: 0,
             frames: Vec::new(),
+            spare: Vec::new(),
+            memory: super::pages::FrameMemory::start(cache_pages.max(64), ps),
             map: HashMap::new(),
             free: Vec::new(),
             hand: 0,
@@ -157,6 +159,7 @@ impl Replay {
             t0,
             cpu0: mailbench_metrics::system::thread_cpu_s(),
             flush_start: None,
+            finals: None,
             header,
         })
     }
@@ -171,6 +174,10 @@ impl Replay {
         }
     }
 
+    /// The replay's loop. Each turn first applies what arrived and hands the
+    /// next page and log reads to the kernel, and only then decodes (one log
+    /// chunk a turn): the CPU work of decoding and checking never holds back
+    /// the reads that keep the device busy.
     pub(super) fn run(&mut self, interrupt: &Interrupt) {
         let mut done = Vec::new();
         let mut flushing = false;
@@ -181,19 +188,28 @@ impl Replay {
             }
             let mut progressed = false;
             if !self.failed() {
-                progressed |= self.submit_log_reads();
-                progressed |= self.consume_chunks();
-                progressed |= self.prepare();
                 progressed |= self.apply();
+                progressed |= self.prepare();
+                progressed |= self.submit_log_reads();
                 if self.blocked && self.writes < WRITE_DEPTH / 2 {
                     progressed |= self.write_back(false);
                 }
+                if progressed {
+                    self.io.wait(0, Some(Duration::ZERO), &mut done);
+                    self.complete(&mut done);
+                }
+                progressed |= self.consume_chunks();
+                if self.log_done && self.finals.is_none() {
+                    // The final flush begins: pages no update will touch again.
+                    self.finals = Some((self.final_pages(), 0));
+                    self.flush_start =
+                        Some((Instant::now(), self.db_write.ops + self.writes as u64));
+                }
+                progressed |= self.write_finals();
                 let replayed =
                     self.log_done && self.queue.is_empty() && self.reads == 0 && self.chunks_idle();
                 if replayed && !flushing {
                     flushing = true;
-                    self.flush_start =
-                        Some((Instant::now(), self.db_write.ops + self.writes as u64));
                 }
                 if flushing {
                     progressed |= self.write_back(true);
@@ -213,20 +229,24 @@ impl Replay {
                     break;
                 }
             }
-            done.clear();
             let (min, t) = if progressed || in_flight == 0 {
                 (0, Duration::ZERO)
             } else {
                 (1, Duration::from_millis(200))
             };
             self.io.wait(min, Some(t), &mut done);
-            for c in done.drain(..) {
-                match c.tag & T_MASK {
-                    T_LOG => self.log_read_done(c),
-                    T_READ => self.page_read_done(c),
-                    T_WRITE => self.page_write_done(c),
-                    _ => {}
-                }
+            self.complete(&mut done);
+        }
+    }
+
+    /// Completions handed to their phase.
+    fn complete(&mut self, done: &mut Vec<mailbench_io::IoCompletion>) {
+        for c in done.drain(..) {
+            match c.tag & T_MASK {
+                T_LOG => self.log_read_done(c),
+                T_READ => self.page_read_done(c),
+                T_WRITE => self.page_write_done(c),
+                _ => {}
             }
         }
     }

@@ -343,16 +343,7 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
     probe(&rt, &mut prepared, &run.log)?;
-    let report = rt.block_on(provision(
-        prepared.target.clone(),
-        prepared.topo.clone(),
-        Arc::new(profile.clone()),
-        o.concurrency,
-        true,
-        o.seed,
-        run.log.clone(),
-        intr.clone(),
-    ));
+    let report = provision_users(&rt, &o, &profile, &prepared, &run.log, &intr);
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
     let failed = report.users - report.users_ok;
@@ -545,7 +536,26 @@ fn provision_before_run(
     intr: &mailbench_base::interrupt::Interrupt,
 ) -> crate::setup::SetupReport {
     log.line("setup: provisioning users (idempotent)");
-    let r = rt.block_on(provision(
+    let r = provision_users(rt, o, profile, prepared, log, intr);
+    log.line(format!(
+        "setup: {} users ok, {} messages appended in {:.1} s",
+        r.users_ok, r.messages_appended, r.seconds
+    ));
+    r
+}
+
+/// Every user of the prepared target provisioned with its content, as
+/// `mail setup` does and `mail run` before its load (`--concurrency` users
+/// at once, `--seed`'s messages); stops when `intr` is raised.
+fn provision_users(
+    rt: &tokio::runtime::Runtime,
+    o: &Resolved,
+    profile: &Profile,
+    prepared: &Prepared,
+    log: &TestLog,
+    intr: &mailbench_base::interrupt::Interrupt,
+) -> crate::setup::SetupReport {
+    rt.block_on(provision(
         prepared.target.clone(),
         prepared.topo.clone(),
         Arc::new(profile.clone()),
@@ -554,12 +564,7 @@ fn provision_before_run(
         o.seed,
         log.clone(),
         intr.clone(),
-    ));
-    log.line(format!(
-        "setup: {} users ok, {} messages appended in {:.1} s",
-        r.users_ok, r.messages_appended, r.seconds
-    ));
-    r
+    ))
 }
 
 /// What the users share: the run's parameters, profile, target, counters.

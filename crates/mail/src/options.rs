@@ -1,5 +1,13 @@
-//! The options of `mail setup` and `mail run`: the `[mail]` section of the config
-//! file and the flags (every flag has a key of the same name; flags win).
+//! The options of `mail setup`, `mail run` and `mail sweep`, defined once:
+//! each field of a group below is a key of the `[mail]` section of the config
+//! file and a flag of the same name (`--` + the key with `-`), its doc line
+//! the flag's help. Flags win over the file ([`MailOptions::overlay`]).
+//!
+//! The options come in groups by the commands that take them: `mail setup`
+//! takes [`SetupOptions`], `mail run` and `mail sweep` every group
+//! ([`MailOptions`]). The one `[mail]` section holds every group's keys; it is
+//! read once, a key no group knows is refused by name, and each group takes
+//! its own keys from it.
 
 use crate::tls::StartTls;
 use mailbench_base::{Error, Result, parse_duration, parse_percent};
@@ -53,107 +61,282 @@ impl<'de> Deserialize<'de> for Pct {
     }
 }
 
-/// Every option of `mail setup|run`; `None` = not given.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct MailOptions {
-    pub target: Option<String>,
-    pub imap: Option<String>,
-    pub submission: Option<String>,
-    pub sieve: Option<String>,
-    pub users: Option<usize>,
-    pub first_user: Option<usize>,
-    pub user_format: Option<String>,
-    pub users_file: Option<PathBuf>,
-    pub password_file: Option<PathBuf>,
-    /// Distribution lists of a remote server: `list member member ...` lines.
-    pub lists_file: Option<PathBuf>,
-    /// Write every user's IMAP traffic (passwords redacted) into this folder.
-    pub trace_imap: Option<PathBuf>,
-    pub profile: Option<String>,
-    pub local_dir: Option<PathBuf>,
-    pub seed: Option<u64>,
-    pub op_timeout: Option<Dur>,
-    pub concurrency: Option<usize>,
-    pub starttls: Option<StartTls>,
-    pub ca_file: Option<PathBuf>,
-    pub tls_insecure: Option<bool>,
-    pub allow_cleartext_auth: Option<bool>,
-    pub day_length: Option<Dur>,
-    pub ramp_up: Option<Dur>,
-    pub drain: Option<Dur>,
-    pub interval: Option<Dur>,
-    pub max_error_rate: Option<Pct>,
-    /// The response-time limit (weighted p95 over the steady window), ms;
-    /// `max_score_ms` is its older name, still read.
-    #[serde(alias = "max_score_ms")]
-    pub max_response_time_ms: Option<f64>,
-    pub delivery_within: Option<Dur>,
-    pub delivery_pct: Option<Pct>,
-    pub skip_setup: Option<bool>,
-    pub no_idle: Option<bool>,
-    pub poll_interval: Option<Dur>,
-    /// `mail run`: start the users at this wall-clock time (RFC 3339).
-    pub start_at: Option<String>,
-    /// Prometheus endpoints on the server host, scraped during the run.
-    pub server_metrics: Option<Vec<String>>,
-    /// The store volume's block devices on the server host (node exporter names).
-    pub server_disk: Option<Vec<String>>,
-    /// The measured steady window, FROM-TO (`25%-75%`, `2h-6h`).
-    pub steady: Option<String>,
+/// `--users` / `users`: one number of users; on `mail sweep`'s command line
+/// the levels (`100,200,400`, `100..1000:100`), so the flag keeps its text
+/// and is checked where it is used. The key is a whole number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Users(pub String);
+
+impl Users {
+    /// The one number of users (`mail setup`, `mail run`).
+    pub fn count(&self) -> Result<usize> {
+        self.0.trim().parse::<usize>().map_err(|_| {
+            Error::usage(format!(
+                "--users `{}`: give a whole number of users (levels are for `mail sweep`)",
+                self.0
+            ))
+        })
+    }
 }
 
-macro_rules! overlay {
-    ($base:ident, $top:ident, $($f:ident),*) => {
-        $( if $top.$f.is_some() { $base.$f = $top.$f; } )*
+impl From<usize> for Users {
+    fn from(n: usize) -> Users {
+        Users(n.to_string())
+    }
+}
+
+impl std::str::FromStr for Users {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Users, String> {
+        Ok(Users(s.to_string()))
+    }
+}
+
+impl Serialize for Users {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.0.trim().parse::<u64>() {
+            Ok(n) => s.serialize_u64(n),
+            Err(_) => s.serialize_str(&self.0),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Users {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Users, D::Error> {
+        usize::deserialize(d).map(Users::from)
+    }
+}
+
+/// The help of `--user-format`. clap turns `{n}` in help text into a line
+/// break; a style around the `n` keeps the placeholder as the user writes it
+/// (the style is dropped when the help is not printed to a terminal).
+fn user_format_help() -> clap::builder::StyledStr {
+    let b = clap::builder::styling::Style::new().bold();
+    let n = format!("{{{b}n{b:#}}}");
+    format!("User address pattern, {n} = user number [default: user{n}@example.test]").into()
+}
+
+/// Defines one group of `[mail]` options: the struct (every field an
+/// `Option`, a TOML key and a flag; `deny_unknown_fields`, so a group read
+/// alone refuses what it does not know) and its `overlay`, which takes each
+/// field the flags give.
+macro_rules! option_group {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// `self` (the file) with every option given in `flags` replaced.
+            pub fn overlay(&mut self, flags: $name) {
+                $(if flags.$field.is_some() {
+                    self.$field = flags.$field;
+                })*
+            }
+        }
     };
+}
+
+option_group! {
+    /// The options of `mail setup` (which `mail run` and `mail sweep` take too):
+    /// the target, its users, the profile, TLS.
+    pub struct SetupOptions {
+        /// `local` (default): start a throwaway Dovecot+Postfix on 127.0.0.1; `remote`: use --imap/--submission.
+        #[arg(long, value_name = "local|remote")]
+        pub target: Option<String>,
+        /// IMAP server of a remote target, e.g. imaps://mail.example.org (993) or imap://mail.example.org:143.
+        #[arg(long, value_name = "URL")]
+        pub imap: Option<String>,
+        /// SMTP submission server of a remote target, e.g. submissions://mail.example.org (465) or smtp://mail.example.org:587.
+        #[arg(long, value_name = "URL")]
+        pub submission: Option<String>,
+        /// ManageSieve server of a remote target (rules), e.g. sieve://mail.example.org:4190.
+        #[arg(long, value_name = "URL")]
+        pub sieve: Option<String>,
+        /// Number of simulated users [default: 100]; `mail sweep`: the levels,
+        /// 100,200,400 or 100..1000:100.
+        #[arg(long, value_name = "N")]
+        pub users: Option<Users>,
+        /// Number of the first user [default: 1].
+        #[arg(long)]
+        pub first_user: Option<usize>,
+        #[arg(long, value_name = "PATTERN", help = user_format_help())]
+        pub user_format: Option<String>,
+        /// Remote users and passwords, one `address password` per line.
+        #[arg(long, value_name = "FILE")]
+        pub users_file: Option<PathBuf>,
+        /// File whose first line is the password of every remote user (else $MAILBENCH_PASSWORD).
+        #[arg(long, value_name = "FILE")]
+        pub password_file: Option<PathBuf>,
+        /// Distribution lists of a remote server, one `list@domain member member ...` a line, as the server defines them.
+        #[arg(long, value_name = "FILE")]
+        pub lists_file: Option<PathBuf>,
+        /// Write every user's IMAP traffic into DIR, one file per user (passwords redacted).
+        #[arg(long, value_name = "DIR")]
+        pub trace_imap: Option<PathBuf>,
+        /// mmb3 (default), loadsim-light, loadsim-medium (= mmb), loadsim-heavy, mmb, loadsim4-medium, or a profile .toml.
+        #[arg(long, value_name = "NAME|FILE")]
+        pub profile: Option<String>,
+        /// Keep the local target's servers and mailboxes in DIR (reused by later runs) [default: a temporary folder].
+        #[arg(long, value_name = "DIR")]
+        pub local_dir: Option<PathBuf>,
+        /// Random seed (topology, schedules, messages) [default: 1].
+        #[arg(long)]
+        pub seed: Option<u64>,
+        /// Per-operation timeout [default: 30s].
+        #[arg(long, value_name = "DURATION")]
+        pub op_timeout: Option<Dur>,
+        /// Users provisioned at once by setup [default: 16].
+        #[arg(long)]
+        pub concurrency: Option<usize>,
+        /// STARTTLS on imap://, smtp:// and sieve:// URLs: auto (upgrade when the server offers it), require, never [default: auto].
+        #[arg(long, value_name = "auto|require|never")]
+        pub starttls: Option<StartTls>,
+        /// Also trust the CA certificates of this PEM file (besides the system's).
+        #[arg(long, value_name = "PEM")]
+        pub ca_file: Option<PathBuf>,
+        /// Do not verify TLS certificates (recorded in the results as not verified).
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub tls_insecure: Option<bool>,
+        /// Allow passwords in clear text to a server that is not on this machine and offers no TLS.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub allow_cleartext_auth: Option<bool>,
+    }
+}
+
+option_group! {
+    /// The options `mail run` and `mail sweep` take beside [`SetupOptions`]:
+    /// the day, the limits the verdict judges, polling, server figures.
+    pub struct RunOptions {
+        /// Start the users at this wall-clock time, RFC 3339 (2026-07-10T14:00:00Z):
+        /// give every load generator the same time, then `mailbench report merge`
+        /// their results. Under MPI the generators start together anyway.
+        #[arg(long, value_name = "TIME")]
+        pub start_at: Option<String>,
+        /// Real length of the simulated day, e.g. 8h or 10m [default: the profile's day].
+        #[arg(long, value_name = "DURATION")]
+        pub day_length: Option<Dur>,
+        /// Logons are spread over this time before the day starts [default: day/10, at most 10m].
+        #[arg(long, value_name = "DURATION")]
+        pub ramp_up: Option<Dur>,
+        /// Longest wait after the day for outstanding deliveries [default: 2m].
+        #[arg(long, value_name = "DURATION")]
+        pub drain: Option<Dur>,
+        /// Sampling interval of intervals.jsonl [default: day/60 within 1s..15s].
+        #[arg(long, value_name = "DURATION")]
+        pub interval: Option<Dur>,
+        /// Errors allowed, in % of operations [default: 0].
+        #[arg(long, value_name = "PCT")]
+        pub max_error_rate: Option<Pct>,
+        /// Response-time limit in ms: the weighted 95th percentile over the
+        /// steady window [default: 1000].
+        // `--max-score-ms` / `max_score_ms`, the older name, stays accepted
+        // (hidden from the help; both names at once are refused).
+        #[serde(alias = "max_score_ms")]
+        #[arg(long, value_name = "MS", alias = "max-score-ms")]
+        pub max_response_time_ms: Option<f64>,
+        /// Delivery latency limit [default: 60s].
+        #[arg(long, value_name = "DURATION")]
+        pub delivery_within: Option<Dur>,
+        /// Share of deliveries that must arrive within --delivery-within [default: 95%].
+        #[arg(long, value_name = "PCT")]
+        pub delivery_pct: Option<Pct>,
+        /// Do not provision users before the run.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub skip_setup: Option<bool>,
+        /// Poll with NOOP instead of waiting in IDLE for new mail.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub no_idle: Option<bool>,
+        /// Polling interval with --no-idle [default: 5s].
+        #[arg(long, value_name = "DURATION")]
+        pub poll_interval: Option<Dur>,
+        /// A Prometheus endpoint on the server host, scraped every --interval
+        /// (node exporter, Postfix exporter, Dovecot's OpenMetrics); repeatable.
+        #[arg(long, value_name = "URL")]
+        pub server_metrics: Option<Vec<String>>,
+        /// The mail store's block device on the server host, as the node exporter
+        /// names it (sdb, nvme0n1, dm-2); repeatable [default: every whole disk].
+        #[arg(long, value_name = "DEVICE")]
+        pub server_disk: Option<Vec<String>>,
+        /// The measured steady window, FROM-TO as shares of the day (25%-75%)
+        /// or simulated times of day (2h-6h) [default: 25%-75%, the middle half].
+        #[arg(long, value_name = "FROM-TO")]
+        pub steady: Option<String>,
+    }
+}
+
+/// The `[mail]` section: every group (`None` = not given). Also the flags of
+/// `mail run` and `mail sweep`, which take every group.
+#[derive(Debug, Clone, Default, Serialize, clap::Args)]
+pub struct MailOptions {
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub setup: SetupOptions,
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: RunOptions,
 }
 
 impl MailOptions {
     /// `self` (the file) with every option given in `flags` replaced.
     pub fn overlay(mut self, flags: MailOptions) -> MailOptions {
-        let base = &mut self;
-        overlay!(
-            base,
-            flags,
-            target,
-            imap,
-            submission,
-            sieve,
-            users,
-            first_user,
-            user_format,
-            users_file,
-            password_file,
-            lists_file,
-            trace_imap,
-            profile,
-            local_dir,
-            seed,
-            op_timeout,
-            concurrency,
-            starttls,
-            ca_file,
-            tls_insecure,
-            allow_cleartext_auth,
-            day_length,
-            ramp_up,
-            drain,
-            interval,
-            max_error_rate,
-            max_response_time_ms,
-            delivery_within,
-            delivery_pct,
-            skip_setup,
-            no_idle,
-            poll_interval,
-            start_at,
-            server_metrics,
-            server_disk,
-            steady
-        );
+        self.setup.overlay(flags.setup);
+        self.run.overlay(flags.run);
         self
     }
+
+    /// Every key of the section: the union of the groups' keys (serde's own
+    /// field lists, aliases included), in the groups' order.
+    pub fn keys() -> &'static [&'static str] {
+        static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        KEYS.get_or_init(|| {
+            let groups = [
+                mailbench_base::config::accepted_keys::<SetupOptions>(),
+                mailbench_base::config::accepted_keys::<RunOptions>(),
+            ];
+            // Leaked once: serde's unknown-key error takes a static list.
+            groups
+                .concat()
+                .into_iter()
+                .map(|k| &*Box::leak(k.into_boxed_str()))
+                .collect()
+        })
+    }
+}
+
+/// The section is read once: a key no group knows is refused by name (with
+/// the list of keys, as for every section), then each group takes its own
+/// keys and reads them (serde cannot flatten groups that refuse unknown keys).
+impl<'de> Deserialize<'de> for MailOptions {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<MailOptions, D::Error> {
+        let mut table = toml::Table::deserialize(d)?;
+        let keys = MailOptions::keys();
+        if let Some(k) = table.keys().find(|k| !keys.contains(&k.as_str())) {
+            return Err(serde::de::Error::unknown_field(k, keys));
+        }
+        Ok(MailOptions {
+            setup: take_group(&mut table)?,
+            run: take_group(&mut table)?,
+        })
+    }
+}
+
+/// The group `G` read from its own keys, which leave `table`.
+fn take_group<G: serde::de::DeserializeOwned, E: serde::de::Error>(
+    table: &mut toml::Table,
+) -> std::result::Result<G, E> {
+    let mine: toml::Table = mailbench_base::config::accepted_keys::<G>()
+        .iter()
+        .filter_map(|k| table.remove_entry(k.as_str()))
+        .collect();
+    G::deserialize(toml::Value::Table(mine)).map_err(|e| E::custom(e.message()))
 }
 
 /// Options with defaults applied and checked: the `config` a mail result
@@ -168,23 +351,24 @@ pub trait ResolveExt: Sized {
 
 impl ResolveExt for Resolved {
     fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
-        let target = target_of(o)?;
-        let tls_insecure = o.tls_insecure.unwrap_or(false);
-        check_tls_options(o, &target, tls_insecure)?;
-        let (first_user, users, user_format) = users_of(o)?;
-        let day_length = o.day_length.map(|d| d.0).unwrap_or(profile_day);
-        let ramp_up = o
+        let (s, r) = (&o.setup, &o.run);
+        let target = target_of(s)?;
+        let tls_insecure = s.tls_insecure.unwrap_or(false);
+        check_tls_options(s, &target, tls_insecure)?;
+        let (first_user, users, user_format) = users_of(s)?;
+        let day_length = r.day_length.map(|d| d.0).unwrap_or(profile_day);
+        let ramp_up = r
             .ramp_up
             .map(|d| d.0)
             .unwrap_or_else(|| (day_length / 10).min(Duration::from_secs(600)));
-        let interval = o.interval.map(|d| d.0).unwrap_or_else(|| {
+        let interval = r.interval.map(|d| d.0).unwrap_or_else(|| {
             (day_length / 60).clamp(Duration::from_secs(1), Duration::from_secs(15))
         });
-        let op_timeout = o.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
-        let (server_metrics, server_disk) = server_sources(o)?;
-        let delivery_pct = o.delivery_pct.map(|p| p.0).unwrap_or(95.0);
+        let op_timeout = s.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+        let (server_metrics, server_disk) = server_sources(r)?;
+        let delivery_pct = r.delivery_pct.map(|p| p.0).unwrap_or(95.0);
         check_ranges(o)?;
-        let steady = o
+        let steady = r
             .steady
             .clone()
             .unwrap_or_else(mailbench_results::mail::config::default_steady);
@@ -192,39 +376,39 @@ impl ResolveExt for Resolved {
         spec.resolve(ramp_up, day_length, profile_day)?;
         Ok(Resolved {
             target,
-            imap: o.imap.clone(),
-            submission: o.submission.clone(),
-            sieve: o.sieve.clone(),
+            imap: s.imap.clone(),
+            submission: s.submission.clone(),
+            sieve: s.sieve.clone(),
             users,
             first_user,
             user_format,
-            users_file: o.users_file.clone(),
-            password_file: o.password_file.clone(),
-            lists_file: o.lists_file.clone(),
-            trace_imap: o.trace_imap.clone(),
-            profile: o.profile.clone().unwrap_or_else(|| "mmb3".into()),
-            local_dir: o.local_dir.clone(),
-            seed: o.seed.unwrap_or(1),
+            users_file: s.users_file.clone(),
+            password_file: s.password_file.clone(),
+            lists_file: s.lists_file.clone(),
+            trace_imap: s.trace_imap.clone(),
+            profile: s.profile.clone().unwrap_or_else(|| "mmb3".into()),
+            local_dir: s.local_dir.clone(),
+            seed: s.seed.unwrap_or(1),
             op_timeout,
-            concurrency: o.concurrency.unwrap_or(16),
-            starttls: o.starttls.unwrap_or_default(),
-            ca_file: o.ca_file.clone(),
+            concurrency: s.concurrency.unwrap_or(16),
+            starttls: s.starttls.unwrap_or_default(),
+            ca_file: s.ca_file.clone(),
             tls_insecure,
-            allow_cleartext_auth: o.allow_cleartext_auth.unwrap_or(false),
+            allow_cleartext_auth: s.allow_cleartext_auth.unwrap_or(false),
             day_length,
             ramp_up,
-            drain: o.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
+            drain: r.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
             interval,
-            max_error_rate_pct: o.max_error_rate.map(|p| p.0).unwrap_or(0.0),
-            max_score_ms: o.max_response_time_ms.unwrap_or(1000.0),
-            delivery_within: o
+            max_error_rate_pct: r.max_error_rate.map(|p| p.0).unwrap_or(0.0),
+            max_score_ms: r.max_response_time_ms.unwrap_or(1000.0),
+            delivery_within: r
                 .delivery_within
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
             delivery_pct,
-            skip_setup: o.skip_setup.unwrap_or(false),
-            idle: !o.no_idle.unwrap_or(false),
-            poll_interval: o
+            skip_setup: r.skip_setup.unwrap_or(false),
+            idle: !r.no_idle.unwrap_or(false),
+            poll_interval: r
                 .poll_interval
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(5)),
@@ -237,9 +421,9 @@ impl ResolveExt for Resolved {
 
 /// The target (`local` or `remote`, from `--target` or the addresses given), with
 /// the options that do not fit it refused.
-fn target_of(o: &MailOptions) -> Result<String> {
-    let remote = o.imap.is_some() || o.submission.is_some();
-    let target = match o.target.as_deref() {
+fn target_of(s: &SetupOptions) -> Result<String> {
+    let remote = s.imap.is_some() || s.submission.is_some();
+    let target = match s.target.as_deref() {
         None => if remote { "remote" } else { "local" }.to_string(),
         Some("local") => "local".into(),
         Some("remote") => "remote".into(),
@@ -249,27 +433,27 @@ fn target_of(o: &MailOptions) -> Result<String> {
             )));
         }
     };
-    if target == "local" && (remote || o.sieve.is_some()) {
+    if target == "local" && (remote || s.sieve.is_some()) {
         return Err(Error::usage(
             "--imap/--submission/--sieve address a running server: drop --target local (or write --target remote)",
         ));
     }
-    if target == "remote" && (o.imap.is_none() || o.submission.is_none()) {
+    if target == "remote" && (s.imap.is_none() || s.submission.is_none()) {
         return Err(Error::usage(
             "--target remote needs --imap imap://HOST:PORT and --submission smtp://HOST:PORT",
         ));
     }
-    if target == "local" && o.users_file.is_some() {
+    if target == "local" && s.users_file.is_some() {
         return Err(Error::usage(
             "--users-file is for remote servers; the local target creates its own users",
         ));
     }
-    if target == "local" && o.password_file.is_some() {
+    if target == "local" && s.password_file.is_some() {
         return Err(Error::usage(
             "--password-file is for remote servers; the local target makes its own users and passwords",
         ));
     }
-    if target == "local" && o.lists_file.is_some() {
+    if target == "local" && s.lists_file.is_some() {
         return Err(Error::usage(
             "--lists-file is for remote servers; the local target defines its own distribution lists",
         ));
@@ -279,19 +463,19 @@ fn target_of(o: &MailOptions) -> Result<String> {
 
 /// TLS options: refused with the local target (plain text on loopback), and
 /// `--ca-file` refused with `--tls-insecure`.
-fn check_tls_options(o: &MailOptions, target: &str, tls_insecure: bool) -> Result<()> {
+fn check_tls_options(s: &SetupOptions, target: &str, tls_insecure: bool) -> Result<()> {
     if target == "local" {
         let mut given = Vec::new();
-        if o.starttls == Some(StartTls::Require) {
+        if s.starttls == Some(StartTls::Require) {
             given.push("--starttls require");
         }
-        if o.ca_file.is_some() {
+        if s.ca_file.is_some() {
             given.push("--ca-file");
         }
         if tls_insecure {
             given.push("--tls-insecure");
         }
-        if o.allow_cleartext_auth == Some(true) {
+        if s.allow_cleartext_auth == Some(true) {
             given.push("--allow-cleartext-auth");
         }
         if !given.is_empty() {
@@ -301,7 +485,7 @@ fn check_tls_options(o: &MailOptions, target: &str, tls_insecure: bool) -> Resul
             )));
         }
     }
-    if tls_insecure && o.ca_file.is_some() {
+    if tls_insecure && s.ca_file.is_some() {
         return Err(Error::usage(
             "--ca-file has no effect with --tls-insecure (nothing is verified): drop one of them",
         ));
@@ -311,21 +495,22 @@ fn check_tls_options(o: &MailOptions, target: &str, tls_insecure: bool) -> Resul
 
 /// The first user's number, how many users (`--users`, or those listed in
 /// `--users-file` from the first on) and the address format.
-fn users_of(o: &MailOptions) -> Result<(usize, usize, String)> {
-    let first_user = o.first_user.unwrap_or(1);
+fn users_of(s: &SetupOptions) -> Result<(usize, usize, String)> {
+    let first_user = s.first_user.unwrap_or(1);
+    let count = s.users.as_ref().map(Users::count).transpose()?;
     if first_user == 0 {
         return Err(Error::usage("--first-user counts from 1"));
     }
-    let users = match &o.users_file {
-        Some(f) => users_in_file(f, first_user, o.users)?,
-        None => o.users.unwrap_or(100),
+    let users = match &s.users_file {
+        Some(f) => users_in_file(f, first_user, count)?,
+        None => count.unwrap_or(100),
     };
     if users == 0 || users > 100_000 {
         return Err(Error::usage(format!(
             "--users {users}: give 1 to 100000 users"
         )));
     }
-    let user_format = o
+    let user_format = s
         .user_format
         .clone()
         .unwrap_or_else(|| format!("user{{n}}@{}", crate::local::LOCAL_DOMAIN));
@@ -338,12 +523,12 @@ fn users_of(o: &MailOptions) -> Result<(usize, usize, String)> {
 }
 
 /// `--server-metrics` endpoints and `--server-disk` device names, checked.
-fn server_sources(o: &MailOptions) -> Result<(Vec<String>, Vec<String>)> {
-    let server_metrics = o.server_metrics.clone().unwrap_or_default();
+fn server_sources(r: &RunOptions) -> Result<(Vec<String>, Vec<String>)> {
+    let server_metrics = r.server_metrics.clone().unwrap_or_default();
     for u in &server_metrics {
         crate::servermetrics::check_url(u)?;
     }
-    let server_disk = o.server_disk.clone().unwrap_or_default();
+    let server_disk = r.server_disk.clone().unwrap_or_default();
     if let Some(bad) = server_disk.iter().find(|d| d.is_empty() || d.contains('/')) {
         return Err(Error::usage(format!(
             "--server-disk `{bad}`: give the kernel's device name as the node exporter reports it (sdb, nvme0n1, dm-2), not a path"
@@ -372,16 +557,17 @@ pub const MAX_CONCURRENCY: usize = 10_000;
 /// `--concurrency` 1–`MAX_CONCURRENCY`), checked before anything is
 /// written; the error names the flag and the range.
 fn check_ranges(o: &MailOptions) -> Result<()> {
+    let (s, r) = (&o.setup, &o.run);
     let ms = |d: &Option<Dur>| d.map(|d| d.0.as_millis() as f64);
     let given: [Option<f64>; 8] = [
-        ms(&o.day_length),
-        ms(&o.ramp_up),
-        ms(&o.drain),
-        ms(&o.interval),
-        ms(&o.op_timeout),
-        ms(&o.delivery_within),
-        ms(&o.poll_interval),
-        o.max_response_time_ms,
+        ms(&r.day_length),
+        ms(&r.ramp_up),
+        ms(&r.drain),
+        ms(&r.interval),
+        ms(&s.op_timeout),
+        ms(&r.delivery_within),
+        ms(&r.poll_interval),
+        r.max_response_time_ms,
     ];
     for ((flag, lo, hi), v) in DURATIONS.iter().zip(given) {
         let Some(v) = v else { continue };
@@ -402,8 +588,8 @@ fn check_ranges(o: &MailOptions) -> Result<()> {
         }
     }
     for (flag, p) in [
-        ("--max-error-rate", o.max_error_rate),
-        ("--delivery-pct", o.delivery_pct),
+        ("--max-error-rate", r.max_error_rate),
+        ("--delivery-pct", r.delivery_pct),
     ] {
         if let Some(Pct(p)) = p
             && !(0.0..=100.0).contains(&p)
@@ -411,7 +597,7 @@ fn check_ranges(o: &MailOptions) -> Result<()> {
             return Err(Error::usage(format!("{flag} {p}%: give 0% to 100%")));
         }
     }
-    if let Some(c) = o.concurrency
+    if let Some(c) = s.concurrency
         && !(1..=MAX_CONCURRENCY).contains(&c)
     {
         return Err(Error::usage(format!(
@@ -452,22 +638,36 @@ fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>
 mod tests {
     use super::*;
 
+    fn setup(setup: SetupOptions) -> MailOptions {
+        MailOptions {
+            setup,
+            ..Default::default()
+        }
+    }
+
+    fn run(run: RunOptions) -> MailOptions {
+        MailOptions {
+            run,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn flags_override_the_file_and_defaults_apply() {
         let file: MailOptions =
             toml::from_str("users = 50\nday_length = \"10m\"\nmax_error_rate = \"1%\"\nstart_at = \"2026-12-01T09:00:00Z\"\n").unwrap();
-        let flags = MailOptions {
-            users: Some(7),
+        let flags = setup(SetupOptions {
+            users: Some(7.into()),
             ..Default::default()
-        };
+        });
         let o = file.clone().overlay(flags);
-        assert_eq!(o.start_at.as_deref(), Some("2026-12-01T09:00:00Z"));
-        let later = MailOptions {
+        assert_eq!(o.run.start_at.as_deref(), Some("2026-12-01T09:00:00Z"));
+        let later = run(RunOptions {
             start_at: Some("2026-12-01T10:00:00Z".into()),
             ..Default::default()
-        };
+        });
         let l = file.overlay(later);
-        assert_eq!(l.start_at.as_deref(), Some("2026-12-01T10:00:00Z"));
+        assert_eq!(l.run.start_at.as_deref(), Some("2026-12-01T10:00:00Z"));
         let r = Resolved::resolve(&o, Duration::from_secs(8 * 3600)).unwrap();
         assert_eq!(r.users, 7);
         assert_eq!(r.day_length, Duration::from_secs(600));
@@ -480,15 +680,15 @@ mod tests {
                 .to_string()
                 .contains("userz")
         );
-        let bad = MailOptions {
+        let bad = setup(SetupOptions {
             target: Some("cloud".into()),
             ..Default::default()
-        };
+        });
         assert!(Resolved::resolve(&bad, Duration::from_secs(1)).is_err());
-        let r = MailOptions {
+        let r = setup(SetupOptions {
             imap: Some("imap://h".into()),
             ..Default::default()
-        };
+        });
         assert!(
             Resolved::resolve(&r, Duration::from_secs(1))
                 .unwrap_err()
@@ -517,23 +717,23 @@ mod tests {
         let r = Resolved::resolve(&MailOptions::default(), Duration::from_secs(60)).unwrap();
         assert_eq!((r.starttls, r.tls_insecure), (StartTls::Auto, false));
         // --ca-file and --tls-insecure contradict each other.
-        let both = MailOptions {
+        let both = setup(SetupOptions {
             tls_insecure: Some(true),
-            ..file.clone()
-        };
+            ..file.setup.clone()
+        });
         assert!(Resolved::resolve(&both, Duration::from_secs(60)).is_err());
         // TLS options make no sense for the plain-text local target.
-        let local = MailOptions {
+        let local = setup(SetupOptions {
             tls_insecure: Some(true),
             ..Default::default()
-        };
+        });
         let e = Resolved::resolve(&local, Duration::from_secs(60)).unwrap_err();
         assert!(e.to_string().contains("--tls-insecure"), "{e}");
         // Nor a password file: the local target makes its own users.
-        let local = MailOptions {
+        let local = setup(SetupOptions {
             password_file: Some("/nonexistent".into()),
             ..Default::default()
-        };
+        });
         let e = Resolved::resolve(&local, Duration::from_secs(60)).unwrap_err();
         assert!(e.to_string().contains("--password-file"), "{e}");
         assert!(toml::from_str::<MailOptions>("starttls = \"maybe\"").is_err());
@@ -545,13 +745,15 @@ mod tests {
         let f = d.path().join("users");
         let lines: String = (1..=20).map(|i| format!("u{i}@x pw{i}\n")).collect();
         std::fs::write(&f, format!("# comment\n{lines}")).unwrap();
-        let o = |users: Option<usize>, first: Option<usize>| MailOptions {
-            imap: Some("imap://h".into()),
-            submission: Some("smtp://h".into()),
-            users_file: Some(f.clone()),
-            users,
-            first_user: first,
-            ..Default::default()
+        let o = |users: Option<usize>, first: Option<usize>| {
+            setup(SetupOptions {
+                imap: Some("imap://h".into()),
+                submission: Some("smtp://h".into()),
+                users_file: Some(f.clone()),
+                users: users.map(Users::from),
+                first_user: first,
+                ..Default::default()
+            })
         };
         let day = Duration::from_secs(60);
         assert_eq!(Resolved::resolve(&o(None, None), day).unwrap().users, 20);
@@ -569,5 +771,49 @@ mod tests {
         std::fs::write(&f, "a@x 1\na@x 2\n").unwrap();
         let e = Resolved::resolve(&o(None, None), day).unwrap_err();
         assert!(e.to_string().contains("listed twice"), "{e}");
+    }
+
+    #[test]
+    fn the_section_is_every_group_and_refuses_what_none_knows() {
+        let setup = mailbench_base::config::accepted_keys::<SetupOptions>();
+        let run = mailbench_base::config::accepted_keys::<RunOptions>();
+        assert!(setup.len() > 10 && run.len() > 10, "{setup:?} {run:?}");
+        // A key in two groups would be read by the first only.
+        assert!(setup.iter().all(|k| !run.contains(k)), "{setup:?} {run:?}");
+        assert_eq!(
+            mailbench_base::config::accepted_keys::<MailOptions>(),
+            [setup, run].concat()
+        );
+        let e = toml::from_str::<MailOptions>("users = 5\nday_lenght = \"1m\"\n").unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("unknown field `day_lenght`, expected one of `target`, `imap`"),
+            "{e}"
+        );
+        // A group's own errors, as serde words them.
+        let e = toml::from_str::<MailOptions>("users = \"x\"\n").unwrap_err();
+        assert_eq!(e.message(), "invalid type: string \"x\", expected usize");
+        let e = toml::from_str::<MailOptions>("max_score_ms = 1\nmax_response_time_ms = 2\n");
+        assert!(e.unwrap_err().message().contains("duplicate field"));
+        let o: MailOptions =
+            toml::from_str("users = 5\nseed = 3\ndrain = \"1m\"\nmax_score_ms = 9\n").unwrap();
+        assert_eq!(o.setup.users, Some(Users::from(5)));
+        assert_eq!(
+            (o.setup.seed, o.run.drain),
+            (Some(3), Some(Dur(Duration::from_secs(60))))
+        );
+        assert_eq!(o.run.max_response_time_ms, Some(9.0));
+        // `--users` of setup and run is one number; the levels are a sweep's.
+        let levels = setup_users("100,200");
+        let e = Resolved::resolve(&levels, Duration::from_secs(60)).unwrap_err();
+        assert!(e.to_string().contains("levels are for `mail sweep`"), "{e}");
+        assert_eq!(Users(" 12 ".into()).count().unwrap(), 12);
+    }
+
+    fn setup_users(text: &str) -> MailOptions {
+        setup(SetupOptions {
+            users: Some(Users(text.into())),
+            ..Default::default()
+        })
     }
 }

@@ -10,7 +10,7 @@ use fake::{Fake, FakeConfig};
 use mailbench_base::ExitStatus;
 use mailbench_mail::command::{Output, run_with, setup};
 use mailbench_mail::hooks::RunHooks;
-use mailbench_mail::options::{Dur, MailOptions, ResolveExt, Resolved};
+use mailbench_mail::options::{Dur, MailOptions, ResolveExt, Resolved, RunOptions, SetupOptions};
 use mailbench_mail::profile::ProfileExt;
 use serde_json::Value;
 use std::path::Path;
@@ -35,14 +35,18 @@ impl Env {
     fn options(&self, fake: &Fake, users: usize, profile: &str) -> MailOptions {
         let pw = self.path("password");
         std::fs::write(&pw, "fake-secret\n").unwrap();
-        MailOptions {
+        let setup = SetupOptions {
             imap: Some(format!("imap://127.0.0.1:{}", fake.imap_port)),
             submission: Some(format!("smtp://127.0.0.1:{}", fake.smtp_port)),
-            users: Some(users),
+            users: Some(users.into()),
             user_format: Some("user{n}@fake.test".into()),
             password_file: Some(pw),
             profile: Some(profile.into()),
             op_timeout: Some(Dur(Duration::from_secs(5))),
+            ..Default::default()
+        };
+        MailOptions {
+            setup,
             ..Default::default()
         }
     }
@@ -64,7 +68,7 @@ fn out(base: &Path) -> Output {
 }
 
 fn resolve(o: &MailOptions) -> Resolved {
-    let p = mailbench_mail::profile::Profile::load(o.profile.as_deref().unwrap()).unwrap();
+    let p = mailbench_mail::profile::Profile::load(o.setup.profile.as_deref().unwrap()).unwrap();
     Resolved::resolve(o, p.day).unwrap()
 }
 
@@ -87,10 +91,10 @@ fn do_run(o: &MailOptions) -> (ExitStatus, Value) {
 }
 
 fn short_day(mut o: MailOptions, day_s: u64) -> MailOptions {
-    o.day_length = Some(Dur(Duration::from_secs(day_s)));
-    o.ramp_up = Some(Dur(Duration::from_millis(500)));
-    o.drain = Some(Dur(Duration::from_secs(10)));
-    o.interval = Some(Dur(Duration::from_secs(1)));
+    o.run.day_length = Some(Dur(Duration::from_secs(day_s)));
+    o.run.ramp_up = Some(Dur(Duration::from_millis(500)));
+    o.run.drain = Some(Dur(Duration::from_secs(10)));
+    o.run.interval = Some(Dur(Duration::from_secs(1)));
     o
 }
 
@@ -156,7 +160,10 @@ fn namespaces_and_special_use_mailboxes_are_followed() {
 
     let (_, v) = do_run(&short_day(
         MailOptions {
-            skip_setup: Some(true),
+            run: RunOptions {
+                skip_setup: Some(true),
+                ..o.run
+            },
             ..o
         },
         6,
@@ -229,7 +236,7 @@ fn polling_runs_on_its_own_schedule() {
         "[tasks.send]\nper_day = 400\nrecipients = 1.0\n[tasks.read]\nper_day = 1200\n",
     ));
     let mut o = env.options(&fake, 4, &profile);
-    o.poll_interval = Some(Dur(Duration::from_millis(500)));
+    o.run.poll_interval = Some(Dur(Duration::from_millis(500)));
     let (st, _) = do_setup(&o);
     assert_eq!(st, ExitStatus::Pass);
     let day = 10;
@@ -290,7 +297,7 @@ fn lists_of_a_remote_server_are_used() {
     )
     .unwrap();
     let mut o = env.options(&fake, 6, "mmb3");
-    o.lists_file = Some(lists);
+    o.setup.lists_file = Some(lists);
     let (st, _) = do_setup(&o);
     assert_eq!(st, ExitStatus::Pass);
     let (_, v) = do_run(&short_day(o, 6));
@@ -318,7 +325,7 @@ fn imap_traces_leave_out_the_password() {
     let env = Env::new();
     let trace = env.path("trace");
     let mut o = env.options(&fake, 2, "loadsim-light");
-    o.trace_imap = Some(trace.clone());
+    o.setup.trace_imap = Some(trace.clone());
     let (st, _) = do_setup(&o);
     assert_eq!(st, ExitStatus::Pass);
     let t = std::fs::read_to_string(trace.join("user1@fake.test.imap.txt")).unwrap();
@@ -485,7 +492,7 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
     let env = Env::new();
     let trace = env.path("trace");
     let mut o = env.options(&fake, 2, "loadsim-light");
-    o.trace_imap = Some(trace.clone());
+    o.setup.trace_imap = Some(trace.clone());
     let base = tempfile::tempdir().unwrap();
     let (dir, result) = setup(resolve(&o), &out(base.path())).unwrap();
     let v = serde_json::to_string(&result).unwrap();
@@ -507,7 +514,7 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
         "[tasks.send]\nper_day = 100\nrecipients = 1.0\n[tasks.create_rule]\nper_day = 100\n",
     ));
     let mut o = short_day(env.options(&fake, 2, &profile), 3);
-    o.sieve = Some(format!("sieve://127.0.0.1:{}", fake.sieve_port));
+    o.setup.sieve = Some(format!("sieve://127.0.0.1:{}", fake.sieve_port));
     let base = tempfile::tempdir().unwrap();
     let hooks = RunHooks {
         interrupt: Some(mailbench_base::interrupt::Interrupt::never()),

@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mailbench_mail::judge::{self, Criteria, Figures};
-use mailbench_mail::options::{MailOptions, ResolveExt, Resolved};
+use mailbench_mail::options::{MailOptions, ResolveExt, Resolved, RunOptions, SetupOptions};
 use mailbench_mail::profile::{Profile, ProfileExt, TaskKind};
 use mailbench_metrics::LatencyHist;
 use mailbench_report::load::MailDoc;
@@ -78,13 +78,18 @@ fn profile() -> Profile {
 
 fn config(users: usize, first_user: usize) -> Resolved {
     let o = MailOptions {
-        users: Some(users),
-        first_user: Some(first_user),
-        day_length: Some("10m".parse().unwrap()),
-        interval: Some("2s".parse().unwrap()),
-        imap: Some("imap://mail.example.org".into()),
-        submission: Some("smtp://mail.example.org:587".into()),
-        ..Default::default()
+        setup: SetupOptions {
+            users: Some(users.into()),
+            first_user: Some(first_user),
+            imap: Some("imap://mail.example.org".into()),
+            submission: Some("smtp://mail.example.org:587".into()),
+            ..Default::default()
+        },
+        run: RunOptions {
+            day_length: Some("10m".parse().unwrap()),
+            interval: Some("2s".parse().unwrap()),
+            ..Default::default()
+        },
     };
     Resolved::resolve(&o, Duration::from_secs(8 * 3600)).unwrap()
 }

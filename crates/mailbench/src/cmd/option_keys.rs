@@ -123,14 +123,33 @@ fn storage_flags_keys_and_docs_agree() {
 
 #[test]
 fn mail_flags_keys_and_docs_agree() {
-    let keys = section_keys::<mailbench_mail::options::MailOptions>();
+    use mailbench_mail::options::{MailOptions, SetupOptions};
+    let keys = section_keys::<MailOptions>();
     assert!(keys.len() > 20, "the probe found no key list: {keys:?}");
+    // Each command takes exactly its groups of the one section: setup the
+    // setup group, run every group, sweep every group and its search
+    // (`--find-max`, `--resolution`: flags of `mail sweep` only).
     assert_agree(
-        "[mail]",
-        flag_keys("mail", &["setup", "run", "sweep"]),
+        "[mail] of mail setup",
+        flag_keys("mail", &["setup"]),
+        &section_keys::<SetupOptions>(),
+        &[],
+        &[],
+        &[],
+    );
+    assert_agree(
+        "[mail] of mail run",
+        flag_keys("mail", &["run"]),
         &keys,
         &[],
-        // The sweep's search: flags of `mail sweep` only.
+        &[],
+        &[],
+    );
+    assert_agree(
+        "[mail] of mail sweep",
+        flag_keys("mail", &["sweep"]),
+        &keys,
+        &[],
         &["find_max", "resolution"],
         &[],
     );

@@ -3,11 +3,14 @@
 //! Replay reads the log sequentially from the checkpoint (256 KiB reads, a few
 //! ahead), decodes the records, and for every update reads the page it touches
 //! (several reads in flight, ahead of the record being applied, neighbours read
-//! together), applies the after-image if the page is older than the record
-//! (record end LSN > page LSN), and keeps the page in a cache that is written
-//! back only under pressure (every frame dirty; clean frames are evicted
-//! first) and in one sorted flush at the end, before the checkpoint moves to
-//! the end of the log. Its writes are thus the pages the crash left dirty.
+//! together, straight into their cache frames), applies the after-image if the
+//! page is older than the record (record end LSN > page LSN), and keeps the
+//! page in a cache that is written back only under pressure (every frame
+//! dirty; clean frames are evicted first) and in one sorted final flush,
+//! before the checkpoint moves to the end of the log. That flush begins once
+//! the whole log is decoded, with the pages no queued update touches any more
+//! (a few writes beside the last reads), and ends with the rest. Its writes
+//! are thus the pages the crash left dirty.
 //! Only committed transactions are
 //! applied: the updates of a transaction whose commit record is missing at the
 //! end of the log are dropped. Replay stops at the end of the log, at a torn

@@ -14,7 +14,7 @@ use mailbench_base::{Error, Result};
 use std::time::Duration;
 
 pub use mailbench_results::mail::steady::{
-    Interval, QueueJudgement, Steady, SteadySection, Window, default_queue_limit, intervals_of,
+    Interval, QueueJudgement, SteadySection, Window, default_queue_limit, intervals_of,
     judge_queue, section, steady, weighted_ms,
 };
 

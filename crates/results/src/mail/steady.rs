@@ -153,29 +153,6 @@ pub struct Interval {
     pub disk: Option<DiskRates>,
 }
 
-/// The steady window's figures.
-#[derive(Debug, Clone, Default)]
-pub struct Steady {
-    pub window: Option<Window>,
-    pub intervals: usize,
-    /// Per operation: the window's histogram.
-    pub hists: BTreeMap<String, LatencyHist>,
-    pub errors: BTreeMap<String, u64>,
-    /// Response time: the weighted 95th percentile of the tasks, ms.
-    pub response_time_ms: f64,
-    /// The same weighting over the tasks' 50th percentiles, ms.
-    pub response_time_p50_ms: f64,
-    pub submitted: u64,
-    pub delivered: u64,
-    /// Per user per simulated day, from the window scaled to the whole day.
-    pub submitted_per_user_per_day: f64,
-    pub delivered_per_user_per_day: f64,
-    /// The generator's host CPU, averaged over the window's intervals, %.
-    pub cpu_busy_pct: f64,
-    /// The local store's disk, averaged over the window's intervals.
-    pub disk: Option<DiskRates>,
-}
-
 /// Σ(weight × the task's `q` quantile) / Σweight over the tasks that ran: the
 /// response time's weighting (judge.rs) at any percentile.
 pub fn weighted_ms(profile: &Profile, hists: &BTreeMap<String, LatencyHist>, q: f64) -> f64 {
@@ -188,34 +165,44 @@ pub fn weighted_ms(profile: &Profile, hists: &BTreeMap<String, LatencyHist>, q: 
     .0
 }
 
-/// The figures of the intervals inside `w`, for `users` users.
-pub fn steady(intervals: &[Interval], w: &Window, profile: &Profile, users: usize) -> Steady {
-    let mut s = Steady {
+/// The figures of the intervals inside `w`, for `users` users: the `steady`
+/// section but its `--steady` text and queue criterion ([`section`] adds
+/// them).
+pub fn steady(
+    intervals: &[Interval],
+    w: &Window,
+    profile: &Profile,
+    users: usize,
+) -> SteadySection {
+    let mut s = SteadySection {
         window: Some(*w),
         ..Default::default()
     };
+    // Per operation: the window's histogram.
+    let mut hists: BTreeMap<String, LatencyHist> = BTreeMap::new();
     let mut disks = Vec::new();
     for iv in intervals.iter().filter(|i| w.holds(i.t_s, i.interval_s)) {
         s.intervals += 1;
         for (op, h) in &iv.ops {
-            s.hists.entry(op.clone()).or_default().add(h);
+            hists.entry(op.clone()).or_default().add(h);
         }
-        for (op, e) in &iv.errors {
-            *s.errors.entry(op.clone()).or_default() += e;
-        }
+        s.errors += iv.errors.values().sum::<u64>();
         s.submitted += iv.submitted;
         s.delivered += iv.delivered;
-        s.cpu_busy_pct += iv.cpu_busy_pct;
+        s.host_cpu_busy_pct += iv.cpu_busy_pct;
         if let Some(d) = &iv.disk {
             disks.push(*d);
         }
     }
     if s.intervals > 0 {
-        s.cpu_busy_pct /= s.intervals as f64;
+        s.host_cpu_busy_pct /= s.intervals as f64;
     }
     s.disk = mean_disk(&disks);
-    s.response_time_ms = weighted_ms(profile, &s.hists, 0.95);
-    s.response_time_p50_ms = weighted_ms(profile, &s.hists, 0.50);
+    s.response_time_ms = weighted_ms(profile, &hists, 0.95);
+    s.response_time_p50_ms = weighted_ms(profile, &hists, 0.50);
+    s.tasks = (hists.iter())
+        .map(|(k, h)| (k.clone(), h.summary().into()))
+        .collect();
     let per_day = |n: u64| {
         if users == 0 || s.intervals == 0 {
             0.0
@@ -289,21 +276,8 @@ pub fn section(
     let limit = default_queue_limit(per_s, delivery_within);
     SteadySection {
         spec: spec.to_string(),
-        window: Some(*w),
-        intervals: s.intervals as u64,
-        response_time_ms: s.response_time_ms,
-        response_time_p50_ms: s.response_time_p50_ms,
-        tasks: (s.hists.iter())
-            .map(|(k, h)| (k.clone(), h.summary().into()))
-            .collect(),
-        errors: s.errors.values().sum(),
-        submitted: s.submitted,
-        delivered: s.delivered,
-        submitted_per_user_per_day: s.submitted_per_user_per_day,
-        delivered_per_user_per_day: s.delivered_per_user_per_day,
-        host_cpu_busy_pct: s.cpu_busy_pct,
-        disk: s.disk,
         queue: judge_queue(queue, w, limit),
+        ..s
     }
 }
 

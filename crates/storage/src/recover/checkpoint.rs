@@ -20,7 +20,10 @@ impl Replay {
             .map(|f| f.page)
             .collect();
         candidates.sort_unstable();
-        self.write_runs(&candidates, WRITE_DEPTH) > 0
+        // In the final flush nothing changes the pages any more: their
+        // frames are lent to the writes. Under pressure they are copied (an
+        // update may change a page while it is written).
+        self.write_runs(&candidates, WRITE_DEPTH, all) > 0
     }
 
     /// The dirty pages that no queued update touches, sorted: once the whole
@@ -44,16 +47,17 @@ impl Replay {
         let Some((pages, at)) = self.finals.take() else {
             return false;
         };
-        let went = self.write_runs(&pages[at..], FINAL_DEPTH);
+        let went = self.write_runs(&pages[at..], FINAL_DEPTH, true);
         self.finals = Some((pages, at + went));
         went > 0
     }
 
     /// Writes the pages of `pages` (sorted) that are still dirty, ready and
     /// not being written, neighbours together (runs of up to 32 pages), while
-    /// fewer than `depth` writes are in flight. Returns how many of `pages`
+    /// fewer than `depth` writes are in flight; `lend`: straight from their
+    /// frames (pages nothing changes any more). Returns how many of `pages`
     /// it went through.
-    fn write_runs(&mut self, pages: &[u64], depth: usize) -> usize {
+    fn write_runs(&mut self, pages: &[u64], depth: usize, lend: bool) -> usize {
         let max_run = 32usize;
         let mut i = 0;
         while i < pages.len() && self.writes < depth {
@@ -68,7 +72,7 @@ impl Replay {
                 }
             }
             if !run.is_empty() {
-                self.submit_write(first, run);
+                self.submit_write(first, run, lend);
             }
         }
         i
@@ -79,59 +83,80 @@ impl Replay {
         fr.dirty && !fr.writing && fr.state == FState::Ready
     }
 
-    /// One write of a run of neighbouring frames from `first`: each sealed,
-    /// copied into one buffer.
-    fn submit_write(&mut self, first: u64, run: Vec<usize>) {
-        let mut buf = self.pool.get(run.len() * self.ps);
-        for (k, &f) in run.iter().enumerate() {
+    /// One write of a run of neighbouring frames from `first`, each sealed:
+    /// the frames' buffers lent to it (`lend`, one vectored write), or the
+    /// pages copied into one buffer.
+    fn submit_write(&mut self, first: u64, run: Vec<usize>, lend: bool) {
+        let (db_id, ps) = (self.header.db_id, self.ps);
+        for &f in &run {
             let fr = &mut self.frames[f];
-            format::seal_page(fr.data.as_mut_slice(), self.header.db_id, fr.page, fr.lsn);
-            buf.as_mut_slice()[k * self.ps..(k + 1) * self.ps].copy_from_slice(fr.data.as_slice());
+            format::seal_page(fr.data.as_mut_slice(), db_id, fr.page, fr.lsn);
             fr.dirty = false;
             fr.writing = true;
         }
+        let (buf, more) = if lend {
+            let mut bufs = run
+                .iter()
+                .map(|&f| std::mem::replace(&mut self.frames[f].data, AlignedBuf::empty()));
+            let buf = bufs.next().unwrap_or_else(AlignedBuf::empty);
+            (buf, bufs.collect())
+        } else {
+            let mut buf = self.pool.get(run.len() * ps);
+            for (k, &f) in run.iter().enumerate() {
+                buf.as_mut_slice()[k * ps..(k + 1) * ps]
+                    .copy_from_slice(self.frames[f].data.as_slice());
+            }
+            (buf, Vec::new())
+        };
         self.write_id += 1;
         let id = self.write_id;
-        self.writes_meta.insert(id, run);
+        self.writes_meta.insert(id, (run, lend));
         self.writes += 1;
         self.io.submit(IoRequest {
             file: self.db.clone(),
             kind: OpKind::Write,
-            offset: first * self.ps as u64,
+            offset: first * ps as u64,
             buf,
             tag: T_WRITE | id,
-            more: Vec::new(),
+            more,
         });
     }
 
     pub(super) fn page_write_done(&mut self, c: mailbench_io::IoCompletion) {
         self.writes = self.writes.saturating_sub(1);
         let id = c.tag & !T_MASK;
-        let Some(run) = self.writes_meta.remove(&id) else {
+        let Some((run, lent)) = self.writes_meta.remove(&id) else {
             return;
         };
         self.db_write.ops += 1;
         self.db_write.latency.record(c.latency());
-        let ok = c.full().is_ok();
-        for f in run {
+        let full = c.full();
+        let (offset, len) = (c.offset, c.len());
+        if lent {
+            // The frames get their buffers back, whatever the outcome.
+            for (&f, buf) in run.iter().zip(std::iter::once(c.buf).chain(c.more)) {
+                self.frames[f].data = buf;
+            }
+        } else {
+            self.pool.put(c.buf);
+        }
+        for &f in &run {
             self.frames[f].writing = false;
-            if !ok {
+            if full.is_err() {
                 self.frames[f].dirty = true;
             }
         }
-        match c.full() {
-            Ok(()) => self.db_write.bytes += c.buf.len() as u64,
+        match full {
+            Ok(()) => self.db_write.bytes += len as u64,
             Err(e) => {
                 self.db_write.errors += 1;
                 self.error(format!(
-                    "I/O error writing database {} at offset {}: {}",
+                    "I/O error writing database {} at offset {offset}: {}",
                     self.db_path.display(),
-                    c.offset,
                     std::io::Error::from_raw_os_error(e)
                 ));
             }
         }
-        self.pool.put(c.buf);
     }
 
     /// Makes the replayed state durable and marks the database clean (only if

@@ -214,7 +214,8 @@ struct Replay {
     reads_meta: HashMap<u64, Vec<usize>>,
     read_id: u64,
     writes: usize,
-    writes_meta: HashMap<u64, Vec<usize>>,
+    /// The frames of each write in flight, and whether their buffers are lent to it.
+    writes_meta: HashMap<u64, (Vec<usize>, bool)>,
     write_id: u64,
     blocked: bool,
     // Results.

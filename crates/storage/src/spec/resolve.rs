@@ -63,24 +63,7 @@ impl SpecExt for StorageSpec {
         let profile = Profile::load(&profile_name, t.profile_overrides.as_ref())?;
         let ps = profile.page_size.0;
 
-        let volumes = t
-            .paths
-            .clone()
-            .unwrap_or_else(|| vec![default_data.to_path_buf()]);
-        if volumes.is_empty() {
-            return Err(Error::usage(
-                "`paths` is empty: give at least one database folder",
-            ));
-        }
-        let log_volumes = t.log_paths.clone().unwrap_or_default();
-        let databases = t
-            .databases
-            .unwrap_or(if quick { 2 } else { volumes.len() as u32 });
-        if databases == 0 || databases > 256 {
-            return Err(Error::usage(format!(
-                "`databases` = {databases}: use 1 to 256"
-            )));
-        }
+        let (volumes, log_volumes, databases) = folders(&t, default_data, quick)?;
         let copies = t.copies.unwrap_or(profile.copies);
         if copies == 0 || copies > 16 {
             return Err(Error::usage(format!("`copies` = {copies}: use 1 to 16")));
@@ -90,23 +73,13 @@ impl SpecExt for StorageSpec {
         // Database size: per database, from mailboxes x quota, --db-size or --capacity-pct.
         let reserve_pct = profile.growth_reserve_pct;
         let db_bytes = db_size(&t, &volumes, databases, reserve_pct, quick)?;
-        let pages = db_bytes / ps;
-        if pages < 256 {
-            return Err(Error::usage(format!(
-                "databases of {} are too small: at least 256 pages of {} are needed",
-                ByteSize(db_bytes),
-                ByteSize(ps)
-            )));
-        }
+        let pages = pages(db_bytes, ps)?;
         let (cache_max, cache_min) = cache_sizes(&t, &profile, databases, quick)?;
         let (threads, threads_auto) = threads(&t, databases, quick, (cache_max, ps))?;
         let mailboxes_total = t.mailboxes;
         let target_iops = target_iops(&t)?;
         let (duration, sample_interval, warmup, shutdown_grace) = durations(&t, quick, test_type)?;
-        let io_engine = t.io_engine.clone().unwrap_or_else(|| "auto".into());
-        io_engine
-            .parse::<EngineChoice>()
-            .map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
+        let io_engine = io_engine(&t)?;
 
         let mut thresholds = profile.thresholds.for_type(test_type);
         if let Some(o) = t.thresholds {
@@ -160,6 +133,56 @@ impl SpecExt for StorageSpec {
     fn check_paths(&self, space: Space) -> Result<()> {
         super::paths::check_paths(self, space)
     }
+}
+
+/// The database folders (`default_data` without `paths`), the log folders
+/// and the number of databases (1 to 256; `--quick`: 2, else one a folder).
+fn folders(
+    t: &StorageToml,
+    default_data: &Path,
+    quick: bool,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u32)> {
+    let volumes = t
+        .paths
+        .clone()
+        .unwrap_or_else(|| vec![default_data.to_path_buf()]);
+    if volumes.is_empty() {
+        return Err(Error::usage(
+            "`paths` is empty: give at least one database folder",
+        ));
+    }
+    let log_volumes = t.log_paths.clone().unwrap_or_default();
+    let databases = t
+        .databases
+        .unwrap_or(if quick { 2 } else { volumes.len() as u32 });
+    if databases == 0 || databases > 256 {
+        return Err(Error::usage(format!(
+            "`databases` = {databases}: use 1 to 256"
+        )));
+    }
+    Ok((volumes, log_volumes, databases))
+}
+
+/// The pages of a database of `db_bytes` (pages of `ps` bytes): at least 256.
+fn pages(db_bytes: u64, ps: u64) -> Result<u64> {
+    let pages = db_bytes / ps;
+    if pages < 256 {
+        return Err(Error::usage(format!(
+            "databases of {} are too small: at least 256 pages of {} are needed",
+            ByteSize(db_bytes),
+            ByteSize(ps)
+        )));
+    }
+    Ok(pages)
+}
+
+/// The I/O engine asked for (`auto` by default), checked.
+fn io_engine(t: &StorageToml) -> Result<String> {
+    let io_engine = t.io_engine.clone().unwrap_or_else(|| "auto".into());
+    io_engine
+        .parse::<EngineChoice>()
+        .map_err(|e| Error::usage(format!("`io_engine`: {e}")))?;
+    Ok(io_engine)
 }
 
 /// The threads (sessions over all databases) and whether `--threads auto`

@@ -560,7 +560,6 @@ fn provision_users(
         prepared.topo.clone(),
         Arc::new(profile.clone()),
         o.concurrency,
-        true,
         o.seed,
         log.clone(),
         intr.clone(),

@@ -54,16 +54,14 @@ pub fn folder_plan(p: &Profile, m: &Mailboxes) -> Vec<(String, u32)> {
     v
 }
 
-/// Provisions every user of `topo`; `content` false only checks the logins.
+/// Provisions every user of `topo` with the profile's initial content.
 /// After `stop` is raised no user starts, users stop between appends, and
 /// the rest are dropped after `STOP_GRACE`.
-#[allow(clippy::too_many_arguments)]
 pub async fn provision(
     target: Arc<Target>,
     topo: Arc<Topology>,
     profile: Arc<Profile>,
     concurrency: usize,
-    content: bool,
     seed: u64,
     log: TestLog,
     stop: mailbench_base::interrupt::Interrupt,
@@ -97,7 +95,7 @@ pub async fn provision(
                 let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
                 let mut f = UserFigures::default();
                 let r = provision_user(
-                    &target, &topo, &profile, &msggen, i, content, &mut rng, &mut f, &stop,
+                    &target, &topo, &profile, &msggen, i, &mut rng, &mut f, &stop,
                 )
                 .await;
                 let mut rep = match report.lock() {
@@ -194,17 +192,12 @@ async fn provision_user(
     profile: &Profile,
     msggen: &Generator,
     i: usize,
-    content: bool,
     rng: &mut SmallRng,
     f: &mut UserFigures,
     stop: &mailbench_base::interrupt::Interrupt,
 ) -> OpResult<bool> {
     let me = &topo.users[i];
     let mut c = target.imap_login(me).await?;
-    if !content {
-        c.logout().await;
-        return Ok(true);
-    }
     let boxes = discover(&mut c).await?;
     f.mailboxes = Some(boxes.clone());
     let now = unix_now();

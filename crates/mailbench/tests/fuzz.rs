@@ -1,5 +1,6 @@
 //! Property-based fuzzing of every file mailbench reads: storage TOML
-//! (`[storage]` of `--config`), profile files, plan TOML (`[plan]`), and
+//! (`[storage]` of `--config`), profile files, plan TOML (`[plan]`), mail
+//! TOML (`[mail]`), and
 //! result.json (mutated copies of real results, loaded as `report` loads them).
 //! Arbitrary input never panics; bad input is an error naming the file. 256
 //! cases per property (`FUZZ_CASES`), part of the normal suite.
@@ -159,6 +160,25 @@ proptest! {
         let rules = mailbench_plan::Rules::builtin().unwrap();
         if let Ok(input) = settings.validate(&rules) {
             let _ = mailbench_plan::plan(&input, &rules);
+        }
+    }
+
+    #[test]
+    fn mail_config_never_panics_and_errors_name_the_file(
+        text in section("mail", accepted_keys::<mailbench_mail::options::MailOptions>()),
+    ) {
+        use mailbench_mail::options::{MailOptions, ResolveExt, Resolved};
+        let path = Path::new("fuzz.toml");
+        let Ok(cfg) = ConfigFile::parse(&text, path) else { return Ok(()) };
+        match cfg.section::<MailOptions>("mail") {
+            Ok(o) => {
+                let _ = Resolved::resolve(&o, std::time::Duration::from_secs(8 * 3600));
+            }
+            Err(e) => {
+                let m = e.to_string();
+                prop_assert!(m.contains("fuzz.toml") && m.contains("[mail]"), "{m}");
+                prop_assert_eq!(e.exit_status().code(), 2);
+            }
         }
     }
 

@@ -9,12 +9,13 @@ use mailbench_io::buf::REGION;
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::sync::mpsc::{Receiver, sync_channel};
 
-/// Regions of frame memory faulted in ahead of their use.
+/// Regions of frame memory faulted in and waiting for their use (one more
+/// may be in the making).
 const MEMORY_AHEAD: usize = 4;
 
 /// The replay cache's memory, faulted in ahead of use by a thread of its
 /// own, a region (2 MiB) at a time and at most [`MEMORY_AHEAD`] regions
-/// ahead: in a VM the kernel's zeroing of fresh memory is dear (about a
+/// waiting: in a VM the kernel's zeroing of fresh memory is dear (about a
 /// third of the replay's CPU for a 256 MiB cache), and paid on the replay's
 /// thread it held back the next page reads.
 pub(super) struct FrameMemory {

@@ -7,7 +7,10 @@
 #  2. the same after a 5 s warm-up: window CPU, and CPU counted from the warm-up's
 #     start (the whole run) over the window's I/Os;
 #  3. paced (--target-iops) against unpaced on 16 databases with a 10 s warm-up:
-#     pacing must cost no more CPU per I/O than the unpaced run.
+#     pacing must cost no more CPU per I/O than the unpaced run; for reference, fio's
+#     own paced/unpaced ratio on the same 16 files (16 jobs at QD 2, unpaced, then
+#     --rate_iops at the paced run's transactional IOPS): a device that idles between
+#     I/Os costs a wake-up and a doorbell per I/O, whoever paces.
 # fio runs last on each set of files (its writes are not database pages).
 # Usage: bench/engine-cpu-vs-fio.sh [SCRATCH_DIR] [SECONDS] [DB_SIZE] [PACED_DB_SIZE] [PACED_PCT]
 #        (defaults: ./mailbench-bench 30 1GiB 256MiB 50: the 16 paced databases get 1/8 of
@@ -91,6 +94,24 @@ target=$(python3 -c "print(round($iopsu * $ppct / 100))")
 $mb storage run --path "$dir/db16" --open "${pflags[@]}" --duration "${secs}s" --warmup 10s \
   --target-iops "$target" || true
 read -r wp rp iopsp np <<<"$(figures "$(latest)")"
+# fio on the same 16 files: 16 jobs (one per file) at QD 2 (32 threads over 16
+# databases), unpaced, then paced at the paced run's transactional IOPS.
+fio_on16() {
+  local out="$dir/fio16.json" files=() cpu
+  for f in "$dir"/db16/*.mdb; do files+=(--name="$(basename "$f")" --filename="$f"); done
+  cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth=2 \
+    --runtime="$secs" --time_based --output-format=json --output="$out" "$@" "${files[@]}")
+  python3 - "$out" "$cpu" "$secs" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); cpu = float(sys.argv[2])
+ios = sum(j["read"]["total_ios"] + j["write"]["total_ios"] for j in d["jobs"])
+print(f"{cpu * 1e6 / max(ios, 1):.1f} {ios / float(sys.argv[3]):.0f}")
+EOF
+}
+read -r fu fiopsu <<<"$(fio_on16)"
+per_job=$(python3 -c "t=$iopsp/16; print(f'{max(1,round(t*0.66))},{max(1,round(t*0.34))}')")
+read -r fp fiopsp <<<"$(fio_on16 --rate_iops="$per_job")"
 echo "unpaced: window $wu run $ru µs per I/O ($iopsu transactional IOPS)"
 echo "paced at $target: window $wp run $rp µs per I/O ($iopsp transactional IOPS)   paced/unpaced window $( [ "$wu" = n/a ] && echo n/a || ratio "$wp" "$wu") run $(ratio "$rp" "$ru")"
+echo "fio on the same files: unpaced $fu µs per I/O ($fiopsu IOPS), paced $fp ($fiopsp IOPS)   fio paced/unpaced $(ratio "$fp" "$fu")"
 rm -rf "$dir"

@@ -8,7 +8,6 @@ use super::{FINAL_DEPTH, FState, Replay, T_MASK, T_WRITE, WRITE_DEPTH};
 use crate::format;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
-use std::collections::HashSet;
 
 impl Replay {
     /// Writes dirty unreferenced pages (all of them when `all`), neighbours together.
@@ -26,14 +25,19 @@ impl Replay {
         self.write_runs(&candidates, WRITE_DEPTH, all) > 0
     }
 
-    /// The dirty pages that no queued update touches, sorted: once the whole
-    /// log is decoded, nothing changes them any more.
-    pub(super) fn final_pages(&self) -> Vec<u64> {
-        let queued: HashSet<u64> = self.queue.iter().map(|u| u.page).collect();
+    /// Once the whole log is decoded: the queued updates counted per page
+    /// (`pending`), and the dirty pages no queued update touches, sorted:
+    /// nothing changes them any more. Pages join them as their last queued
+    /// update is applied (`page_updated`).
+    pub(super) fn final_pages(&mut self) -> Vec<u64> {
+        self.pending.clear();
+        for u in &self.queue {
+            *self.pending.entry(u.page).or_insert(0) += 1;
+        }
         let mut pages: Vec<u64> = self
             .frames
             .iter()
-            .filter(|f| f.dirty && f.state == FState::Ready && !queued.contains(&f.page))
+            .filter(|f| f.dirty && f.state == FState::Ready && !self.pending.contains_key(&f.page))
             .map(|f| f.page)
             .collect();
         pages.sort_unstable();

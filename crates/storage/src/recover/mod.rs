@@ -6,11 +6,12 @@
 //! together, straight into their cache frames), applies the after-image if the
 //! page is older than the record (record end LSN > page LSN), and keeps the
 //! page in a cache that is written back only under pressure (every frame
-//! dirty; clean frames are evicted first) and in one sorted final flush,
+//! dirty; clean frames are evicted first) and in a final flush (sorted),
 //! before the checkpoint moves to the end of the log. That flush begins once
 //! the whole log is decoded, with the pages no queued update touches any more
-//! (a few writes beside the last reads), and ends with the rest. Its writes
-//! are thus the pages the crash left dirty.
+//! and then each page after its last queued update (a few writes beside the
+//! last reads), and ends with the rest. Its writes are thus the pages the
+//! crash left dirty.
 //! Only committed transactions are
 //! applied: the updates of a transaction whose commit record is missing at the
 //! end of the log are dropped. Replay stops at the end of the log, at a torn
@@ -67,8 +68,8 @@ const QUEUE_BYTES: usize = 16 << 20;
 const READ_RUN_MAX: usize = 4;
 const WRITE_DEPTH: usize = 16;
 /// Writes in flight of the final flush begun while the last updates are
-/// replayed (runs of up to 32 pages: a few keep up with the reads).
-const FINAL_DEPTH: usize = 2;
+/// replayed (a few, beside the reads).
+const FINAL_DEPTH: usize = 4;
 /// I/O buffers kept for reuse per size class.
 const BUFFERS_KEPT: usize = 32;
 
@@ -241,7 +242,10 @@ struct Replay {
     /// the page writes done before it (under cache pressure).
     flush_start: Option<(Instant, u64)>,
     /// Once the whole log is decoded: the dirty pages no queued update
-    /// touches any more (sorted), written while the rest is replayed, and how
+    /// touches any more (first those at that moment, sorted, then each page
+    /// after its last update), written while the rest is replayed, and how
     /// far those writes went.
     finals: Option<(Vec<u64>, usize)>,
+    /// Once the whole log is decoded: the queued updates left per page.
+    pending: HashMap<u64, u32>,
 }

@@ -270,10 +270,30 @@ impl Replay {
             self.frames[f].refs = self.frames[f].refs.saturating_sub(1);
             if let Some(u) = self.queue.pop_front() {
                 self.queue_bytes -= u.data.len();
+                self.page_updated(u.page, f);
             }
             self.prepared -= 1;
             any = true;
         }
         any
+    }
+
+    /// Once the whole log is decoded: the page of frame `f` had one queued
+    /// update fewer; after its last one a dirty page is final, and joins the
+    /// final flush's list.
+    fn page_updated(&mut self, page: u64, f: usize) {
+        let Some((finals, _)) = &mut self.finals else {
+            return;
+        };
+        let Some(left) = self.pending.get_mut(&page) else {
+            return;
+        };
+        *left -= 1;
+        if *left == 0 {
+            self.pending.remove(&page);
+            if self.frames[f].dirty {
+                finals.push(page);
+            }
+        }
     }
 }

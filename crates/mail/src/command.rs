@@ -450,7 +450,9 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     let setup_report = if o.skip_setup {
         None
     } else {
-        Some(provision_before_run(
+        // Idempotent: users already provisioned are checked, not doubled.
+        run.log.line("setup: provisioning users (idempotent)");
+        Some(provision_users(
             &rt, &o, &profile, &prepared, &run.log, &intr,
         ))
     };
@@ -526,27 +528,10 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
     Ok(MailRun { dir: run, result })
 }
 
-/// `mail run`'s setup step (idempotent): the users provisioned before the load.
-fn provision_before_run(
-    rt: &tokio::runtime::Runtime,
-    o: &Resolved,
-    profile: &Profile,
-    prepared: &Prepared,
-    log: &TestLog,
-    intr: &mailbench_base::interrupt::Interrupt,
-) -> crate::setup::SetupReport {
-    log.line("setup: provisioning users (idempotent)");
-    let r = provision_users(rt, o, profile, prepared, log, intr);
-    log.line(format!(
-        "setup: {} users ok, {} messages appended in {:.1} s",
-        r.users_ok, r.messages_appended, r.seconds
-    ));
-    r
-}
-
 /// Every user of the prepared target provisioned with its content, as
 /// `mail setup` does and `mail run` before its load (`--concurrency` users
-/// at once, `--seed`'s messages); stops when `intr` is raised.
+/// at once, `--seed`'s messages); stops when `intr` is raised. The test log
+/// gets the figures.
 fn provision_users(
     rt: &tokio::runtime::Runtime,
     o: &Resolved,
@@ -555,7 +540,7 @@ fn provision_users(
     log: &TestLog,
     intr: &mailbench_base::interrupt::Interrupt,
 ) -> crate::setup::SetupReport {
-    rt.block_on(provision(
+    let r = rt.block_on(provision(
         prepared.target.clone(),
         prepared.topo.clone(),
         Arc::new(profile.clone()),
@@ -563,7 +548,12 @@ fn provision_users(
         o.seed,
         log.clone(),
         intr.clone(),
-    ))
+    ));
+    log.line(format!(
+        "setup: {} users ok, {} messages appended in {:.1} s",
+        r.users_ok, r.messages_appended, r.seconds
+    ));
+    r
 }
 
 /// What the users share: the run's parameters, profile, target, counters.

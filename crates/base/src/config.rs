@@ -122,6 +122,42 @@ pub fn accepted_keys<T: DeserializeOwned>() -> Vec<String> {
         .collect()
 }
 
+/// Defines an options struct, every field an `Option`, written once with its
+/// derives and attributes (serde keys, clap flags, doc lines as help), and
+/// adds what every such struct needs from the same field list:
+/// `overlay(&mut self, top)` (each field `top` gives replaces `self`'s: flags
+/// over the file, a host's values over the section's) and `given(&self)` (the
+/// names of the fields set, in declaration order).
+#[macro_export]
+macro_rules! options_struct {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// `self` with every field `top` gives replaced by `top`'s.
+            pub fn overlay(&mut self, top: $name) {
+                $(if top.$field.is_some() {
+                    self.$field = top.$field;
+                })*
+            }
+
+            /// The names of the fields that are set.
+            pub fn given(&self) -> Vec<&'static str> {
+                let mut names = Vec::new();
+                $(if self.$field.is_some() {
+                    names.push(stringify!($field));
+                })*
+                names
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -139,6 +175,39 @@ mod tests {
     #[serde(deny_unknown_fields)]
     struct Demo {
         threads: Option<u32>,
+    }
+
+    crate::options_struct! {
+        #[derive(Debug, Default, PartialEq)]
+        pub struct Layered {
+            pub a: Option<u32>,
+            pub b: Option<String>,
+            pub c: Option<Vec<u8>>,
+        }
+    }
+
+    #[test]
+    fn an_overlay_replaces_only_the_given_fields() {
+        let mut base = Layered {
+            a: Some(1),
+            b: Some("file".into()),
+            c: None,
+        };
+        base.overlay(Layered {
+            b: Some("flag".into()),
+            c: Some(vec![7]),
+            ..Default::default()
+        });
+        assert_eq!(
+            base,
+            Layered {
+                a: Some(1),
+                b: Some("flag".into()),
+                c: Some(vec![7]),
+            }
+        );
+        assert_eq!(base.given(), ["a", "b", "c"]);
+        assert!(Layered::default().given().is_empty());
     }
 
     #[test]

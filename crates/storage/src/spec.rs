@@ -3,7 +3,7 @@
 //! written. Every bad value is refused with exit 2 and its key named.
 //!
 //! - `options.rs`: the section and the flags, defined once ([`StorageToml`]),
-//!   and the per-host values over it ([`HostToml`]);
+//!   and the keys a host table may set ([`HOST_KEYS`]);
 //! - `thresholds.rs`: `[storage.thresholds]` over the profile's limits;
 //! - `resolve.rs`: the resolved [`StorageSpec`] and each value's checks;
 //! - `paths.rs`: the folders' checks before anything is written.
@@ -16,7 +16,7 @@ mod thresholds;
 pub use mailbench_results::storage::spec::{
     InstanceSpec, Profile, ProfileThresholds, StorageSpec, TestType, Thresholds,
 };
-pub use options::{HostToml, StorageToml, Threads};
+pub use options::{HOST_KEYS, StorageToml, Threads};
 pub use paths::{Space, existing_ancestor};
 pub use resolve::{QUICK_WARMUP_LIMIT, SpecExt, WARMUP_LIMIT};
 pub use thresholds::{ThresholdsExt, ThresholdsToml};

@@ -119,6 +119,25 @@ fn storage_flags_keys_and_docs_agree() {
         missing.is_empty(),
         "docs/storage-config.md lacks {missing:?}"
     );
+    // The keys a host table may set: the definition, the docs' list.
+    let host_keys = mailbench_storage::spec::HOST_KEYS.map(String::from);
+    assert!(host_keys.iter().all(|k| keys.contains(k)), "{host_keys:?}");
+    let text = doc("multihost.md");
+    let Some(list) = text.split("Keys allowed per host:").nth(1) else {
+        panic!("docs/multihost.md has no `Keys allowed per host:` list")
+    };
+    let list = &list[..list.find(". ").unwrap_or(list.len())];
+    let documented: BTreeSet<String> = list
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        documented,
+        host_keys.into_iter().collect::<BTreeSet<_>>(),
+        "docs/multihost.md"
+    );
 }
 
 #[test]

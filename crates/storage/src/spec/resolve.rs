@@ -56,7 +56,8 @@ impl SpecExt for StorageSpec {
         host: &str,
     ) -> Result<StorageSpec> {
         let file: StorageToml = cfg.section("storage")?;
-        let t = flags.over(file.for_host(host));
+        let mut t = file.for_host(host)?;
+        t.overlay(flags);
         let quick = t.quick.unwrap_or(false);
         let test_type = t.test_type.unwrap_or(TestType::Performance);
         let profile_name = t.profile.clone().unwrap_or_else(|| "exchange2013".into());

@@ -53,6 +53,32 @@ fn a_host_section_applies_to_its_host_only_and_flags_win() {
 }
 
 #[test]
+fn a_host_table_may_set_only_what_differs_between_hosts() {
+    let d = Path::new("/tmp/x");
+    // Any host's table is checked, not only the resolving host's.
+    let c = cfg("[storage]\ndb_size = \"1GiB\"\n[storage.hosts.db09]\nduration = \"5m\"\n");
+    let e = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db07")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("db09") && e.contains("`duration`"), "{e}");
+    // Every key of the list is accepted and applies to its host only.
+    let c = cfg(
+        "[storage]\ndb_size = \"1GiB\"\n[storage.hosts.db07]\npaths = [\"/p\"]\n\
+         log_paths = [\"/l\"]\ndatabases = 3\nthreads = 2\ntarget_iops = 50.0\n\
+         backup_to = \"/b\"\n",
+    );
+    let s = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db07").unwrap();
+    assert_eq!(s.volumes, vec![PathBuf::from("/p")]);
+    assert_eq!(s.instances.len(), 3);
+    assert_eq!(s.threads, 2);
+    assert_eq!(s.log_volumes, vec![PathBuf::from("/l")]);
+    assert_eq!(s.target_iops, Some(50.0));
+    let s = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db08").unwrap();
+    assert_ne!(s.volumes, vec![PathBuf::from("/p")]);
+    assert_eq!(s.target_iops, None);
+}
+
+#[test]
 fn thresholds_come_from_the_profile_and_the_test_type_and_keys_override_one_by_one() {
     let d = Path::new("/tmp/x");
     let th = |text: &str| {

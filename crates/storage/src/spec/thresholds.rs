@@ -18,22 +18,6 @@ pub struct ThresholdsToml {
     pub page_fault_stalls_max_per_s: Option<f64>,
 }
 
-impl ThresholdsToml {
-    /// `self` over `other`, key by key.
-    pub(super) fn over(self, o: ThresholdsToml) -> ThresholdsToml {
-        ThresholdsToml {
-            db_read_avg_ms: self.db_read_avg_ms.or(o.db_read_avg_ms),
-            db_read_max_ms: self.db_read_max_ms.or(o.db_read_max_ms),
-            log_write_avg_ms: self.log_write_avg_ms.or(o.log_write_avg_ms),
-            log_write_max_ms: self.log_write_max_ms.or(o.log_write_max_ms),
-            page_fault_stalls_per_s: self.page_fault_stalls_per_s.or(o.page_fault_stalls_per_s),
-            page_fault_stalls_max_per_s: self
-                .page_fault_stalls_max_per_s
-                .or(o.page_fault_stalls_max_per_s),
-        }
-    }
-}
-
 /// Applying `[storage.thresholds]` to thresholds (whose type lives with
 /// the results that echo them).
 pub trait ThresholdsExt: Sized {

@@ -25,7 +25,8 @@ pub struct ReplayResult {
     /// Updates of a transaction without a commit record at the end of the log.
     pub uncommitted_updates_dropped: u64,
     pub seconds: f64,
-    /// CPU time of the replaying thread (decoding, applying, checksums).
+    /// CPU time of the replay: its thread (decoding, applying, checksums) and
+    /// the thread faulting in its cache memory.
     #[serde(default)]
     pub cpu_seconds: f64,
     pub seconds_per_log_file: f64,

@@ -9,7 +9,8 @@ impl Replay {
     /// last complete record).
     pub(super) fn figures(&mut self, r: &mut ReplayResult, end: u64) {
         let secs = self.t0.elapsed().as_secs_f64();
-        r.cpu_seconds = mailbench_metrics::system::thread_cpu_s() - self.cpu0;
+        let own = mailbench_metrics::system::thread_cpu_s() - self.cpu0;
+        r.cpu_seconds = own + self.memory.cpu_s();
         let files = self.gens_seen.len() as u64;
         r.start_lsn = self.start_lsn;
         r.end_lsn = end;

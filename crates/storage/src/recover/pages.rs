@@ -7,6 +7,8 @@ use crate::format;
 use crate::verify;
 use mailbench_io::buf::REGION;
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 
 /// Regions of frame memory faulted in and waiting for their use (one more
@@ -17,9 +19,11 @@ const MEMORY_AHEAD: usize = 4;
 /// own, a region (2 MiB) at a time and at most [`MEMORY_AHEAD`] regions
 /// waiting: in a VM the kernel's zeroing of fresh memory is dear (about a
 /// third of the replay's CPU for a 256 MiB cache), and paid on the replay's
-/// thread it held back the next page reads.
+/// thread it held back the next page reads. Its thread's CPU counts in the
+/// replay's (`cpu_us`, updated after each region).
 pub(super) struct FrameMemory {
     batches: Option<Receiver<Vec<AlignedBuf>>>,
+    cpu_us: Arc<AtomicU64>,
 }
 
 impl FrameMemory {
@@ -27,13 +31,18 @@ impl FrameMemory {
     pub(super) fn start(frames: usize, size: usize) -> FrameMemory {
         let per_region = (REGION / size).max(1);
         let (tx, rx) = sync_channel(MEMORY_AHEAD);
+        let cpu_us = Arc::new(AtomicU64::new(0));
+        let cpu = Arc::clone(&cpu_us);
         let spawned = std::thread::Builder::new()
             .name("mb-replay-mem".into())
             .spawn(move || {
                 let mut left = frames;
                 while left > 0 {
                     let n = per_region.min(left);
-                    if tx.send(AlignedBuf::carve_populated(n, size)).is_err() {
+                    let batch = AlignedBuf::carve_populated(n, size);
+                    let used = mailbench_metrics::system::thread_cpu_s();
+                    cpu.store((used * 1e6) as u64, Ordering::Relaxed);
+                    if tx.send(batch).is_err() {
                         break;
                     }
                     left -= n;
@@ -41,7 +50,13 @@ impl FrameMemory {
             });
         FrameMemory {
             batches: spawned.ok().map(|_| rx),
+            cpu_us,
         }
+    }
+
+    /// CPU seconds the memory thread has used so far.
+    pub(super) fn cpu_s(&self) -> f64 {
+        self.cpu_us.load(Ordering::Relaxed) as f64 / 1e6
     }
 
     /// The next buffers (a region's worth): made ready by the thread, or

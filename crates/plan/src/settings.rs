@@ -89,141 +89,137 @@ impl TextList {
     }
 }
 
-/// Every input of the planner; `None` means "not given here" (a lower layer or the
-/// default applies). Each field is both a flag (`--mailbox-quota`) and a key
-/// (`mailbox_quota`) of the `[plan]` section, defined here once: the field's doc line
-/// is the flag's help.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
-#[serde(deny_unknown_fields)]
-#[command(allow_negative_numbers = true)]
-pub struct Settings {
-    /// Mailboxes to plan for (required).
-    #[arg(long, value_name = "N")]
-    pub mailboxes: Option<i64>,
-    /// Messages sent + received per mailbox per day [default: 150].
-    #[arg(long, value_name = "N")]
-    pub messages_per_day: Option<f64>,
-    /// Measured database IOPS per active mailbox (e.g. a mail sweep's
-    /// server.per_mailbox_real_day), in place of the guidance's figure [default: the guidance].
-    #[arg(long, value_name = "IOPS")]
-    pub iops_per_mailbox: Option<f64>,
-    /// Average message size [default: 75KiB, Microsoft's "75 KB"].
-    #[arg(long, value_name = "SIZE")]
-    pub message_size: Option<SizeValue>,
-    /// Mailbox quota, e.g. 4GB (required).
-    #[arg(long, value_name = "SIZE")]
-    pub mailbox_quota: Option<SizeValue>,
-    /// Copies of each database, counting the active one and any lagged ones [default: 1].
-    #[arg(long, value_name = "N")]
-    pub copies: Option<i64>,
-    /// How many of the copies are lagged (never activated) [default: 0].
-    #[arg(long, value_name = "N")]
-    pub lagged_copies: Option<i64>,
-    /// Replay lag of lagged copies, e.g. 7d [default: 7d].
-    #[arg(long, value_name = "DURATION")]
-    pub replay_lag: Option<Word>,
-    /// Groups of servers (database availability groups); mailboxes split evenly [default: 1].
-    #[arg(long, value_name = "N")]
-    pub groups: Option<i64>,
-    /// Servers per group [default: the sum of --site-servers, else 1 per site].
-    #[arg(long, value_name = "N")]
-    pub servers: Option<i64>,
-    /// Sites [default: 1, or the length of --site-servers].
-    #[arg(long, value_name = "N")]
-    pub sites: Option<i64>,
-    /// Servers per site, e.g. 8,4 (the first site holds the active copies) [default: even split].
-    #[arg(long, value_name = "LIST")]
-    pub site_servers: Option<CountList>,
-    /// Copies per site, e.g. 2,1 [default: even split, first sites first].
-    #[arg(long, value_name = "LIST")]
-    pub site_copies: Option<CountList>,
-    /// Databases per group [default: from --databases-per-server or the database size advice].
-    #[arg(long, value_name = "N")]
-    pub databases: Option<i64>,
-    /// Database copies (active + passive) per server; databases = servers x N / copies.
-    #[arg(long, value_name = "N")]
-    pub databases_per_server: Option<i64>,
-    /// Largest database when the count is derived [default: 200GiB stand-alone, 2TiB with copies].
-    #[arg(long, value_name = "SIZE")]
-    pub max_database_size: Option<SizeValue>,
-    /// Failure to survive: none, servers:N or site [default: servers:1 with copies, else none].
-    #[arg(long, value_name = "FAILURE")]
-    pub failure: Option<Word>,
-    /// I/O headroom added to the guidance IOPS [default: 20%].
-    #[arg(long, value_name = "PCT")]
-    pub headroom: Option<Word>,
-    /// Guidance version: 2013 (also 2016/2019) or 2010 [default: 2013].
-    #[arg(long, value_name = "VERSION")]
-    pub guidance: Option<Word>,
-    /// Disk preset: nl-sas-7k2, sas-10k, sas-15k, ssd, nvme [default: nl-sas-7k2].
-    #[arg(long, value_name = "PRESET")]
-    pub disk: Option<String>,
-    /// Override the preset's capacity per disk, e.g. 4TB.
-    #[arg(long, value_name = "SIZE")]
-    pub disk_capacity: Option<SizeValue>,
-    /// Override the preset's random IOPS per disk.
-    #[arg(long, value_name = "IOPS")]
-    pub disk_iops: Option<f64>,
-    /// RAID level: 1, 10, 5, 6 or jbod [default: 10].
-    #[arg(long, value_name = "LEVEL")]
-    pub raid: Option<Word>,
-    /// Disks per RAID group [default: 1 -> 2, 10 -> 4, 5 -> 5, 6 -> 6, jbod -> 1].
-    #[arg(long, value_name = "N")]
-    pub raid_group: Option<i64>,
-    /// Disks each server has (check a given design instead of sizing one).
-    #[arg(long, value_name = "N")]
-    pub disks_per_server: Option<i64>,
-    /// White space per mailbox [default: one day of mail].
-    #[arg(long, value_name = "SIZE")]
-    pub white_space: Option<SizeValue>,
-    /// Dumpster (recoverable items) per mailbox [default: retention days of mail + 7 % of the quota].
-    #[arg(long, value_name = "SIZE")]
-    pub dumpster: Option<SizeValue>,
-    /// Deleted item retention in days [default: 14].
-    #[arg(long, value_name = "DAYS")]
-    pub retention_days: Option<f64>,
-    /// Growth reserve on the database volume [default: 20%].
-    #[arg(long, value_name = "PCT")]
-    pub growth: Option<Word>,
-    /// Content index as a share of the database [default: 0%].
-    #[arg(long, value_name = "PCT")]
-    pub content_index: Option<Word>,
-    /// Days of logs to keep room for [default: 3].
-    #[arg(long, value_name = "DAYS")]
-    pub log_days: Option<f64>,
-    /// Extra log traffic from mailbox moves, as a share of the daily logs [default: 0%].
-    #[arg(long, value_name = "PCT")]
-    pub move_share: Option<Word>,
-    /// Add a restore volume (one database + its logs) per server.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
-    pub restore_volume: Option<bool>,
-    /// Print the copy layout: which server holds each copy, and the actives after each failure.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
-    pub layout: Option<bool>,
-    /// Print the report as Markdown.
-    #[arg(long, num_args = 0, default_missing_value = "true")]
-    pub markdown: Option<bool>,
-    /// Write the storage test for the most loaded server to FILE.toml.
-    #[arg(long, value_name = "FILE.toml")]
-    pub emit_config: Option<PathBuf>,
-    /// Scale the emitted test's sizes for a lab, e.g. 0.01 [default: 1].
-    #[arg(long, value_name = "SHARE")]
-    pub scale: Option<f64>,
-    /// Database folders of the emitted test, comma-separated [default: ./mailbench-data].
-    #[arg(long, value_name = "LIST")]
-    pub paths: Option<TextList>,
-    /// Log folders of the emitted test, comma-separated.
-    #[arg(long, value_name = "LIST")]
-    pub log_paths: Option<TextList>,
-    /// Measured window of the emitted test [default: 2h].
-    #[arg(long, value_name = "DURATION")]
-    pub duration: Option<String>,
-}
-
-macro_rules! merge_fields {
-    ($hi:ident, $lo:ident, $($f:ident),* $(,)?) => {
-        Settings { $($f: $hi.$f.or($lo.$f)),* }
-    };
+mailbench_base::options_struct! {
+    /// Every input of the planner; `None` means "not given here" (a lower layer or the
+    /// default applies). Each field is both a flag (`--mailbox-quota`) and a key
+    /// (`mailbox_quota`) of the `[plan]` section, defined here once: the field's doc line
+    /// is the flag's help.
+    #[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
+    #[serde(deny_unknown_fields)]
+    #[command(allow_negative_numbers = true)]
+    pub struct Settings {
+        /// Mailboxes to plan for (required).
+        #[arg(long, value_name = "N")]
+        pub mailboxes: Option<i64>,
+        /// Messages sent + received per mailbox per day [default: 150].
+        #[arg(long, value_name = "N")]
+        pub messages_per_day: Option<f64>,
+        /// Measured database IOPS per active mailbox (e.g. a mail sweep's
+        /// server.per_mailbox_real_day), in place of the guidance's figure [default: the guidance].
+        #[arg(long, value_name = "IOPS")]
+        pub iops_per_mailbox: Option<f64>,
+        /// Average message size [default: 75KiB, Microsoft's "75 KB"].
+        #[arg(long, value_name = "SIZE")]
+        pub message_size: Option<SizeValue>,
+        /// Mailbox quota, e.g. 4GB (required).
+        #[arg(long, value_name = "SIZE")]
+        pub mailbox_quota: Option<SizeValue>,
+        /// Copies of each database, counting the active one and any lagged ones [default: 1].
+        #[arg(long, value_name = "N")]
+        pub copies: Option<i64>,
+        /// How many of the copies are lagged (never activated) [default: 0].
+        #[arg(long, value_name = "N")]
+        pub lagged_copies: Option<i64>,
+        /// Replay lag of lagged copies, e.g. 7d [default: 7d].
+        #[arg(long, value_name = "DURATION")]
+        pub replay_lag: Option<Word>,
+        /// Groups of servers (database availability groups); mailboxes split evenly [default: 1].
+        #[arg(long, value_name = "N")]
+        pub groups: Option<i64>,
+        /// Servers per group [default: the sum of --site-servers, else 1 per site].
+        #[arg(long, value_name = "N")]
+        pub servers: Option<i64>,
+        /// Sites [default: 1, or the length of --site-servers].
+        #[arg(long, value_name = "N")]
+        pub sites: Option<i64>,
+        /// Servers per site, e.g. 8,4 (the first site holds the active copies) [default: even split].
+        #[arg(long, value_name = "LIST")]
+        pub site_servers: Option<CountList>,
+        /// Copies per site, e.g. 2,1 [default: even split, first sites first].
+        #[arg(long, value_name = "LIST")]
+        pub site_copies: Option<CountList>,
+        /// Databases per group [default: from --databases-per-server or the database size advice].
+        #[arg(long, value_name = "N")]
+        pub databases: Option<i64>,
+        /// Database copies (active + passive) per server; databases = servers x N / copies.
+        #[arg(long, value_name = "N")]
+        pub databases_per_server: Option<i64>,
+        /// Largest database when the count is derived [default: 200GiB stand-alone, 2TiB with copies].
+        #[arg(long, value_name = "SIZE")]
+        pub max_database_size: Option<SizeValue>,
+        /// Failure to survive: none, servers:N or site [default: servers:1 with copies, else none].
+        #[arg(long, value_name = "FAILURE")]
+        pub failure: Option<Word>,
+        /// I/O headroom added to the guidance IOPS [default: 20%].
+        #[arg(long, value_name = "PCT")]
+        pub headroom: Option<Word>,
+        /// Guidance version: 2013 (also 2016/2019) or 2010 [default: 2013].
+        #[arg(long, value_name = "VERSION")]
+        pub guidance: Option<Word>,
+        /// Disk preset: nl-sas-7k2, sas-10k, sas-15k, ssd, nvme [default: nl-sas-7k2].
+        #[arg(long, value_name = "PRESET")]
+        pub disk: Option<String>,
+        /// Override the preset's capacity per disk, e.g. 4TB.
+        #[arg(long, value_name = "SIZE")]
+        pub disk_capacity: Option<SizeValue>,
+        /// Override the preset's random IOPS per disk.
+        #[arg(long, value_name = "IOPS")]
+        pub disk_iops: Option<f64>,
+        /// RAID level: 1, 10, 5, 6 or jbod [default: 10].
+        #[arg(long, value_name = "LEVEL")]
+        pub raid: Option<Word>,
+        /// Disks per RAID group [default: 1 -> 2, 10 -> 4, 5 -> 5, 6 -> 6, jbod -> 1].
+        #[arg(long, value_name = "N")]
+        pub raid_group: Option<i64>,
+        /// Disks each server has (check a given design instead of sizing one).
+        #[arg(long, value_name = "N")]
+        pub disks_per_server: Option<i64>,
+        /// White space per mailbox [default: one day of mail].
+        #[arg(long, value_name = "SIZE")]
+        pub white_space: Option<SizeValue>,
+        /// Dumpster (recoverable items) per mailbox [default: retention days of mail + 7 % of the quota].
+        #[arg(long, value_name = "SIZE")]
+        pub dumpster: Option<SizeValue>,
+        /// Deleted item retention in days [default: 14].
+        #[arg(long, value_name = "DAYS")]
+        pub retention_days: Option<f64>,
+        /// Growth reserve on the database volume [default: 20%].
+        #[arg(long, value_name = "PCT")]
+        pub growth: Option<Word>,
+        /// Content index as a share of the database [default: 0%].
+        #[arg(long, value_name = "PCT")]
+        pub content_index: Option<Word>,
+        /// Days of logs to keep room for [default: 3].
+        #[arg(long, value_name = "DAYS")]
+        pub log_days: Option<f64>,
+        /// Extra log traffic from mailbox moves, as a share of the daily logs [default: 0%].
+        #[arg(long, value_name = "PCT")]
+        pub move_share: Option<Word>,
+        /// Add a restore volume (one database + its logs) per server.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub restore_volume: Option<bool>,
+        /// Print the copy layout: which server holds each copy, and the actives after each failure.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub layout: Option<bool>,
+        /// Print the report as Markdown.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub markdown: Option<bool>,
+        /// Write the storage test for the most loaded server to FILE.toml.
+        #[arg(long, value_name = "FILE.toml")]
+        pub emit_config: Option<PathBuf>,
+        /// Scale the emitted test's sizes for a lab, e.g. 0.01 [default: 1].
+        #[arg(long, value_name = "SHARE")]
+        pub scale: Option<f64>,
+        /// Database folders of the emitted test, comma-separated [default: ./mailbench-data].
+        #[arg(long, value_name = "LIST")]
+        pub paths: Option<TextList>,
+        /// Log folders of the emitted test, comma-separated.
+        #[arg(long, value_name = "LIST")]
+        pub log_paths: Option<TextList>,
+        /// Measured window of the emitted test [default: 2h].
+        #[arg(long, value_name = "DURATION")]
+        pub duration: Option<String>,
+    }
 }
 
 /// How an input is named in messages: the flag and the config key.
@@ -372,52 +368,9 @@ pub fn even_split(total: u32, parts: u32) -> Vec<u32> {
 impl Settings {
     /// `self` over `lower`: each value of `self` wins where given.
     pub fn merge(self, lower: Settings) -> Settings {
-        let hi = self;
-        let lo = lower;
-        merge_fields!(
-            hi,
-            lo,
-            mailboxes,
-            messages_per_day,
-            iops_per_mailbox,
-            message_size,
-            mailbox_quota,
-            copies,
-            lagged_copies,
-            replay_lag,
-            groups,
-            servers,
-            sites,
-            site_servers,
-            site_copies,
-            databases,
-            databases_per_server,
-            max_database_size,
-            failure,
-            headroom,
-            guidance,
-            disk,
-            disk_capacity,
-            disk_iops,
-            raid,
-            raid_group,
-            disks_per_server,
-            white_space,
-            dumpster,
-            retention_days,
-            growth,
-            content_index,
-            log_days,
-            move_share,
-            restore_volume,
-            layout,
-            markdown,
-            emit_config,
-            scale,
-            paths,
-            log_paths,
-            duration,
-        )
+        let mut merged = lower;
+        merged.overlay(self);
+        merged
     }
 
     /// Checks every input and applies the defaults; errors are usage errors naming the input.

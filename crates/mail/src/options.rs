@@ -118,26 +118,15 @@ fn user_format_help() -> clap::builder::StyledStr {
 
 /// Defines one group of `[mail]` options: the struct (every field an
 /// `Option`, a TOML key and a flag; `deny_unknown_fields`, so a group read
-/// alone refuses what it does not know) and its `overlay`, which takes each
-/// field the flags give.
+/// alone refuses what it does not know); `options_struct!` adds its
+/// `overlay` (each field the flags give wins).
 macro_rules! option_group {
-    ($(#[$meta:meta])* pub struct $name:ident {
-        $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)*
-    }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            $($(#[$fmeta])* pub $field: $ty,)*
-        }
-
-        impl $name {
-            /// `self` (the file) with every option given in `flags` replaced.
-            pub fn overlay(&mut self, flags: $name) {
-                $(if flags.$field.is_some() {
-                    self.$field = flags.$field;
-                })*
-            }
+    ($(#[$meta:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        mailbench_base::options_struct! {
+            $(#[$meta])*
+            #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
+            #[serde(deny_unknown_fields)]
+            pub struct $name { $($body)* }
         }
     };
 }

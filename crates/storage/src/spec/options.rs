@@ -178,7 +178,9 @@ impl StorageToml {
     pub fn for_host(mut self, host: &str) -> Result<StorageToml> {
         let hosts = self.hosts.take().unwrap_or_default();
         for (name, table) in &hosts {
-            if let Some(key) = table.given().into_iter().find(|k| !HOST_KEYS.contains(k)) {
+            if let Some(field) = table.given().into_iter().find(|k| !HOST_KEYS.contains(k)) {
+                // Named as the file writes it (the one field serde renames).
+                let key = if field == "test_type" { "type" } else { field };
                 return Err(Error::usage(format!(
                     "[storage.hosts.\"{name}\"]: `{key}` is the same on every host; \
                      a host table may set only {}",

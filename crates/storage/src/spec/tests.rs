@@ -61,6 +61,11 @@ fn a_host_table_may_set_only_what_differs_between_hosts() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("db09") && e.contains("`duration`"), "{e}");
+    let c = cfg("[storage]\ndb_size = \"1GiB\"\n[storage.hosts.db09]\ntype = \"stress\"\n");
+    let e = StorageSpec::resolve_for_host(StorageToml::default(), &c, d, "db07")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`type`"), "{e}");
     // Every key of the list is accepted and applies to its host only.
     let c = cfg(
         "[storage]\ndb_size = \"1GiB\"\n[storage.hosts.db07]\npaths = [\"/p\"]\n\

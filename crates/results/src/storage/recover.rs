@@ -44,7 +44,8 @@ pub struct ReplayResult {
     /// left dirty by the crash). Absent in older results.
     #[serde(default)]
     pub db_writes_at_checkpoint: u64,
-    /// Seconds of that final flush, included in `seconds`. Absent in older results.
+    /// Seconds of that final flush, from the moment the whole log is decoded
+    /// (it overlaps the last updates), included in `seconds`. Absent in older results.
     #[serde(default)]
     pub checkpoint_seconds: f64,
     pub db_read: ClassFigures,

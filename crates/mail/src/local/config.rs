@@ -230,6 +230,11 @@ in_flow_delay = 0
 lmtp_destination_concurrency_limit = 40
 smtpd_client_connection_count_limit = 0
 smtpd_client_message_rate_limit = 0
+# A delivery Dovecot defers (a busy LMTP, a lock timeout) is retried within
+# the run's drain, not after Postfix's default 300 s.
+queue_run_delay = 1s
+minimal_backoff_time = 1s
+maximal_backoff_time = 5s
 "#,
         lmtp = p.lmtp
     )

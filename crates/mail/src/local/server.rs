@@ -208,7 +208,8 @@ impl LocalServer {
     }
 
     /// The servers' own error lines (Dovecot's `Error:`/`Fatal:`/`Panic:`,
-    /// Postfix's `fatal:`/`panic:`/`error:`), at most `max`, the first ones.
+    /// Postfix's `fatal:`/`panic:`/`error:` and its deferred or bounced
+    /// deliveries), at most `max`, the first ones.
     pub fn log_errors(&self, max: usize) -> Vec<String> {
         let mut out = Vec::new();
         for (file, marks) in [
@@ -216,7 +217,16 @@ impl LocalServer {
                 "dovecot/dovecot.log",
                 &[" Error: ", " Fatal: ", " Panic: "][..],
             ),
-            ("postfix/maillog", &[" fatal: ", " panic: ", " error: "][..]),
+            (
+                "postfix/maillog",
+                &[
+                    " fatal: ",
+                    " panic: ",
+                    " error: ",
+                    " status=deferred ",
+                    " status=bounced ",
+                ][..],
+            ),
         ] {
             let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
             for l in text.lines() {

@@ -4,7 +4,8 @@
 #  2. storage backup MB/s  vs fio sequential 256 KiB O_DIRECT reads at QD 4 (backup's) and 1 MiB at QD 8;
 #  3. storage recover: seconds per replayed log file vs fio random page-size reads of the same count
 #     at the same queue depth (16): replay should be bound by those reads, not by the CPU;
-#     plus the replay shape (database page reads per log file, average log read size).
+#     plus the replay shape (database page reads per log file, average log read size); and the
+#     replay's whole I/O mix for fio (page reads, log-sized reads, page writes at once) beside it.
 # Usage: bench/integrity-vs-fio.sh [SCRATCH_DIR] [DB_SIZE] [LOG_FILES] [PROFILE]
 #        (defaults: ./mailbench-bench 2GiB 50 exchange2013)
 # MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
@@ -52,4 +53,19 @@ fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread 
 echo "mailbench replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes"
 echo "fio: $reads random ${ps_bytes} B reads at QD 16 in $fio_secs s = $(python3 -c "print(round($fio_secs/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
 echo "replay shape: $(python3 -c "print(round($reads/max($files,1),1))") database page reads per log file, average log read $lavg bytes"
+# The same work as the replay, for fio: besides its page reads, the replay reads the log (256 KiB
+# reads, 4 ahead) and writes the pages the crash left dirty (a few writes in flight): fio does the
+# same three at once (the log-sized reads from the database file, the page writes into a file of
+# their own), and its time is that of the longest of the three.
+read -r lreads lbytes <<<"$(json '"%d %d" % (d["instances"][0]["log_read"]["ops"], d["instances"][0]["log_read"]["ops"] * d["instances"][0]["log_read"]["avg_bytes"])' < "$r")"
+wcount=${wps%.*}
+mix_jobs=(--name=pages --filename="$db" --bs="$ps_bytes" --rw=randread --iodepth=16 --number_ios="$reads"
+  --name=log --filename="$db" --bs=256k --rw=read --iodepth=4 --size="$((lbytes > 0 ? lbytes : 262144))")
+if [ "$wcount" -gt 0 ]; then
+  mix_jobs+=(--name=writes --filename="$dir/fio-writes.dat" --size="$((wcount * ps_bytes))" --bs="$ps_bytes"
+    --rw=randwrite --iodepth=4 --number_ios="$wcount")
+fi
+fio --direct=1 --ioengine=io_uring "${mix_jobs[@]}" --output-format=json --output="$dir/fio-mix.json" >/dev/null
+fio_mix=$(json 'round(max(j["read"]["runtime"] + j["write"]["runtime"] for j in d["jobs"])/1000,4)' < "$dir/fio-mix.json")
+echo "fio, the same mix at once ($reads page reads QD 16, $lreads log-sized reads QD 4, $wcount page writes QD 4): $fio_mix s   ratio replay/fio mix: $(ratio "$secs" "$fio_mix")"
 rm -rf "$dir"

@@ -285,6 +285,7 @@ fn backup_one(
             depth: BACKUP_DEPTH,
             end_lsn: None,
             copy_to: copy.as_ref().map(|c| c.1.clone()),
+            submit_each: true,
         },
         interrupt,
     );

@@ -320,6 +320,12 @@ pub(crate) struct ScanOpts {
     pub end_lsn: Option<u64>,
     /// Write every chunk read to this file at the same offset (backup --to).
     pub copy_to: Option<Arc<File>>,
+    /// Hand each read to the kernel on its own (one `io_uring_enter` per
+    /// read), as fio does: reads handed over together are merged by the block
+    /// layer into fewer, larger device requests (two to four 256 KiB reads
+    /// into one), which changes the I/O shape the test stands for and leaves
+    /// the device fewer requests in flight.
+    pub submit_each: bool,
 }
 
 #[derive(Default)]
@@ -417,6 +423,9 @@ pub(crate) fn scan_pages(
             ch.reads += 1;
             next += n;
             submitted = true;
+            if opts.submit_each {
+                io.wait(0, Some(Duration::ZERO), &mut done);
+            }
         }
         // The next reads go to the kernel before the checksums start: a woken
         // pool thread may take this CPU, and the disk must not wait for it.
@@ -588,6 +597,7 @@ pub(crate) fn verify_db(
             depth: DEPTH,
             end_lsn: Some(scan.end_lsn),
             copy_to: None,
+            submit_each: false,
         },
         interrupt,
     );

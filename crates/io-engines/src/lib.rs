@@ -301,6 +301,26 @@ pub fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Asks the CPU to bring `bytes` into its caches ahead of their use (one hint
+/// per 64-byte line; no effect on what the program computes). The storage
+/// engine touches rows of pages that sat in memory untouched for seconds: a
+/// hint given before other work hides part of the wait for them.
+#[inline]
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch hint never faults nor dereferences: any address is
+        // allowed, and this one lies inside a live slice.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

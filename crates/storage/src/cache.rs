@@ -49,6 +49,10 @@ pub struct Frame {
     pub data: AlignedBuf,
     /// LSN of the last change applied to the page.
     pub lsn: u64,
+    /// The checksum of `data` as it is (header included), when known: set
+    /// when a read page passes its check or a page is sealed, patched by each
+    /// row change, so sealing a page for its write needs no pass over it.
+    pub crc: Option<u32>,
     /// LSN of the first change not yet on disk (Dirty and Writing frames).
     pub first_dirty_lsn: u64,
     /// First change made while a write was in flight.
@@ -115,6 +119,7 @@ impl Cache {
             state: FrameState::Clean,
             data,
             lsn: 0,
+            crc: None,
             first_dirty_lsn: 0,
             redirtied: None,
             pins: 0,
@@ -180,6 +185,7 @@ impl Cache {
         fr.page_no = page;
         fr.state = FrameState::Reading;
         fr.lsn = 0;
+        fr.crc = None;
         fr.pins = 0;
         fr.referenced = true;
         fr.redirtied = None;

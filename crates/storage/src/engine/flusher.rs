@@ -207,7 +207,8 @@ impl Instance {
         }
     }
 
-    /// Seals the pages (header and checksum) and writes them. Pages no
+    /// Seals the pages (header and checksum: patched where the frame knows its
+    /// page's checksum, a full pass else) and writes them. Pages no
     /// transaction holds go straight from their frames, whose buffers are lent
     /// to the write (one vectored write for a run of neighbours; a session that
     /// changes one of them meanwhile waits for the write); a run holding a page
@@ -216,14 +217,18 @@ impl Instance {
     fn submit_page_write(&mut self, first_page: u64, frames: Vec<usize>) {
         let n = frames.len();
         let ps = self.ps;
+        let db_id = self.s.header.db_id;
         for &f in &frames {
             let fr = &mut self.cache.frames[f];
-            format::seal_page(
-                fr.data.as_mut_slice(),
-                self.s.header.db_id,
-                fr.page_no,
-                fr.lsn,
-            );
+            let page = fr.data.as_mut_slice();
+            // A page whose checksum is known is resealed by patching it.
+            fr.crc = Some(match fr.crc {
+                Some(crc) => format::reseal_page(page, crc, db_id, fr.page_no, fr.lsn),
+                None => {
+                    format::seal_page(page, db_id, fr.page_no, fr.lsn);
+                    format::page_crc(page)
+                }
+            });
         }
         let lent = frames.iter().all(|&f| self.cache.frames[f].pins == 0);
         let (buf, more) = if lent {

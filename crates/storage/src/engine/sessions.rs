@@ -54,6 +54,8 @@ pub(super) struct Txn {
     stalled_counted: bool,
     /// (page, end LSN of its update record), kept for the ACK stream only.
     logged: Vec<(u64, u64)>,
+    /// The rows it changes: (touch, offset in the page, payload seed).
+    rows: Vec<(usize, usize, u64)>,
 }
 
 impl Txn {
@@ -69,6 +71,7 @@ impl Txn {
             durable: false,
             stalled_counted: false,
             logged: Vec::new(),
+            rows: Vec::new(),
         }
     }
 }
@@ -578,7 +581,11 @@ impl Instance {
             self.s.header.db_id,
             page,
         ) {
-            Ok(h) => self.cache.frames[f].lsn = h.lsn,
+            Ok(h) => {
+                let fr = &mut self.cache.frames[f];
+                fr.lsn = h.lsn;
+                fr.crc = Some(format::page_crc(fr.data.as_slice()));
+            }
             Err(e) => {
                 self.interval.counters.bad_pages += 1;
                 self.record_error(format!(
@@ -659,44 +666,80 @@ impl Instance {
     /// Changes the transaction's rows in their cached pages (random bytes unique
     /// to this database) and appends an update record for each, its after-image
     /// copied straight from the page into the log. False if the log failed.
+    /// Every row's place and seed are drawn first (in the order of the
+    /// changes, as one pass drew them) and the rows prefetched: a row's old
+    /// bytes are read for the page's checksum, and the pages sat in memory
+    /// untouched since their read.
     fn log_changes(&mut self, txn: &mut Txn) -> bool {
+        let mut rows = std::mem::take(&mut txn.rows);
+        rows.clear();
         for (i, t) in txn.touches.iter().enumerate() {
             if t.modify == 0 {
                 continue;
             }
-            let f = txn.frames[i];
             let len = t.modify as usize;
             let room = self.ps - PAGE_HEADER - len;
             let offset = PAGE_HEADER + (self.rng.random_range(0..=room) & !7);
-            let row = offset..offset + len;
             let seed = self.rng.next_u64();
-            format::fill_random(
-                &mut self.cache.frames[f].data.as_mut_slice()[row.clone()],
-                seed,
-            );
-            let begin = self.log.next_lsn();
-            let rec = Record::Update {
-                txn: txn.id,
-                page_no: t.page,
-                offset: offset as u32,
-                data: &self.cache.frames[f].data.as_slice()[row],
-            };
-            match self.log.append(&rec) {
-                Ok(lsn) => {
-                    self.cache.mark_dirty(f, begin, lsn);
-                    if self.s.ack_stream {
-                        txn.logged.push((t.page, lsn));
-                    }
-                    self.interval.counters.log_records += 1;
-                    self.interval.counters.log_bytes += (UPDATE_HEADER + len) as u64;
+            let f = txn.frames[i];
+            mailbench_io::prefetch(&self.cache.frames[f].data.as_slice()[offset..offset + len]);
+            rows.push((i, offset, seed));
+        }
+        let ok = rows
+            .iter()
+            .all(|&(i, offset, seed)| self.log_change(txn, i, offset, seed));
+        txn.rows = rows;
+        ok
+    }
+
+    /// Changes the row at `offset` of touch `i`'s page and logs it.
+    fn log_change(&mut self, txn: &mut Txn, i: usize, offset: usize, seed: u64) -> bool {
+        let t = txn.touches[i];
+        let f = txn.frames[i];
+        let len = t.modify as usize;
+        let row = offset..offset + len;
+        self.change_row(f, row.clone(), seed);
+        let begin = self.log.next_lsn();
+        let rec = Record::Update {
+            txn: txn.id,
+            page_no: t.page,
+            offset: offset as u32,
+            data: &self.cache.frames[f].data.as_slice()[row],
+        };
+        match self.log.append(&rec) {
+            Ok(lsn) => {
+                self.cache.mark_dirty(f, begin, lsn);
+                if self.s.ack_stream {
+                    txn.logged.push((t.page, lsn));
                 }
-                Err(e) => {
-                    self.record_error(e.to_string());
-                    return false;
-                }
+                self.interval.counters.log_records += 1;
+                self.interval.counters.log_bytes += (UPDATE_HEADER + len) as u64;
+                true
+            }
+            Err(e) => {
+                self.record_error(e.to_string());
+                false
             }
         }
-        true
+    }
+
+    /// Fills `row` of frame `f`'s page with new random bytes (from `seed`)
+    /// and patches the page's checksum, if known, by the row's change.
+    fn change_row(&mut self, f: usize, row: std::ops::Range<usize>, seed: u64) {
+        let fr = &mut self.cache.frames[f];
+        let page = fr.data.as_mut_slice();
+        let before = fr.crc.map(|_| format::crc32c(&page[row.clone()]));
+        format::fill_random(&mut page[row.clone()], seed);
+        if let (Some(crc), Some(before)) = (fr.crc, before) {
+            let after = format::crc32c(&page[row.clone()]);
+            fr.crc = Some(format::page_crc_after_row(
+                crc,
+                page.len(),
+                row,
+                before,
+                after,
+            ));
+        }
     }
 
     fn record_txn_latency(&mut self, txn: &Txn) {

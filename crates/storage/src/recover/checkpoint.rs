@@ -4,13 +4,14 @@
 //! database marked clean.
 
 use super::ReplayResult;
-use super::{FINAL_DEPTH, FState, Replay, T_MASK, T_WRITE, WRITE_DEPTH};
+use super::{FINAL_DEPTH, FLUSH_DEPTH, FState, Replay, T_MASK, T_WRITE, WRITE_DEPTH};
 use crate::format;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 
 impl Replay {
-    /// Writes dirty unreferenced pages (all of them when `all`), neighbours together.
+    /// Writes dirty unreferenced pages (all of them when `all`: the final
+    /// flush, [`FLUSH_DEPTH`] writes in flight), neighbours together.
     pub(super) fn write_back(&mut self, all: bool) -> bool {
         let mut candidates: Vec<u64> = self
             .frames
@@ -22,7 +23,8 @@ impl Replay {
         // In the final flush nothing changes the pages any more: their
         // frames are lent to the writes. Under pressure they are copied (an
         // update may change a page while it is written).
-        self.write_runs(&candidates, WRITE_DEPTH, all) > 0
+        let depth = if all { FLUSH_DEPTH } else { WRITE_DEPTH };
+        self.write_runs(&candidates, depth, all) > 0
     }
 
     /// Once the whole log is decoded: the queued updates counted per page

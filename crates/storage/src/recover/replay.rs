@@ -3,8 +3,8 @@
 //! phase until the log is replayed and flushed, or replay fails.
 
 use super::{
-    BUFFERS_KEPT, LOG_AHEAD, LOG_READ, REPLAY_DEPTH, Replay, T_LOG, T_MASK, T_READ, T_WRITE,
-    WRITE_DEPTH,
+    BUFFERS_KEPT, FINAL_DEPTH, FLUSH_DEPTH, LOG_AHEAD, LOG_READ, REPLAY_DEPTH, Replay, T_LOG,
+    T_MASK, T_READ, T_WRITE, WRITE_DEPTH,
 };
 use crate::format::{self, DbHeader, LOG_BLOCK, LOG_BLOCK_HEADER};
 use crate::spec::InstanceSpec;
@@ -91,7 +91,8 @@ impl Replay {
             o_direct: direct,
             uring: mailbench_io::uring::available(),
         };
-        let io = mailbench_io::build(engine, caps, REPLAY_DEPTH + LOG_AHEAD + WRITE_DEPTH + 8)
+        let writes = WRITE_DEPTH.max(FINAL_DEPTH).max(FLUSH_DEPTH);
+        let io = mailbench_io::build(engine, caps, REPLAY_DEPTH + LOG_AHEAD + writes + 8)
             .map_err(Error::runtime)?;
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;

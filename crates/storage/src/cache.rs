@@ -84,7 +84,9 @@ impl Cache {
             spare: Vec::new(),
             max_frames,
             page_size,
-            map: PageMap::with_capacity_and_hasher(max_frames * 2, Default::default()),
+            // Room for every frame without growing, at most half full: no
+            // larger, the probes of a bigger table miss the CPU's caches more.
+            map: PageMap::with_capacity_and_hasher(max_frames, Default::default()),
             free: Vec::new(),
             hand: 0,
             dirty: BTreeSet::new(),

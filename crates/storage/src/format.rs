@@ -51,8 +51,9 @@ pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
 /// CRC32C (Castagnoli, the iSCSI polynomial) of `b` without its four bytes at
 /// `at`. crc-fast folds with carry-less multiplies (VPCLMULQDQ/PCLMULQDQ where the
 /// CPU has them, detected at run time; tables elsewhere): 2–2.5× the speed of the
-/// SSE4.2 `crc32` instruction, and a page is checked on every read and sealed on
-/// every write (docs/ARCHITECTURE.md, "Performance notes").
+/// SSE4.2 `crc32` instruction, and a page is checked on every read (a page the
+/// engine writes is resealed by patching its checksum: [`reseal_page`];
+/// docs/ARCHITECTURE.md, "Performance notes").
 pub(crate) fn crc_skipping(b: &[u8], at: usize) -> u32 {
     let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
     d.update(&b[..at]);

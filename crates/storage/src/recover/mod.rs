@@ -9,7 +9,7 @@
 //! dirty; clean frames are evicted first) and in a final flush (sorted),
 //! before the checkpoint moves to the end of the log. That flush begins once
 //! the whole log is decoded, with the pages no queued update touches any more
-//! and then each page after its last queued update (16 writes in flight
+//! and then each page after its last queued update (8 writes in flight
 //! beside the last reads), and ends with the rest (32 in flight). Its writes
 //! are thus the pages the crash left dirty.
 //! Only committed transactions are
@@ -71,10 +71,11 @@ const WRITE_DEPTH: usize = 16;
 /// Writes in flight of the final flush begun while the last updates are
 /// replayed, beside the reads. The pages the crash left dirty are those
 /// changed last, so most become final during the drain of the queue: at 4
-/// in flight only about a fifth of them (230-290 of 1,300-1,500, 50 log
-/// files) were written by the last read, and the rest waited for it; at 16,
-/// two thirds to four fifths.
-const FINAL_DEPTH: usize = 16;
+/// in flight only about a fifth of them (210-300 of 1,250-1,600, 50 log
+/// files) were written by the last read, and the rest waited for it; at 8,
+/// a third (470-590); at 16, two thirds, but the reads beside them slowed
+/// more than the tail shrank.
+const FINAL_DEPTH: usize = 8;
 /// Writes in flight of the final flush once every page is read (nothing
 /// else uses the device then).
 const FLUSH_DEPTH: usize = 32;

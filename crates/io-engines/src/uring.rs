@@ -148,37 +148,7 @@ impl UringEngine {
         e.user_data(slot as u64)
     }
 
-    /// When the kernel holds few of this ring's requests and many are queued, hands
-    /// the queue over in growing chunks before the rest: one request when the
-    /// kernel holds none, else three times what it holds. The block layer passes a
-    /// batch to the device only once the whole batch is prepared (3–4 µs a 32 KiB
-    /// read here), so a device left with nothing to do would idle through all of
-    /// it; each chunk is prepared while the device serves the ones before it. Small
-    /// batches, and batches added to a busy device, still go in one call
-    /// (docs/ARCHITECTURE.md, "Sixth round: io-bench against fio").
-    fn ramp_up(&mut self) {
-        loop {
-            let held = self.in_flight - self.unsubmitted;
-            let chunk = if held == 0 { 1 } else { 3 * held };
-            if self.unsubmitted <= chunk {
-                return;
-            }
-            // SAFETY: no argument pointer; submits `chunk` of the entries already
-            // pushed, whose buffers live in `self.slots`.
-            let res = unsafe {
-                self.ring
-                    .submitter()
-                    .enter::<libc::sigset_t>(chunk as u32, 0, 0, None)
-            };
-            match res {
-                Ok(n) if n > 0 => self.unsubmitted = self.unsubmitted.saturating_sub(n),
-                _ => return,
-            }
-        }
-    }
-
     fn submit_pending(&mut self, want: usize, timeout: Option<Duration>) {
-        self.ramp_up();
         let ts;
         let res = match timeout {
             Some(t) if want > 0 => {

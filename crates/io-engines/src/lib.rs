@@ -397,9 +397,9 @@ mod tests {
         round_trip(&mut uring::UringEngine::new(16).unwrap(), direct);
     }
 
-    /// A deep batch queued at once on an idle ring (handed over in growing
-    /// chunks): every request completes once, with its own data, and a wait for
-    /// all of them returns all of them.
+    /// A deep batch (the ring's whole depth) queued at once on an idle ring:
+    /// every request completes once, with its own data, and a wait for all of
+    /// them returns all of them.
     #[test]
     fn uring_deep_batch_round_trip() {
         if !uring::available() {

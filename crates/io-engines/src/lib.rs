@@ -397,19 +397,28 @@ mod tests {
         round_trip(&mut uring::UringEngine::new(16).unwrap(), direct);
     }
 
+    /// A file in a fresh temporary folder for the io_uring tests, opened
+    /// O_DIRECT where the folder's file system allows it; None (the test is
+    /// skipped) where this process cannot create a ring.
+    fn uring_test_file() -> Option<(tempfile::TempDir, Arc<File>)> {
+        if !uring::available() {
+            eprintln!("io_uring not available: skipped");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let direct = probe(dir.path()).o_direct;
+        let file = Arc::new(open_file(&dir.path().join("f"), true, direct, false).unwrap());
+        Some((dir, file))
+    }
+
     /// A deep batch (the ring's whole depth) queued at once on an idle ring:
     /// every request completes once, with its own data, and a wait for all of
     /// them returns all of them.
     #[test]
     fn uring_deep_batch_round_trip() {
-        if !uring::available() {
-            eprintln!("io_uring not available: skipped");
+        let Some((_dir, file)) = uring_test_file() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let direct = probe(dir.path()).o_direct;
-        let path = dir.path().join("f");
-        let file = Arc::new(open_file(&path, true, direct, false).unwrap());
+        };
         let mut engine = uring::UringEngine::new(64).unwrap();
         for (kind, min) in [(OpKind::Write, 1), (OpKind::Read, 64)] {
             for (i, mut buf) in AlignedBuf::carve(64, 4096).into_iter().enumerate() {
@@ -450,14 +459,9 @@ mod tests {
     /// buffers: writes land and reads fill the right memory.
     #[test]
     fn uring_fixed_buffers_round_trip() {
-        if !uring::available() {
-            eprintln!("io_uring not available: skipped");
+        let Some((_dir, file)) = uring_test_file() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let direct = probe(dir.path()).o_direct;
-        let path = dir.path().join("f");
-        let file = Arc::new(open_file(&path, true, direct, false).unwrap());
+        };
         file.set_len(1 << 20).unwrap();
         let mut engine = uring::UringEngine::new(16).unwrap();
         // Eight 32 KiB I/Os of `kind` from carved buffers; their completions.

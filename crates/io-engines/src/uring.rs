@@ -53,9 +53,11 @@ pub struct UringEngine {
 }
 
 impl UringEngine {
-    /// A ring for `depth` requests in flight. Plain setup: COOP_TASKRUN and
-    /// SINGLE_ISSUER + DEFER_TASKRUN were measured and saved no CPU per I/O here
-    /// (docs/ARCHITECTURE.md, "Performance notes").
+    /// A ring for `depth` requests in flight. Plain setup (CQSIZE only):
+    /// COOP_TASKRUN, SINGLE_ISSUER + DEFER_TASKRUN (with TASKRUN_FLAG, the ring
+    /// enabled on its using thread) and registered files were measured and saved
+    /// no CPU per I/O here, on `storage run` paced or not nor on io-bench
+    /// (docs/ARCHITECTURE.md, "Performance notes", fifth and seventh rounds).
     pub fn new(depth: usize) -> std::io::Result<UringEngine> {
         let entries = depth.clamp(2, 4096).next_power_of_two() as u32;
         let ring = IoUring::builder()

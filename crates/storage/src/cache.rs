@@ -29,6 +29,74 @@ impl Hasher for PageHasher {
 /// A map keyed by page number.
 pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
 
+/// Databases of at most this many pages find a page's frame by indexing an
+/// array by page number (4 bytes per page: 16 MiB at the most, 128 KiB per GiB
+/// of 32 KiB pages); larger ones through a hash map. The array costs one
+/// memory access per look-up where the hash map's probe costs two dependent
+/// ones (its control bytes, then its bucket), and the look-ups (each page a
+/// transaction touches, each neighbour of a page written back) are a good
+/// share of the engine's own CPU (docs/ARCHITECTURE.md, "Performance notes").
+const DIRECT_INDEX_MAX_PAGES: u64 = 1 << 22;
+
+/// Which frame holds a page: an array indexed by page number, or a hash map.
+enum PageIndex {
+    Direct(Vec<u32>),
+    Hashed(PageMap<usize>),
+}
+
+/// No frame (in [`PageIndex::Direct`]).
+const NO_FRAME: u32 = u32::MAX;
+
+impl PageIndex {
+    fn new(page_count: u64, max_frames: usize) -> PageIndex {
+        match usize::try_from(page_count) {
+            Ok(n) if page_count <= DIRECT_INDEX_MAX_PAGES && max_frames < NO_FRAME as usize => {
+                PageIndex::Direct(vec![NO_FRAME; n])
+            }
+            // Room for every frame without growing, at most half full: no
+            // larger, the probes of a bigger table miss the CPU's caches more.
+            _ => PageIndex::Hashed(PageMap::with_capacity_and_hasher(
+                max_frames,
+                Default::default(),
+            )),
+        }
+    }
+
+    #[inline]
+    fn get(&self, page: u64) -> Option<usize> {
+        match self {
+            PageIndex::Direct(v) => {
+                let f = *v.get(usize::try_from(page).ok()?)?;
+                (f != NO_FRAME).then_some(f as usize)
+            }
+            PageIndex::Hashed(m) => m.get(&page).copied(),
+        }
+    }
+
+    /// `page` is one of the database's, `f` one of at most `max_frames`.
+    fn insert(&mut self, page: u64, f: usize) {
+        match self {
+            PageIndex::Direct(v) => v[page as usize] = f as u32,
+            PageIndex::Hashed(m) => {
+                m.insert(page, f);
+            }
+        }
+    }
+
+    fn remove(&mut self, page: u64) {
+        match self {
+            PageIndex::Direct(v) => {
+                if let Some(slot) = usize::try_from(page).ok().and_then(|p| v.get_mut(p)) {
+                    *slot = NO_FRAME;
+                }
+            }
+            PageIndex::Hashed(m) => {
+                m.remove(&page);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameState {
     /// A read into this frame is in flight.
@@ -51,8 +119,12 @@ pub struct Frame {
     pub lsn: u64,
     /// The checksum of `data` as it is (header included), when known: set
     /// when a read page passes its check or a page is sealed, patched by each
-    /// row change, so sealing a page for its write needs no pass over it.
+    /// row change, so sealing a page for its write needs no pass over it. Set
+    /// only for a page whose header is as sealing writes it
+    /// ([`crate::format::header_is_sealed`]) with `hdr_lsn` as its LSN.
     pub crc: Option<u32>,
+    /// The LSN the page's header holds (while `crc` is known).
+    pub hdr_lsn: u64,
     /// LSN of the first change not yet on disk (Dirty and Writing frames).
     pub first_dirty_lsn: u64,
     /// First change made while a write was in flight.
@@ -70,7 +142,7 @@ pub struct Cache {
     spare: Vec<AlignedBuf>,
     max_frames: usize,
     page_size: usize,
-    map: PageMap<usize>,
+    map: PageIndex,
     free: Vec<usize>,
     hand: usize,
     dirty: BTreeSet<(u64, usize)>,
@@ -78,15 +150,15 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(min_frames: usize, max_frames: usize, page_size: usize) -> Cache {
+    /// A cache of `min_frames` to `max_frames` pages of `page_size` bytes
+    /// for a database of `page_count` pages.
+    pub fn new(min_frames: usize, max_frames: usize, page_size: usize, page_count: u64) -> Cache {
         let mut c = Cache {
             frames: Vec::with_capacity(max_frames),
             spare: Vec::new(),
             max_frames,
             page_size,
-            // Room for every frame without growing, at most half full: no
-            // larger, the probes of a bigger table miss the CPU's caches more.
-            map: PageMap::with_capacity_and_hasher(max_frames, Default::default()),
+            map: PageIndex::new(page_count, max_frames),
             free: Vec::new(),
             hand: 0,
             dirty: BTreeSet::new(),
@@ -122,6 +194,7 @@ impl Cache {
             data,
             lsn: 0,
             crc: None,
+            hdr_lsn: 0,
             first_dirty_lsn: 0,
             redirtied: None,
             pins: 0,
@@ -161,14 +234,14 @@ impl Cache {
     }
 
     pub fn lookup(&mut self, page: u64) -> Option<usize> {
-        let f = *self.map.get(&page)?;
+        let f = self.map.get(page)?;
         self.frames[f].referenced = true;
         Some(f)
     }
 
     /// Whether `page` is cached (in any state) without touching its reference bit.
     pub fn contains(&self, page: u64) -> bool {
-        self.map.contains_key(&page)
+        self.map.get(page).is_some()
     }
 
     /// A frame for `page`, to be filled by a read: a free frame, a new one while
@@ -208,7 +281,7 @@ impl Cache {
                 fr.referenced = false;
                 continue;
             }
-            self.map.remove(&fr.page_no);
+            self.map.remove(fr.page_no);
             fr.page_no = u64::MAX;
             return Some(f);
         }
@@ -235,7 +308,7 @@ impl Cache {
     /// A read failed: the frame goes back to the free list.
     pub fn discard(&mut self, f: usize) {
         let page = self.frames[f].page_no;
-        self.map.remove(&page);
+        self.map.remove(page);
         let fr = &mut self.frames[f];
         fr.state = FrameState::Clean;
         fr.page_no = u64::MAX;
@@ -286,7 +359,7 @@ impl Cache {
             .find(|(_, f)| self.frames[*f].lsn <= durable_lsn)?;
         let page = self.frames[f].page_no;
         let eligible = |c: &Cache, p: u64| -> Option<usize> {
-            let g = *c.map.get(&p)?;
+            let g = c.map.get(p)?;
             let fr = &c.frames[g];
             (fr.state == FrameState::Dirty && fr.lsn <= durable_lsn).then_some(g)
         };
@@ -342,7 +415,7 @@ impl Cache {
 
     /// The frames of every cached page with a state, for tests and shutdown.
     pub fn frame_of(&self, page: u64) -> Option<usize> {
-        self.map.get(&page).copied()
+        self.map.get(page)
     }
 }
 
@@ -350,9 +423,36 @@ impl Cache {
 mod tests {
     use super::*;
 
+    /// Databases small enough for the page index array (64 pages) and too
+    /// large for it (the hash map).
+    const PAGE_COUNTS: [u64; 2] = [64, DIRECT_INDEX_MAX_PAGES + 1];
+
+    #[test]
+    fn page_index_kinds() {
+        assert!(matches!(PageIndex::new(64, 8), PageIndex::Direct(_)));
+        let big = PageIndex::new(DIRECT_INDEX_MAX_PAGES + 1, 8);
+        assert!(matches!(big, PageIndex::Hashed(_)));
+        for mut ix in [PageIndex::new(64, 8), big] {
+            assert_eq!(ix.get(5), None);
+            ix.insert(5, 3);
+            ix.insert(0, 0);
+            assert_eq!((ix.get(5), ix.get(0), ix.get(6)), (Some(3), Some(0), None));
+            assert_eq!(ix.get(64), None, "past the last page");
+            ix.remove(5);
+            ix.remove(64);
+            assert_eq!((ix.get(5), ix.get(0)), (None, Some(0)));
+        }
+    }
+
     #[test]
     fn grows_to_max_then_evicts_clean_only() {
-        let mut c = Cache::new(1, 3, 4096);
+        for pages in PAGE_COUNTS {
+            grows_to_max_then_evicts_clean_only_in(pages);
+        }
+    }
+
+    fn grows_to_max_then_evicts_clean_only_in(pages: u64) {
+        let mut c = Cache::new(1, 3, 4096, pages);
         let a = c.allocate(10).unwrap();
         let b = c.allocate(11).unwrap();
         let d = c.allocate(12).unwrap();
@@ -372,7 +472,13 @@ mod tests {
 
     #[test]
     fn write_runs_coalesce_neighbours_and_respect_wal() {
-        let mut c = Cache::new(0, 8, 4096);
+        for pages in PAGE_COUNTS {
+            write_runs_coalesce_neighbours_and_respect_wal_in(pages);
+        }
+    }
+
+    fn write_runs_coalesce_neighbours_and_respect_wal_in(pages: u64) {
+        let mut c = Cache::new(0, 8, 4096, pages);
         for (p, lsn) in [(5u64, 10u64), (6, 20), (7, 30), (9, 5)] {
             let f = c.allocate(p).unwrap();
             c.frames[f].state = FrameState::Clean;
@@ -397,7 +503,7 @@ mod tests {
 
     #[test]
     fn resident_counts_frames_holding_a_page() {
-        let mut c = Cache::new(4, 8, 4096);
+        let mut c = Cache::new(4, 8, 4096, 64);
         assert_eq!(
             (c.len(), c.resident()),
             (4, 0),

@@ -222,13 +222,15 @@ impl Instance {
             let fr = &mut self.cache.frames[f];
             let page = fr.data.as_mut_slice();
             // A page whose checksum is known is resealed by patching it.
+            let id = (db_id, fr.page_no);
             fr.crc = Some(match fr.crc {
-                Some(crc) => format::reseal_page(page, crc, db_id, fr.page_no, fr.lsn),
+                Some(crc) => format::reseal_page(page, crc, id, fr.hdr_lsn, fr.lsn),
                 None => {
                     format::seal_page(page, db_id, fr.page_no, fr.lsn);
                     format::page_crc(page)
                 }
             });
+            fr.hdr_lsn = fr.lsn;
         }
         let lent = frames.iter().all(|&f| self.cache.frames[f].pins == 0);
         let (buf, more) = if lent {

@@ -11,7 +11,8 @@
 //! * this file: the instance, its loop, I/O completions and measurement;
 //! * [`sessions`]: transactions — planning, page reads, changes, commits, pacing;
 //! * [`flusher`]: the log flushes, write-back of dirty pages and checkpoints;
-//! * [`maintenance`]: background maintenance reads and log replication reads.
+//! * [`maintenance`]: background maintenance reads and log replication reads;
+//! * [`zipf`]: which mailbox a transaction works on (the hot-mailbox draw).
 //!
 //! The hot path allocates nothing per I/O: a missing page is read straight into
 //! its cache frame, other I/O buffers come from a [`BufPool`] and go back to it
@@ -21,6 +22,7 @@
 mod flusher;
 mod maintenance;
 mod sessions;
+mod zipf;
 
 use crate::cache::Cache;
 use crate::format::{self, DbHeader};
@@ -267,7 +269,12 @@ impl Instance {
             ps,
             db: Arc::new(db),
             io,
-            cache: Cache::new(s.cache_min_frames, s.cache_max_frames, ps),
+            cache: Cache::new(
+                s.cache_min_frames,
+                s.cache_max_frames,
+                ps,
+                s.header.page_count,
+            ),
             log,
             pool: BufPool::new(BUFFERS_KEPT),
             rng: SmallRng::seed_from_u64(s.seed),

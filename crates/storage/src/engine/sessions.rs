@@ -3,6 +3,7 @@
 //! logging them, committing (lazily, or waiting for the log flush that covers
 //! the commit), and the open-loop pacing of `--target-iops`.
 
+use super::zipf::MailboxDraw;
 use super::{Instance, InstanceSetup, K_PAGE_READ, Slab, io_error_text, tag};
 use crate::cache::FrameState;
 use crate::format::{self, PAGE_HEADER, Record, UPDATE_HEADER};
@@ -10,7 +11,6 @@ use crate::stats::Class;
 use mailbench_io::{IoCompletion, IoRequest, OpKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore};
-use rand_distr::{Distribution, Zipf};
 use std::time::{Duration, Instant};
 
 /// Pacing re-estimates the I/O per transaction this often...
@@ -120,7 +120,8 @@ pub(super) struct Workload {
     reads: Slab<PageRead>,
     /// (commit LSN, session) of durable commits waiting for the log.
     commit_waiters: Vec<(u64, usize)>,
-    zipf: Option<Zipf<f64>>,
+    /// The hot-mailbox draw (Zipf's law, or uniform).
+    draw: MailboxDraw,
     mailboxes: u64,
     pages_per_mailbox: u64,
     last_page: u64,
@@ -133,11 +134,6 @@ impl Workload {
         let p = &s.profile;
         let data_pages = s.header.page_count.saturating_sub(1).max(1);
         let mailboxes = s.mailboxes.clamp(1, data_pages);
-        let zipf = if p.hot_mailbox_skew > 0.0 && mailboxes > 1 {
-            Zipf::new(mailboxes as f64, p.hot_mailbox_skew).ok()
-        } else {
-            None
-        };
         let sessions = (0..s.sessions.max(1))
             .map(|_| Session {
                 state: SState::Idle,
@@ -149,7 +145,7 @@ impl Workload {
             sessions,
             reads: Slab::new(),
             commit_waiters: Vec::new(),
-            zipf,
+            draw: MailboxDraw::new(mailboxes, p.hot_mailbox_skew),
             mailboxes,
             pages_per_mailbox: (data_pages / mailboxes).max(1),
             last_page: s.header.page_count - 1,
@@ -353,12 +349,7 @@ impl Instance {
 
     fn pick_mailbox(&mut self) -> u64 {
         let m = self.work.mailboxes;
-        let k = match &self.work.zipf {
-            Some(z) => (z.sample(&mut self.rng) as u64)
-                .saturating_sub(1)
-                .min(m - 1),
-            None => self.rng.random_range(0..m),
-        };
+        let k = self.work.draw.draw(&mut self.rng);
         // Spread the hot mailboxes over the file (a fixed permutation).
         (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.s.header.db_id) % m
     }
@@ -583,8 +574,11 @@ impl Instance {
         ) {
             Ok(h) => {
                 let fr = &mut self.cache.frames[f];
+                let page_bytes = fr.data.as_slice();
                 fr.lsn = h.lsn;
-                fr.crc = Some(format::page_crc(fr.data.as_slice()));
+                fr.hdr_lsn = h.lsn;
+                fr.crc = format::header_is_sealed(page_bytes, self.s.header.db_id, page)
+                    .then(|| format::page_crc(page_bytes));
             }
             Err(e) => {
                 self.interval.counters.bad_pages += 1;

@@ -170,8 +170,7 @@ impl Replay {
     /// when replay stopped at damage — then fills the result.
     pub(super) fn finish(&mut self, r: &mut ReplayResult) {
         if !self.txn_buf.is_empty() {
-            self.dropped += self.txn_buf.len() as u64;
-            self.txn_buf.clear();
+            self.drop_txn();
         }
         // The log end is where decoding stopped: the last complete record.
         let end = if self.pend_pos < self.pend.len() {

@@ -4,9 +4,10 @@
 //! commits. Replay stops reading at the end of the log, a torn tail or a
 //! damaged block, and says where.
 
-use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
+use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd, UpdBytes};
 use crate::format::{self, LOG_BLOCK, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::Arc;
 
@@ -208,6 +209,27 @@ impl Replay {
         }
     }
 
+    /// [`Self::lsn_of`] for positions looked up in stream order (each record's
+    /// end, as it is decoded): a cursor over the segments, moved forward.
+    fn lsn_of_next(
+        segs: &VecDeque<(u64, u64, usize)>,
+        cursor: &mut usize,
+        stream_pos: u64,
+    ) -> Option<u64> {
+        let mut i = *cursor;
+        while let Some((at, lsn, len)) = segs.get(i) {
+            if stream_pos < *at {
+                break;
+            }
+            if stream_pos < at + *len as u64 {
+                *cursor = i;
+                return Some(lsn + (stream_pos - at));
+            }
+            i += 1;
+        }
+        None
+    }
+
     fn decode(&mut self) {
         loop {
             let (rec, rec_len) = match Record::decode(&self.pend[self.pend_pos..]) {
@@ -224,7 +246,10 @@ impl Replay {
                 }
             };
             let end_pos = self.pend_base + (self.pend_pos + rec_len) as u64;
-            let end_lsn = self.lsn_of(end_pos - 1) + 1;
+            let end_lsn = match Self::lsn_of_next(&self.segs, &mut self.seg_cursor, end_pos - 1) {
+                Some(lsn) => lsn,
+                None => self.lsn_of(end_pos - 1),
+            } + 1;
             self.records += 1;
             match rec {
                 Record::Update {
@@ -249,14 +274,15 @@ impl Replay {
                         break;
                     }
                     if self.cur_txn != Some(txn) {
-                        self.dropped += self.txn_buf.len() as u64;
-                        self.txn_buf.clear();
+                        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
                         self.cur_txn = Some(txn);
                     }
+                    let at = self.upd_bytes.push(data);
                     self.txn_buf.push(Upd {
                         page: page_no,
                         offset: off,
-                        data: data.to_vec(),
+                        at,
+                        len: data.len(),
                         end_lsn,
                     });
                 }
@@ -264,12 +290,11 @@ impl Replay {
                     self.transactions += 1;
                     if self.cur_txn == Some(txn) {
                         for u in self.txn_buf.drain(..) {
-                            self.queue_bytes += u.data.len();
+                            self.queue_bytes += u.len;
                             self.queue.push_back(u);
                         }
                     } else {
-                        self.dropped += self.txn_buf.len() as u64;
-                        self.txn_buf.clear();
+                        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
                     }
                     self.cur_txn = None;
                 }
@@ -284,10 +309,28 @@ impl Replay {
             while let Some((at, _, len)) = self.segs.front() {
                 if at + (*len as u64) <= self.pend_base {
                     self.segs.pop_front();
+                    self.seg_cursor = self.seg_cursor.saturating_sub(1);
                 } else {
                     break;
                 }
             }
         }
     }
+
+    /// The updates of the transaction being decoded are dropped (its commit
+    /// record never came).
+    pub(super) fn drop_txn(&mut self) {
+        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
+    }
+}
+
+/// Drops the updates of the open transaction `txn_buf` and their bytes;
+/// returns how many.
+fn drop_open(txn_buf: &mut Vec<Upd>, bytes: &mut UpdBytes) -> u64 {
+    if let Some(first) = txn_buf.first() {
+        bytes.truncate(first.at);
+    }
+    let n = txn_buf.len() as u64;
+    txn_buf.clear();
+    n
 }

@@ -150,7 +150,8 @@ impl Replay {
                 break;
             };
             self.frames[f].refs = 1;
-            let mut run = vec![f];
+            let mut run = self.runs_spare.pop().unwrap_or_default();
+            run.push(f);
             // Neighbours needed soon and not cached: read them in the same I/O.
             while run.len() < READ_RUN_MAX {
                 let next = page + run.len() as u64;
@@ -225,13 +226,22 @@ impl Replay {
                 self.db_path.display(),
                 std::io::Error::from_raw_os_error(e)
             ));
-            for f in run {
+            for &f in &run {
                 self.frames[f].state = FState::Bad;
             }
-            return;
+        } else {
+            self.db_read.bytes += len as u64;
+            self.pages_arrived(&run);
         }
-        self.db_read.bytes += len as u64;
-        self.pages_arrived(&run);
+        self.recycle_run(run);
+    }
+
+    /// A completed read's frame list, kept for a later read.
+    fn recycle_run(&mut self, mut run: Vec<usize>) {
+        if self.runs_spare.len() < 2 * REPLAY_DEPTH {
+            run.clear();
+            self.runs_spare.push(run);
+        }
     }
 
     /// Pages read for replay, in their frames: checked.
@@ -272,8 +282,8 @@ impl Replay {
                 FState::Ready => {
                     let fr = &mut self.frames[f];
                     if u.end_lsn > fr.lsn {
-                        fr.data.as_mut_slice()[u.offset..u.offset + u.data.len()]
-                            .copy_from_slice(&u.data);
+                        fr.data.as_mut_slice()[u.offset..u.offset + u.len]
+                            .copy_from_slice(self.upd_bytes.get(u.at, u.len));
                         fr.lsn = u.end_lsn;
                         fr.dirty = true;
                         self.applied += 1;
@@ -284,7 +294,8 @@ impl Replay {
             }
             self.frames[f].refs = self.frames[f].refs.saturating_sub(1);
             if let Some(u) = self.queue.pop_front() {
-                self.queue_bytes -= u.data.len();
+                self.queue_bytes -= u.len;
+                self.upd_bytes.release(u.at + u.len as u64);
                 self.page_updated(u.page, f);
             }
             self.prepared -= 1;

@@ -9,6 +9,12 @@
 # Usage: bench/integrity-vs-fio.sh [SCRATCH_DIR] [DB_SIZE] [LOG_FILES] [PROFILE]
 #        (defaults: ./mailbench-bench 2GiB 50 exchange2013)
 # MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
+# Fair measurement on a shared machine (fio's own time moves by 2x between minutes):
+#   ROUNDS=N         repeats step 3 N times (each round: a new crash and replay, then fio right
+#                    after it) and prints the median of the rounds' ratios (default 1);
+#   MAILBENCH_BASE=path  also replays with that build in every round, alternating with the first
+#                    (which goes first alternates too), each against its own fio run;
+#   ONLY=recover     skips steps 1 and 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-./mailbench-bench}; size=${2:-2GiB}; logs=${3:-50}; profile=${4:-exchange2013}
@@ -28,6 +34,7 @@ db="$dir/db/DB01.mdb"
 bytes=$(stat -c %s "$db")
 echo "database: $db ($((bytes >> 20)) MiB, profile $profile)"
 
+if [ "${ONLY:-}" != recover ]; then
 echo "== verify vs fio sequential 1 MiB reads, QD 8"
 $mb storage verify "${flags[@]}" || true
 v_mbps=$(json 'round(d["verify"]["mb_per_s"],1)' < "$(latest storage-verify)")
@@ -41,31 +48,61 @@ fio_256=$(fio --name=seq256k --filename="$db" --bs=256k --rw=read --direct=1 --i
   --readonly --output-format=json | json 'round(d["jobs"][0]["read"]["bw_bytes"]/1e6,1)')
 echo "mailbench backup: $b_mbps MB/s   fio 256K QD4: $fio_256 MB/s (ratio $(ratio "$b_mbps" "$fio_256"))   fio 1M QD8: $fio_1m MB/s (ratio $(ratio "$b_mbps" "$fio_1m"))"
 
-echo "== recover ($logs log files) vs fio random reads of the same page count, QD 16"
-$mb storage recover "${flags[@]}" --log-files "$logs" || true
-r=$(latest storage-recover)
-read -r files secs reads rbytes lavg wps <<<"$(json '"%d %.4f %d %.0f %.0f %.1f" % (d["instances"][0]["log_files_replayed"], d["instances"][0]["seconds"], d["instances"][0]["db_read"]["ops"], d["instances"][0]["db_read"]["avg_bytes"], d["instances"][0]["log_read"]["avg_bytes"], d["instances"][0]["db_write"]["ops"])' < "$r")"
-ps=$(json 'd["spec"]["profile"]["page_size"]' < "$r" | tr -d '"' )
-ps_bytes=$(python3 -c "s='$ps'.lower().replace('kib','*1024').replace('mib','*1048576').replace('b',''); print(eval(s))")
-fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
-  --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
-  | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
-echo "mailbench replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes"
-echo "fio: $reads random ${ps_bytes} B reads at QD 16 in $fio_secs s = $(python3 -c "print(round($fio_secs/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
-echo "replay shape: $(python3 -c "print(round($reads/max($files,1),1))") database page reads per log file, average log read $lavg bytes"
-# The same work as the replay, for fio: besides its page reads, the replay reads the log (256 KiB
-# reads, 4 ahead) and writes the pages the crash left dirty (a few writes in flight): fio does the
-# same three at once (the log-sized reads from the database file, the page writes into a file of
-# their own), and its time is that of the longest of the three.
-read -r lreads lbytes <<<"$(json '"%d %d" % (d["instances"][0]["log_read"]["ops"], d["instances"][0]["log_read"]["ops"] * d["instances"][0]["log_read"]["avg_bytes"])' < "$r")"
-wcount=${wps%.*}
-mix_jobs=(--name=pages --filename="$db" --bs="$ps_bytes" --rw=randread --iodepth=16 --number_ios="$reads"
-  --name=log --filename="$db" --bs=256k --rw=read --iodepth=4 --size="$((lbytes > 0 ? lbytes : 262144))")
-if [ "$wcount" -gt 0 ]; then
-  mix_jobs+=(--name=writes --filename="$dir/fio-writes.dat" --size="$((wcount * ps_bytes))" --bs="$ps_bytes"
-    --rw=randwrite --iodepth=4 --number_ios="$wcount")
 fi
-fio --direct=1 --ioengine=io_uring "${mix_jobs[@]}" --output-format=json --output="$dir/fio-mix.json" >/dev/null
-fio_mix=$(json 'round(max(j["read"]["runtime"] + j["write"]["runtime"] for j in d["jobs"])/1000,4)' < "$dir/fio-mix.json")
-echo "fio, the same mix at once ($reads page reads QD 16, $lreads log-sized reads QD 4, $wcount page writes QD 4): $fio_mix s   ratio replay/fio mix: $(ratio "$secs" "$fio_mix")"
+
+# One crash and replay with build $1 (named $2), then fio's yardsticks right after it.
+declare -A ratios_pages ratios_mix
+recover_round() {
+  "$1" storage recover "${flags[@]}" --log-files "$logs" || true
+  r=$(latest storage-recover)
+  read -r files secs reads rbytes lavg wps <<<"$(json '"%d %.4f %d %.0f %.0f %.1f" % (d["instances"][0]["log_files_replayed"], d["instances"][0]["seconds"], d["instances"][0]["db_read"]["ops"], d["instances"][0]["db_read"]["avg_bytes"], d["instances"][0]["log_read"]["avg_bytes"], d["instances"][0]["db_write"]["ops"])' < "$r")"
+  ps=$(json 'd["spec"]["profile"]["page_size"]' < "$r" | tr -d '"' )
+  ps_bytes=$(python3 -c "s='$ps'.lower().replace('kib','*1024').replace('mib','*1048576').replace('b',''); print(eval(s))")
+  fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
+    --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
+    | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
+  echo "$2 replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes"
+  echo "fio: $reads random ${ps_bytes} B reads at QD 16 in $fio_secs s = $(python3 -c "print(round($fio_secs/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
+  ratios_pages[$2]+=" $(ratio "$secs" "$fio_secs")"
+  # The replay reads a few neighbouring pages in one request (its requests average more than a
+  # page): fio reading as many pages, one page a request, as a second view of the same yardstick.
+  npages=$(python3 -c "print(round($reads*$rbytes/$ps_bytes))")
+  fio_pg=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
+    --iodepth=16 --number_ios="$npages" --readonly --output-format=json \
+    | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
+  echo "fio: as many pages ($npages) one a request at QD 16 in $fio_pg s   ratio replay/fio: $(ratio "$secs" "$fio_pg")"
+  echo "replay shape: $(python3 -c "print(round($reads/max($files,1),1))") database page reads per log file, average log read $lavg bytes"
+  # The same work as the replay, for fio: besides its page reads, the replay reads the log (256 KiB
+  # reads, 4 ahead) and writes the pages the crash left dirty (a few writes in flight): fio does the
+  # same three at once (the log-sized reads from the database file, the page writes into a file of
+  # their own), and its time is that of the longest of the three.
+  read -r lreads lbytes <<<"$(json '"%d %d" % (d["instances"][0]["log_read"]["ops"], d["instances"][0]["log_read"]["ops"] * d["instances"][0]["log_read"]["avg_bytes"])' < "$r")"
+  wcount=${wps%.*}
+  mix_jobs=(--name=pages --filename="$db" --bs="$ps_bytes" --rw=randread --iodepth=16 --number_ios="$reads"
+    --name=log --filename="$db" --bs=256k --rw=read --iodepth=4 --size="$((lbytes > 0 ? lbytes : 262144))")
+  if [ "$wcount" -gt 0 ]; then
+    mix_jobs+=(--name=writes --filename="$dir/fio-writes.dat" --size="$((wcount * ps_bytes))" --bs="$ps_bytes"
+      --rw=randwrite --iodepth=4 --number_ios="$wcount")
+  fi
+  fio --direct=1 --ioengine=io_uring "${mix_jobs[@]}" --output-format=json --output="$dir/fio-mix.json" >/dev/null
+  fio_mix=$(json 'round(max(j["read"]["runtime"] + j["write"]["runtime"] for j in d["jobs"])/1000,4)' < "$dir/fio-mix.json")
+  echo "fio, the same mix at once ($reads page reads QD 16, $lreads log-sized reads QD 4, $wcount page writes QD 4): $fio_mix s   ratio replay/fio mix: $(ratio "$secs" "$fio_mix")"
+  ratios_mix[$2]+=" $(ratio "$secs" "$fio_mix")"
+}
+median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(statistics.median(v) if v else '-')" $1; }
+
+rounds=${ROUNDS:-1}
+echo "== recover ($logs log files) vs fio random reads of the same page count, QD 16 ($rounds round(s))"
+for ((k = 1; k <= rounds; k++)); do
+  echo "-- round $k"
+  if [ -n "${MAILBENCH_BASE:-}" ] && ((k % 2 == 0)); then
+    recover_round "$MAILBENCH_BASE" base; recover_round "$mb" mailbench
+  else
+    recover_round "$mb" mailbench
+    if [ -n "${MAILBENCH_BASE:-}" ]; then recover_round "$MAILBENCH_BASE" base; fi
+  fi
+done
+for b in mailbench ${MAILBENCH_BASE:+base}; do
+  echo "$b replay/fio page reads, median of $rounds: $(median "${ratios_pages[$b]}") (${ratios_pages[$b]# })   replay/fio mix: $(median "${ratios_mix[$b]}") (${ratios_mix[$b]# })"
+done
 rm -rf "$dir"

@@ -162,43 +162,62 @@ struct Upd {
 
 /// The after-images of the updates decoded and not applied yet, in log order
 /// (the queued updates, then those of the transaction being decoded): one
-/// buffer for all, so an update costs no allocation of its own (a buffer per
-/// update was a tenth of the replay thread's CPU, most of it the allocator
-/// growing and trimming its heap). Applied updates are released from the
-/// front; the buffer is compacted once the released part is the larger.
-#[derive(Default)]
+/// ring buffer for all, so an update costs no allocation of its own (a buffer
+/// per update was a tenth of the replay thread's CPU, most of it the allocator
+/// growing and trimming its heap), and the ring's memory, sized for a full
+/// apply queue, is faulted in once. Applied updates are released from the
+/// front.
 struct UpdBytes {
-    buf: Vec<u8>,
-    /// The position of `buf[0]` among all bytes ever pushed.
+    ring: VecDeque<u8>,
+    /// The position (among all bytes ever pushed) of the ring's front.
     base: u64,
+}
+
+impl Default for UpdBytes {
+    fn default() -> Self {
+        UpdBytes {
+            // A full apply queue, one more log read's worth and an open
+            // transaction: the ring grows only beyond that.
+            ring: VecDeque::with_capacity(QUEUE_BYTES + 2 * LOG_READ),
+            base: 0,
+        }
+    }
 }
 
 impl UpdBytes {
     /// Appends `data`; returns its position.
     fn push(&mut self, data: &[u8]) -> u64 {
-        let at = self.base + self.buf.len() as u64;
-        self.buf.extend_from_slice(data);
+        let at = self.base + self.ring.len() as u64;
+        self.ring.extend(data);
         at
     }
 
-    /// The `len` bytes pushed at `at` (not released yet).
-    fn get(&self, at: u64, len: usize) -> &[u8] {
+    /// Copies the bytes pushed at `at` (not released yet) into `to`, which
+    /// has their length.
+    fn copy_to(&self, at: u64, to: &mut [u8]) {
         let i = (at - self.base) as usize;
-        &self.buf[i..i + len]
+        let (a, b) = self.ring.as_slices();
+        if i >= a.len() {
+            let j = i - a.len();
+            to.copy_from_slice(&b[j..j + to.len()]);
+        } else {
+            let n = (a.len() - i).min(to.len());
+            let (to_a, to_b) = to.split_at_mut(n);
+            to_a.copy_from_slice(&a[i..i + n]);
+            to_b.copy_from_slice(&b[..to_b.len()]);
+        }
     }
 
     /// Forgets everything pushed from `at` on (a transaction's updates dropped).
     fn truncate(&mut self, at: u64) {
-        self.buf.truncate((at - self.base) as usize);
+        self.ring.truncate((at - self.base) as usize);
     }
 
     /// Everything before `end` is applied: released.
     fn release(&mut self, end: u64) {
-        let head = (end - self.base) as usize;
-        if head >= 1 << 20 && head * 2 >= self.buf.len() {
-            self.buf.drain(..head);
-            self.base = end;
-        }
+        let n = ((end - self.base) as usize).min(self.ring.len());
+        self.ring.drain(..n);
+        self.base += n as u64;
     }
 }
 
@@ -314,18 +333,21 @@ struct Replay {
 mod tests {
     use super::UpdBytes;
 
-    /// The after-images stay where they were pushed through releases,
-    /// compactions and dropped transactions.
+    /// The after-images come back as pushed through releases, the ring's
+    /// wrap-around and dropped transactions.
     #[test]
-    fn update_bytes_survive_release_compaction_and_drops() {
+    fn update_bytes_survive_release_wrap_and_drops() {
         let mut b = UpdBytes::default();
+        let cap = b.ring.capacity();
         let mut live = std::collections::VecDeque::new();
         let mut next = 0u8;
-        for round in 0..3000usize {
+        let mut pushed = 0usize;
+        for round in 0..60_000usize {
             let len = 1 + (round * 37) % 1500;
             let data: Vec<u8> = (0..len).map(|i| next.wrapping_add(i as u8)).collect();
             next = next.wrapping_add(1);
             let at = b.push(&data);
+            pushed += len;
             if round % 7 == 3 {
                 // An open transaction's update dropped: the last push forgotten.
                 b.truncate(at);
@@ -334,16 +356,22 @@ mod tests {
             }
             live.push_back((at, data));
             if round % 3 == 0 {
-                while live.len() > 40 {
-                    let (at, data) = live.pop_front().unwrap_or_default();
-                    assert_eq!(b.get(at, data.len()), &data[..]);
+                while live.len() > 10_000 {
+                    let Some((at, data)) = live.pop_front() else {
+                        break;
+                    };
+                    let mut to = vec![0u8; data.len()];
+                    b.copy_to(at, &mut to);
+                    assert_eq!(to, data);
                     b.release(at + data.len() as u64);
                 }
             }
         }
-        assert!(b.base > 0, "never compacted");
+        assert!(pushed > 2 * cap, "the ring never wrapped");
         for (at, data) in &live {
-            assert_eq!(b.get(*at, data.len()), &data[..]);
+            let mut to = vec![0u8; data.len()];
+            b.copy_to(*at, &mut to);
+            assert_eq!(&to, data);
         }
     }
 }

@@ -282,8 +282,10 @@ impl Replay {
                 FState::Ready => {
                     let fr = &mut self.frames[f];
                     if u.end_lsn > fr.lsn {
-                        fr.data.as_mut_slice()[u.offset..u.offset + u.len]
-                            .copy_from_slice(self.upd_bytes.get(u.at, u.len));
+                        self.upd_bytes.copy_to(
+                            u.at,
+                            &mut fr.data.as_mut_slice()[u.offset..u.offset + u.len],
+                        );
                         fr.lsn = u.end_lsn;
                         fr.dirty = true;
                         self.applied += 1;

@@ -292,6 +292,9 @@ struct Replay {
     reads_meta: HashMap<u64, Vec<usize>>,
     /// Frame lists of completed reads, kept for the next reads.
     runs_spare: Vec<Vec<usize>>,
+    /// The frames of reads completed and not checked yet (their frames
+    /// still `Reading`).
+    arrived: Vec<Vec<usize>>,
     read_id: u64,
     writes: usize,
     /// The frames of each write in flight, and whether their buffers are lent to it.

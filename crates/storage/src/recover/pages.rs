@@ -229,11 +229,27 @@ impl Replay {
             for &f in &run {
                 self.frames[f].state = FState::Bad;
             }
+            self.recycle_run(run);
         } else {
             self.db_read.bytes += len as u64;
-            self.pages_arrived(&run);
+            // Checked once the next reads are handed to the kernel.
+            self.arrived.push(run);
         }
-        self.recycle_run(run);
+    }
+
+    /// The pages read since the last turn, checked (after the next reads
+    /// were handed over: the device is not kept waiting by the checks).
+    pub(super) fn check_arrived(&mut self) -> bool {
+        if self.arrived.is_empty() {
+            return false;
+        }
+        let mut arrived = std::mem::take(&mut self.arrived);
+        for run in arrived.drain(..) {
+            self.pages_arrived(&run);
+            self.recycle_run(run);
+        }
+        self.arrived = arrived;
+        true
     }
 
     /// A completed read's frame list, kept for a later read.

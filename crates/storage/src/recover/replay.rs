@@ -139,6 +139,7 @@ impl Replay {
             reads: 0,
             reads_meta: HashMap::new(),
             runs_spare: Vec::new(),
+            arrived: Vec::new(),
             read_id: 0,
             writes: 0,
             writes_meta: HashMap::new(),
@@ -179,10 +180,11 @@ impl Replay {
         }
     }
 
-    /// The replay's loop. Each turn first applies what arrived and hands the
-    /// next page and log reads to the kernel, and only then decodes (one log
-    /// chunk a turn): the CPU work of decoding and checking never holds back
-    /// the reads that keep the device busy.
+    /// The replay's loop. Each turn first hands the next page and log reads
+    /// to the kernel (the slots of the reads that completed), and only then
+    /// checks the pages that arrived, applies their updates and decodes (one
+    /// log chunk a turn): the CPU work of checking, applying and decoding
+    /// never holds back the reads that keep the device busy.
     pub(super) fn run(&mut self, interrupt: &Interrupt) {
         let mut done = Vec::new();
         let mut flushing = false;
@@ -193,7 +195,6 @@ impl Replay {
             }
             let mut progressed = false;
             if !self.failed() {
-                progressed |= self.apply();
                 progressed |= self.prepare();
                 progressed |= self.submit_log_reads();
                 if self.blocked && self.writes < WRITE_DEPTH / 2 {
@@ -203,6 +204,8 @@ impl Replay {
                     self.io.wait(0, Some(Duration::ZERO), &mut done);
                     self.complete(&mut done);
                 }
+                progressed |= self.check_arrived();
+                progressed |= self.apply();
                 progressed |= self.consume_chunks();
                 if self.log_done && self.finals.is_none() {
                     // The final flush begins: pages no update will touch again.

@@ -89,7 +89,7 @@ recover_round() {
   echo "fio, the same mix at once ($reads page reads QD 16, $lreads log-sized reads QD 4, $wcount page writes QD 4): $fio_mix s   ratio replay/fio mix: $(ratio "$secs" "$fio_mix")"
   ratios_mix[$2]+=" $(ratio "$secs" "$fio_mix")"
 }
-median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(statistics.median(v) if v else '-')" $1; }
+median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(statistics.median(v), 3) if v else '-')" $1; }
 
 rounds=${ROUNDS:-1}
 echo "== recover ($logs log files) vs fio random reads of the same page count, QD 16 ($rounds round(s))"

@@ -17,6 +17,8 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Bytes of page header; the payload follows.
 pub const PAGE_HEADER: usize = 64;
 const CRC_AT: usize = 32;
+/// Where a page's header holds its LSN (the fields before it are fixed per page).
+const PAGE_LSN_AT: usize = 24;
 
 /// Log block size and its header.
 pub const LOG_BLOCK: usize = 4096;
@@ -143,7 +145,7 @@ fn put_page_header(buf: &mut [u8], db_id: u64, page_no: u64, lsn: u64) {
     put_u16(buf, 6, 0);
     put_u64(buf, 8, db_id);
     put_u64(buf, 16, page_no);
-    put_u64(buf, 24, lsn);
+    put_u64(buf, PAGE_LSN_AT, lsn);
 }
 
 /// The checksum a page carries (valid once [`check_page`] accepted it).
@@ -185,7 +187,7 @@ pub fn reseal_page(
 pub fn header_is_sealed(buf: &[u8], db_id: u64, page_no: u64) -> bool {
     let mut h = [0u8; CRC_AT];
     put_page_header(&mut h, db_id, page_no, 0);
-    buf.len() >= CRC_AT && buf[..24] == h[..24]
+    buf.len() >= CRC_AT && buf[..PAGE_LSN_AT] == h[..PAGE_LSN_AT]
 }
 
 /// The checksum of a page after the payload bytes `row` changed, from the
@@ -290,7 +292,7 @@ pub fn check_page(buf: &[u8], db_id: u64, page_no: u64) -> Result<PageHeader, Pa
     let h = PageHeader {
         db_id: get_u64(buf, 8),
         page_no: get_u64(buf, 16),
-        lsn: get_u64(buf, 24),
+        lsn: get_u64(buf, PAGE_LSN_AT),
     };
     if h.db_id != db_id {
         return Err(PageError::WrongDatabase(h.db_id));

@@ -17,6 +17,10 @@
 #        their size as cache, and the paced run targets 50 % of the unpaced run's IOPS)
 # MAILBENCH=path/to/mailbench measures another build (e.g. an older one) with the same steps.
 # SECTIONS="fio pacing" (the default) runs both parts; SECTIONS=fio or SECTIONS=pacing one of them.
+# ROUNDS=N (default 1) repeats part 1's no-warm-up run and its fio run N times, which goes first
+# alternating (the files are created again before each mailbench run: fio's writes are not
+# database pages), and prints the median of the rounds' ratios: fio's own figure moves by up to
+# 1.5x between invocations on a shared VM, so one pair says little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-./mailbench-bench}; secs=${2:-30}; size=${3:-1GiB}; psize=${4:-256MiB}; ppct=${5:-50}
@@ -58,27 +62,52 @@ echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ " $sections " == *" fio "* ]]; then
 common=(--databases 2 --db-size "$size" --threads 8 --no-verify --sample-interval 5s \
   --output "$dir/results" -q)
-$mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
-$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
-read -r w1 r1 iops1 n1 <<<"$(figures "$(latest)")"
-$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 5s || true
-read -r w2 r2 iops2 n2 <<<"$(figures "$(latest)")"
-# fio: two jobs, one per database file, each at QD 8.
-fio_json="$dir/fio.json"
-fio_cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth=8 \
-  --runtime="$secs" --time_based --output-format=json --output="$fio_json" \
-  --name=db1 --filename="$dir/db/DB01.mdb" --name=db2 --filename="$dir/db/DB02.mdb")
-read -r fio_us fio_iops <<<"$(python3 - "$fio_json" "$fio_cpu" "$secs" <<'EOF'
+init_dbs() {
+  rm -rf "$dir/db"
+  $mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
+}
+# fio: two jobs, one per database file, each at QD 8; prints µs per I/O and IOPS.
+fio_pair() {
+  local out="$dir/fio.json" cpu
+  cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth=8 \
+    --runtime="$secs" --time_based --output-format=json --output="$out" \
+    --name=db1 --filename="$dir/db/DB01.mdb" --name=db2 --filename="$dir/db/DB02.mdb")
+  python3 - "$out" "$cpu" "$secs" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1])); cpu = float(sys.argv[2])
 ios = sum(j["read"]["total_ios"] + j["write"]["total_ios"] for j in d["jobs"])
 print(f"{cpu * 1e6 / max(ios, 1):.1f} {ios / float(sys.argv[3]):.0f}")
 EOF
-)"
+}
+init_dbs
+$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
+read -r w1 r1 iops1 n1 <<<"$(figures "$(latest)")"
+$mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 5s || true
+read -r w2 r2 iops2 n2 <<<"$(figures "$(latest)")"
+read -r fio_us fio_iops <<<"$(fio_pair)"
 rm -rf "$dir/db"
 echo "== CPU per I/O, 2 x $size, 8 threads, ${secs} s (µs; window = measured window, run = whole run)"
 echo "no warm-up:  mailbench window $w1 run $r1 ($iops1 transactional IOPS, $n1 I/Os)   fio $fio_us ($fio_iops IOPS)   ratio window $(ratio "$w1" "$fio_us") run $(ratio "$r1" "$fio_us")"
 echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 I/Os)   fio $fio_us   ratio window $(ratio "$w2" "$fio_us") run $(ratio "$r2" "$fio_us")"
+rounds=${ROUNDS:-1}
+if ((rounds > 1)); then
+  ratios="$(ratio "$w1" "$fio_us")"
+  for ((k = 2; k <= rounds; k++)); do
+    if ((k % 2 == 0)); then
+      init_dbs; read -r fu fk <<<"$(fio_pair)"; init_dbs; first=fio
+      $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
+    else
+      init_dbs
+      $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
+      read -r fu fk <<<"$(fio_pair)"; first=mailbench
+    fi
+    read -r wk rk iopsk nk <<<"$(figures "$(latest)")"
+    ratios+=" $(ratio "$wk" "$fu")"
+    echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu")"
+  done
+  rm -rf "$dir/db"
+  echo "no warm-up, window: median ratio of $rounds rounds: $(python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 2))" $ratios) ($ratios )"
+fi
 fi
 [[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }
 

@@ -40,21 +40,28 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"{r.ru_utime + r.ru_stime:.3f}")
 EOF
 }
-# Window CPU / window I/Os (µs), whole-run CPU / window I/Os (µs), transactional IOPS, all I/Os.
+# Window CPU / window I/Os (µs), whole-run CPU / window I/Os (µs), transactional IOPS, all I/Os,
+# the engine's average I/Os in flight over the window (Little's law: the sum over I/O classes of
+# I/Os per second x mean latency) and its average bytes per I/O.
 # Builds older than `host_performance.mailbench_run_cpu_s` reported only the whole-run figure
 # (as `mailbench_cpu_s`): the window column then says n/a.
 figures() {
   python3 - "$1" <<'EOF'
 import json, sys
-d = json.load(open(sys.argv[1])); h = d["host_performance"]
-ios = max(1, sum(c["ops"] for c in d["total"]["classes"].values()))
+d = json.load(open(sys.argv[1])); h = d["host_performance"]; cls = d["total"]["classes"].values()
+ios = max(1, sum(c["ops"] for c in cls))
 if "mailbench_run_cpu_s" in h:
     window, run = "%.1f" % (h["mailbench_cpu_s"] * 1e6 / ios), h["mailbench_run_cpu_s"]
 else:
     window, run = "n/a", h["mailbench_cpu_s"]
-print(window, "%.1f" % (run * 1e6 / ios), "%.1f" % d["total"]["transactional_iops"], ios)
+inflight = sum(c["ops_per_s"] * c["latency_ms"]["avg"] / 1000 for c in cls)
+nbytes = sum(c["ops"] * c["avg_bytes"] for c in cls) / ios
+print(window, "%.1f" % (run * 1e6 / ios), "%.1f" % d["total"]["transactional_iops"], ios,
+      "%.1f" % inflight, "%.0f" % nbytes)
 EOF
 }
+# fio's queue depth per job (two jobs) for mailbench's average I/Os in flight.
+depth_of() { python3 -c "print(max(1, round(float('$1') / 2)))"; }
 ratio() { python3 -c "a='$1'; print('n/a' if a=='n/a' else round(float(a)/$2, 2))"; }
 
 sections=${SECTIONS:-fio pacing}
@@ -66,10 +73,10 @@ init_dbs() {
   rm -rf "$dir/db"
   $mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
 }
-# fio: two jobs, one per database file, each at QD 8; prints µs per I/O and IOPS.
+# fio: two jobs, one per database file, each at QD ${1:-8}; prints µs per I/O and IOPS.
 fio_pair() {
   local out="$dir/fio.json" cpu
-  cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth=8 \
+  cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth="${1:-8}" \
     --runtime="$secs" --time_based --output-format=json --output="$out" \
     --name=db1 --filename="$dir/db/DB01.mdb" --name=db2 --filename="$dir/db/DB02.mdb")
   python3 - "$out" "$cpu" "$secs" <<'EOF'
@@ -81,17 +88,20 @@ EOF
 }
 init_dbs
 $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
-read -r w1 r1 iops1 n1 <<<"$(figures "$(latest)")"
+read -r w1 r1 iops1 n1 q1 b1 <<<"$(figures "$(latest)")"
 $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 5s || true
-read -r w2 r2 iops2 n2 <<<"$(figures "$(latest)")"
+read -r w2 r2 iops2 n2 _ _ <<<"$(figures "$(latest)")"
 read -r fio_us fio_iops <<<"$(fio_pair)"
+d1=$(depth_of "$q1")
+read -r fio_d fio_diops <<<"$(fio_pair "$d1")"
 rm -rf "$dir/db"
 echo "== CPU per I/O, 2 x $size, 8 threads, ${secs} s (µs; window = measured window, run = whole run)"
 echo "no warm-up:  mailbench window $w1 run $r1 ($iops1 transactional IOPS, $n1 I/Os)   fio $fio_us ($fio_iops IOPS)   ratio window $(ratio "$w1" "$fio_us") run $(ratio "$r1" "$fio_us")"
+echo "no warm-up, fio at mailbench's own depth: mailbench kept $q1 I/Os in flight on average (Little's law over the window), $b1 bytes per I/O; fio 2 jobs x QD $d1: $fio_d µs per I/O ($fio_diops IOPS)   ratio window $(ratio "$w1" "$fio_d")"
 echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 I/Os)   fio $fio_us   ratio window $(ratio "$w2" "$fio_us") run $(ratio "$r2" "$fio_us")"
 rounds=${ROUNDS:-1}
 if ((rounds > 1)); then
-  ratios="$(ratio "$w1" "$fio_us")"
+  ratios="$(ratio "$w1" "$fio_us")"; dratios="$(ratio "$w1" "$fio_d")"
   for ((k = 2; k <= rounds; k++)); do
     if ((k % 2 == 0)); then
       init_dbs; read -r fu fk <<<"$(fio_pair)"; init_dbs; first=fio
@@ -101,12 +111,15 @@ if ((rounds > 1)); then
       $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
       read -r fu fk <<<"$(fio_pair)"; first=mailbench
     fi
-    read -r wk rk iopsk nk <<<"$(figures "$(latest)")"
-    ratios+=" $(ratio "$wk" "$fu")"
-    echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu")"
+    read -r wk rk iopsk nk qk bk <<<"$(figures "$(latest)")"
+    dk=$(depth_of "$qk"); read -r fdu fdk <<<"$(fio_pair "$dk")"
+    ratios+=" $(ratio "$wk" "$fu")"; dratios+=" $(ratio "$wk" "$fdu")"
+    echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS, $qk in flight, $bk bytes per I/O)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu");   fio 2 x QD $dk $fdu ($fdk IOPS)   ratio $(ratio "$wk" "$fdu")"
   done
   rm -rf "$dir/db"
-  echo "no warm-up, window: median ratio of $rounds rounds: $(python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 2))" $ratios) ($ratios )"
+  median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 2))" "$@"; }
+  echo "no warm-up, window: median ratio of $rounds rounds: $(median $ratios) ($ratios )"
+  echo "the same against fio at mailbench's own depth: median $(median $dratios) ($dratios )"
 fi
 fi
 [[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }
@@ -118,11 +131,11 @@ pflags=(--databases 16 --db-size "$psize" --cache-size "$pcache" --threads 32 --
   --sample-interval 5s --output "$dir/results" -q)
 $mb storage init --path "$dir/db16" --databases 16 --db-size "$psize" --output "$dir/results" -q
 $mb storage run --path "$dir/db16" --open "${pflags[@]}" --duration "${secs}s" --warmup 10s || true
-read -r wu ru iopsu nu <<<"$(figures "$(latest)")"
+read -r wu ru iopsu nu _ _ <<<"$(figures "$(latest)")"
 target=$(python3 -c "print(round($iopsu * $ppct / 100))")
 $mb storage run --path "$dir/db16" --open "${pflags[@]}" --duration "${secs}s" --warmup 10s \
   --target-iops "$target" || true
-read -r wp rp iopsp np <<<"$(figures "$(latest)")"
+read -r wp rp iopsp np _ _ <<<"$(figures "$(latest)")"
 # fio on the same 16 files: 16 jobs (one per file) at QD 2 (32 threads over 16
 # databases), unpaced, then paced at the paced run's transactional IOPS.
 fio_on16() {

@@ -3,7 +3,7 @@
 //! first change (what the checkpoint waits for), write coalescing of neighbours.
 
 use mailbench_io::AlignedBuf;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hashes page numbers with one multiply (Fibonacci hashing): the page maps are
@@ -145,8 +145,14 @@ pub struct Cache {
     map: PageIndex,
     free: Vec<usize>,
     hand: usize,
-    dirty: BTreeSet<(u64, usize)>,
-    writing: BTreeSet<(u64, usize)>,
+    /// Dirty pages as (LSN of the first change not on disk, frame), sorted;
+    /// entries of frames no longer dirty with that LSN are left in place
+    /// and skipped (see [`Cache::is_dirty_entry`]).
+    dirty: VecDeque<(u64, usize)>,
+    /// How many entries of `dirty` are live: the dirty page count.
+    dirty_live: usize,
+    /// Pages being written as (LSN of their first change, frame), sorted.
+    writing: Vec<(u64, usize)>,
 }
 
 impl Cache {
@@ -161,8 +167,9 @@ impl Cache {
             map: PageIndex::new(page_count, max_frames),
             free: Vec::new(),
             hand: 0,
-            dirty: BTreeSet::new(),
-            writing: BTreeSet::new(),
+            dirty: VecDeque::new(),
+            dirty_live: 0,
+            writing: Vec::new(),
         };
         // The memory of every frame up to the maximum, faulted in now: the
         // cache fills to its maximum under load, and paying the kernel's
@@ -226,7 +233,7 @@ impl Cache {
     }
 
     pub fn dirty_count(&self) -> usize {
-        self.dirty.len()
+        self.dirty_live
     }
 
     pub fn writing_count(&self) -> usize {
@@ -335,7 +342,7 @@ impl Cache {
             FrameState::Clean => {
                 fr.state = FrameState::Dirty;
                 fr.first_dirty_lsn = begin;
-                self.dirty.insert((begin, f));
+                self.dirty_insert(begin, f);
             }
             FrameState::Writing => {
                 fr.redirtied.get_or_insert(begin);
@@ -344,9 +351,66 @@ impl Cache {
         }
     }
 
+    /// Whether `dirty`'s entry `(lsn, f)` is live: frame `f` is dirty and its
+    /// first change not on disk is at `lsn`. An entry goes stale when its page
+    /// is taken for writing (or its frame freed); a stale entry never comes
+    /// back to life with another page or LSN (LSNs only grow, and a page
+    /// dirtied again gets a new entry), and when a failed write makes its
+    /// page dirty again at the same LSN, the two entries stand for the one
+    /// page and either may be taken (the page is live once in `dirty_live`).
+    fn is_dirty_entry(frames: &[Frame], (lsn, f): (u64, usize)) -> bool {
+        let fr = &frames[f];
+        fr.state == FrameState::Dirty && fr.first_dirty_lsn == lsn
+    }
+
+    /// Adds frame `f`, dirty from `lsn` on, to the dirty pages: at the end
+    /// (a page's first change is nearly always the newest), else in order.
+    fn dirty_insert(&mut self, lsn: u64, f: usize) {
+        self.dirty_live += 1;
+        let key = (lsn, f);
+        if self.dirty.back().is_none_or(|&b| b <= key) {
+            self.dirty.push_back(key);
+        } else {
+            let at = self.dirty.partition_point(|&e| e <= key);
+            self.dirty.insert(at, key);
+        }
+        // Stale entries are dropped as they reach the front; one kept behind
+        // a page that is not written for long is dropped here.
+        if self.dirty.len() > 2 * self.dirty_live + 1024 {
+            let frames = &self.frames;
+            self.dirty.retain(|&e| Self::is_dirty_entry(frames, e));
+        }
+    }
+
+    /// Frame `f`'s entry `(lsn, f)` is no longer live (the page goes to its write).
+    fn dirty_remove(&mut self) {
+        self.dirty_live -= 1;
+        while let Some(&e) = self.dirty.front() {
+            if Self::is_dirty_entry(&self.frames, e) {
+                break;
+            }
+            self.dirty.pop_front();
+        }
+    }
+
+    fn writing_insert(&mut self, key: (u64, usize)) {
+        let at = self.writing.partition_point(|&e| e < key);
+        self.writing.insert(at, key);
+    }
+
+    fn writing_remove(&mut self, key: (u64, usize)) {
+        if let Ok(at) = self.writing.binary_search(&key) {
+            self.writing.remove(at);
+        }
+    }
+
     /// The oldest change not yet on disk: where replay must start.
     pub fn oldest_unwritten_lsn(&self) -> Option<u64> {
-        let a = self.dirty.first().map(|x| x.0);
+        let a = self
+            .dirty
+            .iter()
+            .find(|&&e| Self::is_dirty_entry(&self.frames, e))
+            .map(|x| x.0);
         let b = self.writing.first().map(|x| x.0);
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -363,10 +427,10 @@ impl Cache {
         durable_lsn: u64,
         max_pages: usize,
     ) -> Option<(u64, Vec<usize>)> {
-        let &(_, f) = self
-            .dirty
-            .iter()
-            .find(|(_, f)| self.frames[*f].lsn <= durable_lsn)?;
+        let frames = &self.frames;
+        let &(_, f) = self.dirty.iter().find(|&&(lsn, f)| {
+            Self::is_dirty_entry(frames, (lsn, f)) && frames[f].lsn <= durable_lsn
+        })?;
         let page = self.frames[f].page_no;
         let eligible = |c: &Cache, p: u64| -> Option<usize> {
             let g = c.map.get(p)?;
@@ -396,10 +460,11 @@ impl Cache {
         }
         for &g in &run {
             let fr = &mut self.frames[g];
-            self.dirty.remove(&(fr.first_dirty_lsn, g));
             fr.state = FrameState::Writing;
             fr.redirtied = None;
-            self.writing.insert((fr.first_dirty_lsn, g));
+            let key = (fr.first_dirty_lsn, g);
+            self.dirty_remove();
+            self.writing_insert(key);
         }
         Some((first, run))
     }
@@ -407,7 +472,7 @@ impl Cache {
     /// A write of frame `f` finished (`ok`), or failed (the page stays dirty).
     pub fn write_done(&mut self, f: usize, ok: bool) {
         let fr = &mut self.frames[f];
-        self.writing.remove(&(fr.first_dirty_lsn, f));
+        let key = (fr.first_dirty_lsn, f);
         let next_first = if ok {
             fr.redirtied.take()
         } else {
@@ -417,10 +482,11 @@ impl Cache {
             Some(l) => {
                 fr.state = FrameState::Dirty;
                 fr.first_dirty_lsn = l;
-                self.dirty.insert((l, f));
+                self.dirty_insert(l, f);
             }
             None => fr.state = FrameState::Clean,
         }
+        self.writing_remove(key);
     }
 
     /// The frames of every cached page with a state, for tests and shutdown.
@@ -509,6 +575,93 @@ mod tests {
         assert_eq!(c.frames[run[0]].state, FrameState::Dirty);
         assert_eq!(c.frames[run[1]].state, FrameState::Clean);
         assert_eq!(c.oldest_unwritten_lsn(), Some(5), "page 9 still writing");
+    }
+
+    /// The dirty and writing sets against a plain ordered model (the
+    /// `BTreeSet`s they replace): changes, write runs taken at a durable LSN,
+    /// writes finishing, failing or redirtied, in a random order.
+    #[test]
+    fn dirty_order_matches_an_ordered_set() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeSet;
+        for seed in 0..20u64 {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let mut c = Cache::new(0, 48, 4096, 64);
+            for p in 1..49 {
+                let f = c.allocate(p).unwrap();
+                c.frames[f].state = FrameState::Clean;
+            }
+            let mut dirty = BTreeSet::new();
+            let mut writing = BTreeSet::new();
+            let mut in_flight: Vec<usize> = Vec::new();
+            let mut lsn = 1u64;
+            for _ in 0..3000 {
+                match rng.random_range(0..10) {
+                    0..5 => {
+                        let f = c.frame_of(rng.random_range(1..49)).unwrap();
+                        let st = c.frames[f].state;
+                        c.mark_dirty(f, lsn, lsn + 1);
+                        if st == FrameState::Clean {
+                            dirty.insert((lsn, f));
+                        }
+                        lsn += 2;
+                    }
+                    5..7 => {
+                        let durable = lsn.saturating_sub(rng.random_range(0..20));
+                        let oldest = dirty
+                            .iter()
+                            .find(|&&(_, f)| c.frames[f].lsn <= durable)
+                            .map(|x| x.1);
+                        let taken = c.take_write_run(durable, 4);
+                        assert_eq!(
+                            taken
+                                .as_ref()
+                                .map(|(_, run)| run.contains(&oldest.unwrap())),
+                            oldest.map(|_| true),
+                            "the oldest durable dirty page goes first"
+                        );
+                        if let Some((_, run)) = taken {
+                            for g in run {
+                                let k = (c.frames[g].first_dirty_lsn, g);
+                                assert!(dirty.remove(&k), "{k:?} taken but not dirty");
+                                writing.insert(k);
+                                in_flight.push(g);
+                            }
+                        }
+                    }
+                    _ if !in_flight.is_empty() => {
+                        let g = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
+                        let ok = rng.random_range(0..4) > 0;
+                        let k = (c.frames[g].first_dirty_lsn, g);
+                        let redirtied = c.frames[g].redirtied;
+                        c.write_done(g, ok);
+                        writing.remove(&k);
+                        match (ok, redirtied) {
+                            (false, _) => dirty.insert(k),
+                            (true, Some(l)) => dirty.insert((l, g)),
+                            (true, None) => true,
+                        };
+                    }
+                    _ => {}
+                }
+                assert_eq!(c.dirty_count(), dirty.len());
+                assert_eq!(c.writing_count(), writing.len());
+                let want = match (dirty.first(), writing.first()) {
+                    (Some(a), Some(b)) => Some(a.0.min(b.0)),
+                    (a, b) => a.or(b).map(|x| x.0),
+                };
+                assert_eq!(c.oldest_unwritten_lsn(), want);
+                let live: Vec<_> = c
+                    .dirty
+                    .iter()
+                    .copied()
+                    .filter(|&e| Cache::is_dirty_entry(&c.frames, e))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                assert_eq!(live, dirty.iter().copied().collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]

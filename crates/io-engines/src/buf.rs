@@ -297,6 +297,25 @@ impl BufPool {
         buf
     }
 
+    /// Fills the class of `len`-byte buffers now, with its memory faulted in
+    /// ([`AlignedBuf::carve_populated`]), unless the class holds buffers already:
+    /// for a size the caller will use, so that the first touch of its region
+    /// (the kernel zeroing it, on the first I/O that registers or uses it) is
+    /// paid at setup and not during the load.
+    pub fn prefill(&mut self, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let class = Self::class_of(len);
+        if self.classes.len() <= class {
+            self.classes.resize_with(class + 1, Vec::new);
+        }
+        if self.classes[class].is_empty() {
+            self.classes[class] =
+                AlignedBuf::carve_populated(Self::batch(class), crate::ALIGN << class);
+        }
+    }
+
     /// Gives a buffer back for reuse (freed if its class is full or its
     /// capacity is not a class size).
     pub fn put(&mut self, buf: AlignedBuf) {
@@ -433,5 +452,32 @@ mod tests {
         assert_eq!(q.classes[3].len(), 64);
         assert!(q.classes.get(2).is_none_or(Vec::is_empty));
         assert_eq!(q.get(0).capacity(), 0);
+    }
+
+    #[test]
+    fn prefill_fills_a_class_once_and_get_takes_from_it() {
+        let mut p = BufPool::new(4);
+        p.prefill(100 * 1024);
+        let class = BufPool::class_of(100 * 1024);
+        assert_eq!(
+            p.classes[class].len(),
+            REGION / (128 * 1024),
+            "a region's worth"
+        );
+        let first = p.classes[class].last().map(|b| b.as_ptr() as usize);
+        let b = p.get(128 * 1024);
+        assert_eq!(
+            Some(b.as_ptr() as usize),
+            first,
+            "served from the prefilled class"
+        );
+        assert!(b.as_slice().iter().all(|x| *x == 0));
+        p.prefill(128 * 1024);
+        assert_eq!(
+            p.classes[class].len(),
+            REGION / (128 * 1024) - 1,
+            "a class holding buffers is left as it is"
+        );
+        p.prefill(0);
     }
 }

@@ -88,6 +88,8 @@ impl LogWriter {
             pool: BufPool::new(BUFFERS_KEPT),
             bytes_appended: 0,
         };
+        // The staging buffers' memory faulted in now, not on the first flushes.
+        w.pool.prefill(SEGMENT_BLOCKS * LOG_BLOCK);
         w.open_gen(first_gen)?;
         w.open_gen(first_gen + 1)?;
         w.next_lsn = w.position(first_gen, 0, 0);

@@ -260,6 +260,18 @@ impl Instance {
         });
     }
 
+    /// The buffers a write of a run of pages is copied into when one of its
+    /// pages is held by a transaction (one size class per power of two up to
+    /// the longest run), faulted in at setup rather than on their first use.
+    pub(super) fn prefill_write_buffers(&mut self) {
+        let max_pages = (self.s.profile.max_write_pages as usize).max(1);
+        let mut pages = 1;
+        while pages < 2 * max_pages {
+            self.pool.prefill(pages.min(max_pages) * self.ps);
+            pages *= 2;
+        }
+    }
+
     pub(super) fn page_write_done(&mut self, id: usize, c: IoCompletion) {
         let Some(w) = self.wb.writes.remove(id) else {
             return;

@@ -80,6 +80,20 @@ impl Instance {
         on.then_some(self.bg.maint_next)
     }
 
+    /// The buffers of the maintenance and replication reads, faulted in at
+    /// setup rather than on their first read during the load.
+    pub(super) fn prefill_read_buffers(&mut self) {
+        let p = &self.s.profile;
+        if p.maintenance && p.maintenance_mb_per_s > 0.0 {
+            let pages = (p.maintenance_read_size.0 / self.ps as u64).max(1);
+            self.pool.prefill(pages as usize * self.ps);
+        }
+        if !self.bg.repl.is_empty() {
+            let len = p.replication_read_size.0.min(self.log.file_size());
+            self.pool.prefill(len as usize);
+        }
+    }
+
     /// Reads the next stretch of the database when the maintenance rate allows.
     pub(super) fn drive_maintenance(&mut self, now: Instant) {
         let p = &self.s.profile;

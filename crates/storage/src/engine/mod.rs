@@ -302,6 +302,8 @@ impl Instance {
         // in use: a crash from here on leaves it needing recovery.
         inst.write_checkpoint(checkpoint_lsn)?;
         inst.write_header(false)?;
+        inst.prefill_write_buffers();
+        inst.prefill_read_buffers();
         Ok(inst)
     }
 

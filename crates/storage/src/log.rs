@@ -313,12 +313,23 @@ impl LogWriter {
 
     /// Removes generation files older than `keep_from` (circular logging).
     pub fn remove_before(&mut self, keep_from: u64) -> usize {
-        let old: Vec<u64> = self.files.range(..keep_from).map(|(g, _)| *g).collect();
-        for g in &old {
-            self.files.remove(g);
-            let _ = std::fs::remove_file(Self::path_of(&self.dir, *g));
+        let old = self.take_before(keep_from);
+        for path in &old {
+            let _ = std::fs::remove_file(path);
         }
         old.len()
+    }
+
+    /// Forgets the generation files older than `keep_from` and returns their
+    /// paths, for the caller to remove (an I/O in flight keeps its own handle).
+    pub fn take_before(&mut self, keep_from: u64) -> Vec<PathBuf> {
+        let old: Vec<u64> = self.files.range(..keep_from).map(|(g, _)| *g).collect();
+        old.iter()
+            .map(|g| {
+                self.files.remove(g);
+                Self::path_of(&self.dir, *g)
+            })
+            .collect()
     }
 }
 

@@ -281,7 +281,7 @@ impl Instance {
             work: sessions::Workload::new(&s),
             pacing: sessions::Pacing::new(t0, now),
             wb: flusher::WriteBack::new(&s, now),
-            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn),
+            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn, &s.log_dir),
             bg: maintenance::Background::new(s.copies, now),
             interval: Stats::default(),
             total_ios: 0,
@@ -361,6 +361,7 @@ impl Instance {
                 self.complete(c);
             }
         }
+        self.finish_checkpoint_files();
         let clean =
             !self.failed && !self.ctl.abort.load(Ordering::Relaxed) && self.shutdown_clean();
         self.emit_interval(Instant::now());

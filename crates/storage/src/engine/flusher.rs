@@ -427,7 +427,11 @@ impl Instance {
     /// file being written.
     fn checkpoint_busy(&self) -> bool {
         self.ckpt.sync_in_flight.is_some()
-            || self.ckpt.files.as_ref().is_some_and(|f| f.writing.is_some())
+            || self
+                .ckpt
+                .files
+                .as_ref()
+                .is_some_and(|f| f.writing.is_some())
     }
 
     /// When the next checkpoint is due (none while one is on its way).

@@ -27,15 +27,10 @@ impl Replay {
         self.write_runs(&candidates, depth, all) > 0
     }
 
-    /// Once the whole log is decoded: the queued updates counted per page
-    /// (`pending`), and the dirty pages no queued update touches, sorted:
-    /// nothing changes them any more. Pages join them as their last queued
-    /// update is applied (`page_updated`).
+    /// Once the whole log is decoded: the dirty pages no queued update
+    /// touches (`pending`), sorted: nothing changes them any more. Pages join
+    /// them as their last queued update is applied (`page_updated`).
     pub(super) fn final_pages(&mut self) -> Vec<u64> {
-        self.pending.clear();
-        for u in &self.queue {
-            *self.pending.entry(u.page).or_insert(0) += 1;
-        }
         let mut pages: Vec<u64> = self
             .frames
             .iter()

@@ -291,6 +291,7 @@ impl Replay {
                     if self.cur_txn == Some(txn) {
                         for u in self.txn_buf.drain(..) {
                             self.queue_bytes += u.len;
+                            *self.pending.entry(u.page).or_insert(0) += 1;
                             self.queue.push_back(u);
                         }
                     } else {

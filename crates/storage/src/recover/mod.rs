@@ -46,6 +46,7 @@ mod pages;
 mod replay;
 mod run;
 
+use crate::cache::PageMap;
 use crate::format::DbHeader;
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
@@ -328,8 +329,10 @@ struct Replay {
     /// after its last update), written while the rest is replayed, and how
     /// far those writes went.
     finals: Option<(Vec<u64>, usize)>,
-    /// Once the whole log is decoded: the queued updates left per page.
-    pending: HashMap<u64, u32>,
+    /// The queued updates per page (committed, decoded, not applied yet): a
+    /// page with one is not evicted early, and once the whole log is decoded
+    /// a dirty page without one is final.
+    pending: PageMap<u32>,
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use mailbench_io::buf::REGION;
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 
 /// Regions of frame memory faulted in and waiting for their use (one more
 /// may be in the making).
@@ -68,6 +68,20 @@ impl FrameMemory {
         let n = (REGION / size).max(1).min(most).max(1);
         AlignedBuf::carve_populated(n, size)
     }
+
+    /// The next buffers if the thread has them ready now; None while it is
+    /// still faulting them in (not when it has stopped: then [`Self::next`]
+    /// carves them).
+    fn ready(&mut self) -> Option<Vec<AlignedBuf>> {
+        match self.batches.as_ref().map(Receiver::try_recv) {
+            Some(Ok(batch)) => Some(batch),
+            Some(Err(TryRecvError::Empty)) => None,
+            Some(Err(TryRecvError::Disconnected)) | None => {
+                self.batches = None;
+                Some(Vec::new())
+            }
+        }
+    }
 }
 
 impl Replay {
@@ -75,7 +89,15 @@ impl Replay {
         let f = match self.free.pop() {
             Some(f) => f,
             None if self.frames.len() < self.cap => {
-                let data = self.frame_buffer();
+                // While the memory thread is behind, a clean frame is used
+                // again rather than waited for.
+                let data = match self.frame_buffer_ready() {
+                    Some(data) => data,
+                    None => match self.evict(true) {
+                        Some(f) => return Some(self.take_frame(f, page)),
+                        None => self.frame_buffer(),
+                    },
+                };
                 self.frames.push(Frame {
                     page: u64::MAX,
                     state: FState::Ready,
@@ -88,8 +110,13 @@ impl Replay {
                 });
                 self.frames.len() - 1
             }
-            None => self.evict()?,
+            None => self.evict(false)?,
         };
+        Some(self.take_frame(f, page))
+    }
+
+    /// Frame `f` (free) given to `page`, to be read.
+    fn take_frame(&mut self, f: usize, page: u64) -> usize {
         let fr = &mut self.frames[f];
         fr.page = page;
         fr.state = FState::Reading;
@@ -99,7 +126,16 @@ impl Replay {
         fr.refs = 0;
         fr.referenced = true;
         self.map.insert(page, f);
-        Some(f)
+        f
+    }
+
+    /// A new frame's buffer if one is ready now (carved and faulted in
+    /// ahead by [`FrameMemory`]'s thread).
+    fn frame_buffer_ready(&mut self) -> Option<AlignedBuf> {
+        if self.spare.is_empty() {
+            self.spare = self.memory.ready()?;
+        }
+        self.spare.pop()
     }
 
     /// A new frame's buffer: carved with its neighbours a region at a time
@@ -112,13 +148,21 @@ impl Replay {
         self.spare.pop().unwrap_or_else(|| AlignedBuf::new(self.ps))
     }
 
-    fn evict(&mut self) -> Option<usize> {
+    /// A clean frame no read, write or prepared update holds, by the clock;
+    /// `early` (the cache is not at its maximum yet, the memory thread is
+    /// behind): only one whose page no queued update touches.
+    fn evict(&mut self, early: bool) -> Option<usize> {
         let n = self.frames.len();
         for _ in 0..2 * n {
             let f = self.hand;
             self.hand = (self.hand + 1) % n;
             let fr = &mut self.frames[f];
-            if fr.state == FState::Reading || fr.refs > 0 || fr.dirty || fr.writing {
+            if fr.state == FState::Reading
+                || fr.refs > 0
+                || fr.dirty
+                || fr.writing
+                || (early && self.pending.contains_key(&fr.page))
+            {
                 continue;
             }
             if fr.referenced {
@@ -322,20 +366,19 @@ impl Replay {
         any
     }
 
-    /// Once the whole log is decoded: the page of frame `f` had one queued
-    /// update fewer; after its last one a dirty page is final, and joins the
-    /// final flush's list.
+    /// The page of frame `f` had one queued update fewer; once the whole
+    /// log is decoded, after its last one a dirty page is final, and joins
+    /// the final flush's list.
     fn page_updated(&mut self, page: u64, f: usize) {
-        let Some((finals, _)) = &mut self.finals else {
-            return;
-        };
         let Some(left) = self.pending.get_mut(&page) else {
             return;
         };
         *left -= 1;
         if *left == 0 {
             self.pending.remove(&page);
-            if self.frames[f].dirty {
+            if let Some((finals, _)) = &mut self.finals
+                && self.frames[f].dirty
+            {
                 finals.push(page);
             }
         }

@@ -165,7 +165,7 @@ impl Replay {
             cpu0: mailbench_metrics::system::thread_cpu_s(),
             flush_start: None,
             finals: None,
-            pending: HashMap::new(),
+            pending: crate::cache::PageMap::default(),
             header,
         })
     }

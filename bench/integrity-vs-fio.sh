@@ -2,8 +2,12 @@
 # Speed of mailbench's integrity tests against fio on the same file, in one invocation:
 #  1. storage verify MB/s  vs fio sequential 1 MiB O_DIRECT reads at QD 8 (verify's read size and depth);
 #  2. storage backup MB/s  vs fio sequential 256 KiB O_DIRECT reads at QD 4 (backup's) and 1 MiB at QD 8;
-#  3. storage recover: seconds per replayed log file vs fio random page-size reads of the same count
-#     at the same queue depth (16): replay should be bound by those reads, not by the CPU;
+#  3. storage recover: seconds per replayed log file vs fio reading as many random pages as the
+#     replay read, in as many requests (the replay reads a few neighbouring pages together: fio's
+#     requests are one or two pages, in the same share), at the same queue depth (16): replay
+#     should be bound by those reads, not by the CPU; beside it fio reading one page per replay
+#     request (fewer pages than the replay: the yardstick of earlier rounds) and the same pages
+#     one a request;
 #     plus the replay shape (database page reads per log file, average log read size); and the
 #     replay's whole I/O mix for fio (page reads, log-sized reads, page writes at once) beside it.
 # Usage: bench/integrity-vs-fio.sh [SCRATCH_DIR] [DB_SIZE] [LOG_FILES] [PROFILE]
@@ -51,7 +55,7 @@ echo "mailbench backup: $b_mbps MB/s   fio 256K QD4: $fio_256 MB/s (ratio $(rati
 fi
 
 # One crash and replay with build $1 (named $2), then fio's yardsticks right after it.
-declare -A ratios_pages ratios_mix
+declare -A ratios_pages ratios_req ratios_mix
 recover_round() {
   "$1" storage recover "${flags[@]}" --log-files "$logs" || true
   r=$(latest storage-recover)
@@ -61,12 +65,20 @@ recover_round() {
   fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
     --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
     | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
-  echo "$2 replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes"
-  echo "fio: $reads random ${ps_bytes} B reads at QD 16 in $fio_secs s = $(python3 -c "print(round($fio_secs/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
-  ratios_pages[$2]+=" $(ratio "$secs" "$fio_secs")"
-  # The replay reads a few neighbouring pages in one request (its requests average more than a
-  # page): fio reading as many pages, one page a request, as a second view of the same yardstick.
+  cpu=$(json '"%.3f" % d["instances"][0]["cpu_seconds"]' < "$r")
+  echo "$2 replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes; CPU $cpu s"
+  # The goal's yardstick: fio reading as many pages as the replay (its requests average more
+  # than a page: neighbours read together) in as many requests, at the same depth: one- and
+  # two-page random reads in the share that gives the replay's page count.
   npages=$(python3 -c "print(round($reads*$rbytes/$ps_bytes))")
+  two=$(python3 -c "print(round(max(0.0, min(100.0, 100.0*($npages-$reads)/max($reads,1))), 3))")
+  fio_same=$(fio --name=samepages --filename="$db" --bssplit="$ps_bytes/$(python3 -c "print(round(100-$two,3))"):$((2 * ps_bytes))/$two" \
+    --blockalign="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring --iodepth=16 --number_ios="$reads" --readonly \
+    --output-format=json | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
+  echo "fio: as many pages ($npages) in as many requests ($reads, $two % of them two pages), random, QD 16, in $fio_same s = $(python3 -c "print(round($fio_same/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_same")"
+  ratios_pages[$2]+=" $(ratio "$secs" "$fio_same")"
+  echo "fio: one page per replay request ($reads, fewer pages than the replay) at QD 16 in $fio_secs s   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
+  ratios_req[$2]+=" $(ratio "$secs" "$fio_secs")"
   fio_pg=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
     --iodepth=16 --number_ios="$npages" --readonly --output-format=json \
     | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
@@ -92,7 +104,7 @@ recover_round() {
 median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(statistics.median(v), 3) if v else '-')" $1; }
 
 rounds=${ROUNDS:-1}
-echo "== recover ($logs log files) vs fio random reads of the same page count, QD 16 ($rounds round(s))"
+echo "== recover ($logs log files) vs fio random reads of as many pages in as many requests, QD 16 ($rounds round(s))"
 for ((k = 1; k <= rounds; k++)); do
   echo "-- round $k"
   if [ -n "${MAILBENCH_BASE:-}" ] && ((k % 2 == 0)); then
@@ -103,6 +115,6 @@ for ((k = 1; k <= rounds; k++)); do
   fi
 done
 for b in mailbench ${MAILBENCH_BASE:+base}; do
-  echo "$b replay/fio page reads, median of $rounds: $(median "${ratios_pages[$b]}") (${ratios_pages[$b]# })   replay/fio mix: $(median "${ratios_mix[$b]}") (${ratios_mix[$b]# })"
+  echo "$b replay/fio same pages, median of $rounds: $(median "${ratios_pages[$b]}") (${ratios_pages[$b]# })   replay/fio one page per request: $(median "${ratios_req[$b]}") (${ratios_req[$b]# })   replay/fio mix: $(median "${ratios_mix[$b]}") (${ratios_mix[$b]# })"
 done
 rm -rf "$dir"

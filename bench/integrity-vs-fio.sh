@@ -18,6 +18,8 @@
 #                    after it) and prints the median of the rounds' ratios (default 1);
 #   MAILBENCH_BASE=path  also replays with that build in every round, alternating with the first
 #                    (which goes first alternates too), each against its own fio run;
+#   FIO_RUNS=N       runs fio's same-pages job N times after each replay and takes the median
+#                    (default 3);
 #   ONLY=recover     skips steps 1 and 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +56,17 @@ echo "mailbench backup: $b_mbps MB/s   fio 256K QD4: $fio_256 MB/s (ratio $(rati
 
 fi
 
+# fio's time for the job in "$@", run FIO_RUNS times (default 3) one after the other: prints the
+# median and the times. A single fio run on a shared disk moved 0.34-1.76 s within a minute for
+# the same job; the median of runs right after the replay is a steadier yardstick.
+fio_median() {
+  local t=() k
+  for ((k = 0; k < ${FIO_RUNS:-3}; k++)); do
+    t+=("$(fio "$@" --output-format=json | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')")
+  done
+  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(statistics.median(v),4), '('+' '.join(sys.argv[1:])+')')" "${t[@]}"
+}
+
 # One crash and replay with build $1 (named $2), then fio's yardsticks right after it.
 declare -A ratios_pages ratios_req ratios_mix
 recover_round() {
@@ -62,9 +75,6 @@ recover_round() {
   read -r files secs reads rbytes lavg wps <<<"$(json '"%d %.4f %d %.0f %.0f %.1f" % (d["instances"][0]["log_files_replayed"], d["instances"][0]["seconds"], d["instances"][0]["db_read"]["ops"], d["instances"][0]["db_read"]["avg_bytes"], d["instances"][0]["log_read"]["avg_bytes"], d["instances"][0]["db_write"]["ops"])' < "$r")"
   ps=$(json 'd["spec"]["profile"]["page_size"]' < "$r" | tr -d '"' )
   ps_bytes=$(python3 -c "s='$ps'.lower().replace('kib','*1024').replace('mib','*1048576').replace('b',''); print(eval(s))")
-  fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
-    --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
-    | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
   cpu=$(json '"%.3f" % d["instances"][0]["cpu_seconds"]' < "$r")
   echo "$2 replay: $files log files in $secs s = $(python3 -c "print(round($secs/max($files,1),4))") s/file; $reads page reads ($rbytes B avg), $wps writes; CPU $cpu s"
   # The goal's yardstick: fio reading as many pages as the replay (its requests average more
@@ -72,11 +82,14 @@ recover_round() {
   # two-page random reads in the share that gives the replay's page count.
   npages=$(python3 -c "print(round($reads*$rbytes/$ps_bytes))")
   two=$(python3 -c "print(round(max(0.0, min(100.0, 100.0*($npages-$reads)/max($reads,1))), 3))")
-  fio_same=$(fio --name=samepages --filename="$db" --bssplit="$ps_bytes/$(python3 -c "print(round(100-$two,3))"):$((2 * ps_bytes))/$two" \
-    --blockalign="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring --iodepth=16 --number_ios="$reads" --readonly \
-    --output-format=json | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
-  echo "fio: as many pages ($npages) in as many requests ($reads, $two % of them two pages), random, QD 16, in $fio_same s = $(python3 -c "print(round($fio_same/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_same")"
+  read -r fio_same fio_runs <<<"$(fio_median --name=samepages --filename="$db" \
+    --bssplit="$ps_bytes/$(python3 -c "print(round(100-$two,3))"):$((2 * ps_bytes))/$two" --blockalign="$ps_bytes" \
+    --rw=randread --direct=1 --ioengine=io_uring --iodepth=16 --number_ios="$reads" --readonly)"
+  echo "fio: as many pages ($npages) in as many requests ($reads, $two % of them two pages), random, QD 16, in $fio_same s (the median of $fio_runs s) = $(python3 -c "print(round($fio_same/max($files,1),4))") s/file   ratio replay/fio: $(ratio "$secs" "$fio_same")"
   ratios_pages[$2]+=" $(ratio "$secs" "$fio_same")"
+  fio_secs=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \
+    --iodepth=16 --number_ios="$reads" --readonly --output-format=json \
+    | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
   echo "fio: one page per replay request ($reads, fewer pages than the replay) at QD 16 in $fio_secs s   ratio replay/fio: $(ratio "$secs" "$fio_secs")"
   ratios_req[$2]+=" $(ratio "$secs" "$fio_secs")"
   fio_pg=$(fio --name=randpages --filename="$db" --bs="$ps_bytes" --rw=randread --direct=1 --ioengine=io_uring \

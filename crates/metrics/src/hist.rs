@@ -16,7 +16,10 @@ const SIGFIG: u8 = 3;
 /// time, each record waited for its slot; counted this many at once, the
 /// loads overlap.
 const PENDING: usize = 32;
-const _: () = assert!(MAX_TRACKABLE_US <= u32::MAX as u64, "pending latencies fit in u32");
+const _: () = assert!(
+    MAX_TRACKABLE_US <= u32::MAX as u64,
+    "pending latencies fit in u32"
+);
 
 /// An HDR latency histogram. Every figure it gives (counts, percentiles,
 /// encoding, merging) includes the latencies recorded and not yet counted.
@@ -142,7 +145,9 @@ impl LatencyHist {
         if h.is_empty() {
             return Vec::new();
         }
-        QS.iter().map(|q| (*q, quantile_of(&h, q / 100.0))).collect()
+        QS.iter()
+            .map(|q| (*q, quantile_of(&h, q / 100.0)))
+            .collect()
     }
 
     /// Encodes as base64 of the HdrHistogram V2+DEFLATE format (readable by the

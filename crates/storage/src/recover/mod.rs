@@ -6,7 +6,9 @@
 //! together, straight into their cache frames), applies the after-image if the
 //! page is older than the record (record end LSN > page LSN), and keeps the
 //! page in a cache that is written back only under pressure (every frame
-//! dirty; clean frames are evicted first) and in a final flush (sorted),
+//! dirty; clean frames are evicted first; while the cache's memory is still
+//! being faulted in, a clean page no queued update touches is evicted rather
+//! than the memory waited for) and in a final flush (sorted),
 //! before the checkpoint moves to the end of the log. That flush begins once
 //! the whole log is decoded, with the pages no queued update touches any more
 //! and then each page after its last queued update (8 writes in flight

@@ -211,10 +211,19 @@ pub fn open_file(path: &Path, create: bool, direct: bool, dsync: bool) -> std::i
 /// Creates `path`, which must not exist (not even as a symlink): a file
 /// mailbench writes never replaces or reaches through anything already there.
 pub fn create_new_file(path: &Path, direct: bool) -> std::io::Result<File> {
+    create_new_file_with(path, direct, false)
+}
+
+/// [`create_new_file`], opened with `O_DSYNC` too when `dsync` (every write
+/// durable when it completes).
+pub fn create_new_file_with(path: &Path, direct: bool, dsync: bool) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut flags = libc::O_NOFOLLOW;
     if direct {
         flags |= libc::O_DIRECT;
+    }
+    if dsync {
+        flags |= libc::O_DSYNC;
     }
     std::fs::OpenOptions::new()
         .read(true)

@@ -112,11 +112,17 @@ impl LogWriter {
             return Ok(());
         }
         let path = Self::path_of(&self.dir, generation);
-        // A leftover file of that name (from an earlier run) is truncated first so
-        // its blocks cannot be mistaken for this run's.
-        let _ = std::fs::remove_file(&path);
-        let f = mailbench_io::open_file(&path, true, self.direct, true)
-            .map_err(|e| Error::io("cannot create log file", &path, e))?;
+        // A leftover file of that name (from an earlier run) is removed first so
+        // its blocks cannot be mistaken for this run's (only when there is one:
+        // a file system's look-up of a missing name is not free).
+        let f = match mailbench_io::create_new_file_with(&path, self.direct, true) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&path);
+                mailbench_io::open_file(&path, true, self.direct, true)
+            }
+            r => r,
+        }
+        .map_err(|e| Error::io("cannot create log file", &path, e))?;
         mailbench_io::preallocate(&f, self.file_size)
             .map_err(|e| Error::io("cannot allocate log file", &path, e))?;
         self.files.insert(generation, Arc::new(f));
@@ -370,6 +376,26 @@ mod tests {
         let closed = w.take_closed();
         assert!(!closed.is_empty());
         assert_eq!(w.remove_before(closed[closed.len() - 1] + 1), closed.len());
+    }
+
+    /// A file left under a generation's name (an earlier run's) is replaced by
+    /// a new, empty one; a missing one is created.
+    #[test]
+    fn leftover_log_files_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = 64 * 1024u64;
+        let old = LogWriter::path_of(dir.path(), 4);
+        std::fs::write(&old, vec![0xA5u8; 3 * 4096]).unwrap();
+        let w = LogWriter::create(dir.path(), 5, fs, 4, false).unwrap();
+        for g in [4, 5] {
+            let bytes = std::fs::read(LogWriter::path_of(dir.path(), g)).unwrap();
+            assert_eq!(bytes.len() as u64, fs, "generation {g} preallocated");
+            assert!(
+                bytes.iter().all(|b| *b == 0),
+                "generation {g} holds no old bytes"
+            );
+        }
+        assert!(w.file(4).is_some() && w.file(5).is_some());
     }
 
     /// Records laid straight into reused staging buffers read back as the same

@@ -388,7 +388,8 @@ impl Cache {
         }
     }
 
-    /// Frame `f`'s entry `(lsn, f)` is no longer live (the page goes to its write).
+    /// A dirty page went to its write (its entry is stale now): counts it out
+    /// and drops the stale entries at the front.
     fn dirty_remove(&mut self) {
         self.dirty_live -= 1;
         while let Some(&e) = self.dirty.front() {
@@ -427,7 +428,7 @@ impl Cache {
     /// Picks the oldest dirty page whose changes are durable in the log
     /// (write-ahead rule: `lsn <= durable_lsn`) and its dirty neighbours, up to
     /// `max_pages` contiguous pages; marks them Writing and returns the first page
-    /// number and frames in page order. `skip` lists dirty frames to pass over.
+    /// number and frames in page order.
     pub fn take_write_run(
         &mut self,
         durable_lsn: u64,

@@ -54,10 +54,17 @@ impl MailboxDraw {
 }
 
 /// Walker's alias table: column `i` is drawn uniformly, then kept with
-/// probability `keep[i]`, else its `alias[i]` is taken.
+/// probability `keep`, else its `alias` is taken.
 pub(super) struct AliasTable {
-    keep: Vec<f64>,
-    alias: Vec<u32>,
+    /// Each column's two fields side by side: a draw's column is out of the
+    /// CPU's caches, and one line holds both.
+    cols: Vec<Column>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Column {
+    keep: f64,
+    alias: u32,
 }
 
 impl AliasTable {
@@ -88,16 +95,22 @@ impl AliasTable {
             }
         }
         // What is left is 1 up to rounding: kept whole.
-        AliasTable { keep, alias }
+        let cols = keep
+            .into_iter()
+            .zip(alias)
+            .map(|(keep, alias)| Column { keep, alias })
+            .collect();
+        AliasTable { cols }
     }
 
     #[inline]
     fn draw(&self, rng: &mut SmallRng) -> usize {
-        let i = rng.random_range(0..self.keep.len());
-        if rng.random::<f64>() < self.keep[i] {
+        let i = rng.random_range(0..self.cols.len());
+        let c = self.cols[i];
+        if rng.random::<f64>() < c.keep {
             i
         } else {
-            self.alias[i] as usize
+            c.alias as usize
         }
     }
 }
@@ -109,11 +122,11 @@ mod tests {
 
     /// The probability of each rank, rebuilt from the table.
     fn rebuilt(t: &AliasTable) -> Vec<f64> {
-        let n = t.keep.len();
+        let n = t.cols.len();
         let mut p = vec![0.0; n];
-        for i in 0..n {
-            p[i] += t.keep[i] / n as f64;
-            p[t.alias[i] as usize] += (1.0 - t.keep[i]) / n as f64;
+        for (i, c) in t.cols.iter().enumerate() {
+            p[i] += c.keep / n as f64;
+            p[c.alias as usize] += (1.0 - c.keep) / n as f64;
         }
         p
     }

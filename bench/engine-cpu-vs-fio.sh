@@ -23,13 +23,13 @@
 # 1.5x between invocations on a shared VM, so one pair says little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 dir=${1:-./mailbench-bench}; secs=${2:-30}; size=${3:-1GiB}; psize=${4:-256MiB}; ppct=${5:-50}
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
 if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
 mb=${MAILBENCH:-./target/release/mailbench}
 rm -rf "$dir"; mkdir -p "$dir"
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 latest() { echo "$(ls -d "$dir"/results/storage-run-*/ | tail -1)result.json"; }
 # Runs a command; prints the CPU seconds (user + system) of it and its children.
 cpu_of() {
@@ -117,9 +117,8 @@ if ((rounds > 1)); then
     echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS, $qk in flight, $bk bytes per I/O)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu");   fio 2 x QD $dk $fdu ($fdk IOPS)   ratio $(ratio "$wk" "$fdu")"
   done
   rm -rf "$dir/db"
-  median() { python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 2))" "$@"; }
-  echo "no warm-up, window: median ratio of $rounds rounds: $(median $ratios) ($ratios )"
-  echo "the same against fio at mailbench's own depth: median $(median $dratios) ($dratios )"
+  echo "no warm-up, window: median ratio of $rounds rounds: $(median 2 $ratios) ($ratios )"
+  echo "the same against fio at mailbench's own depth: median $(median 2 $dratios) ($dratios )"
 fi
 fi
 [[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }

@@ -23,6 +23,7 @@
 #   ONLY=recover     skips steps 1 and 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 dir=${1:-./mailbench-bench}; size=${2:-2GiB}; logs=${3:-50}; profile=${4:-exchange2013}
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
@@ -31,7 +32,6 @@ mb=${MAILBENCH:-./target/release/mailbench}
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -rf "$dir"; mkdir -p "$dir"
 flags=(--path "$dir/db" --databases 1 --db-size "$size" --profile "$profile" --output "$dir/results" -q)
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 latest() { echo "$(ls -d "$dir"/results/"$1"-*/ | tail -1)result.json"; }
 ratio() { python3 -c "print(round($1/$2,3))"; }
 
@@ -64,7 +64,7 @@ fio_median() {
   for ((k = 0; k < ${FIO_RUNS:-3}; k++)); do
     t+=("$(fio "$@" --output-format=json | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')")
   done
-  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(statistics.median(v),4), '('+' '.join(sys.argv[1:])+')')" "${t[@]}"
+  echo "$(median 4 "${t[@]}") (${t[*]})"
 }
 
 # One crash and replay with build $1 (named $2), then fio's yardsticks right after it.
@@ -114,7 +114,6 @@ recover_round() {
   echo "fio, the same mix at once ($reads page reads QD 16, $lreads log-sized reads QD 4, $wcount page writes QD 4): $fio_mix s   ratio replay/fio mix: $(ratio "$secs" "$fio_mix")"
   ratios_mix[$2]+=" $(ratio "$secs" "$fio_mix")"
 }
-median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(statistics.median(v), 3) if v else '-')" $1; }
 
 rounds=${ROUNDS:-1}
 echo "== recover ($logs log files) vs fio random reads of as many pages in as many requests, QD 16 ($rounds round(s))"
@@ -128,6 +127,6 @@ for ((k = 1; k <= rounds; k++)); do
   fi
 done
 for b in mailbench ${MAILBENCH_BASE:+base}; do
-  echo "$b replay/fio same pages, median of $rounds: $(median "${ratios_pages[$b]}") (${ratios_pages[$b]# })   replay/fio one page per request: $(median "${ratios_req[$b]}") (${ratios_req[$b]# })   replay/fio mix: $(median "${ratios_mix[$b]}") (${ratios_mix[$b]# })"
+  echo "$b replay/fio same pages, median of $rounds: $(median 3 ${ratios_pages[$b]}) (${ratios_pages[$b]# })   replay/fio one page per request: $(median 3 ${ratios_req[$b]}) (${ratios_req[$b]# })   replay/fio mix: $(median 3 ${ratios_mix[$b]}) (${ratios_mix[$b]# })"
 done
 rm -rf "$dir"

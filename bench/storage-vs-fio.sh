@@ -11,6 +11,7 @@
 #   ONLY=reads      skips the creation comparison (the file is still created, by storage init).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 dir=${1:-./mailbench-bench}; size=${2:-4GiB}; runtime=${3:-30s}
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
 if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
@@ -18,7 +19,6 @@ mb=${MAILBENCH:-./target/release/mailbench}
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -rf "$dir"; mkdir -p "$dir"
 secs=${runtime%s}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 echo "== database creation ($size) vs fio sequential 1 MiB writes"
 $mb storage init --path "$dir/db" --databases 1 --db-size "$size" --output "$dir/results" -q
@@ -52,7 +52,7 @@ for qd in 16 64; do
     echo "mailbench ($(echo "$mb_json" | json 'd["engine"]')): $mb_iops IOPS p99 ${mb_p99} us   fio: $fio_iops IOPS p99 ${fio_p99} us   ratio: $r   ($first first, load average $(cut -d' ' -f1 /proc/loadavg))"
   done
   if ((rounds > 1)); then
-    echo "QD $qd: median ratio of $rounds pairs: $(python3 -c "import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 3))" $ratios) ($ratios )"
+    echo "QD $qd: median ratio of $rounds pairs: $(median 3 $ratios) ($ratios )"
   fi
 done
 rm -rf "$dir"

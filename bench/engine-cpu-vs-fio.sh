@@ -4,6 +4,8 @@
 #     (getrusage of the whole process) / every I/O of the window, vs fio 32 KiB
 #     random reads and writes 66/34, 2 jobs (one per database file) at QD 8, whose
 #     CPU is the getrusage of the whole fio process / every I/O it did;
+#     then fio again at mailbench's own average I/Os in flight, 32 KiB and then its own
+#     I/O sizes (each class's average size weighted by its I/Os);
 #  2. the same after a 5 s warm-up: window CPU, and CPU counted from the warm-up's
 #     start (the whole run) over the window's I/Os;
 #  3. paced (--target-iops) against unpaced on 16 databases with a 10 s warm-up:
@@ -25,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 dir=${1:-./mailbench-bench}; secs=${2:-30}; size=${3:-1GiB}; psize=${4:-256MiB}; ppct=${5:-50}
+((secs >= 5)) || { echo "SECONDS must be at least 5 (one 5 s sample interval)" >&2; exit 2; }
 command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 2; }
 if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
@@ -62,6 +65,28 @@ EOF
 }
 # fio's queue depth per job (two jobs) for mailbench's average I/Os in flight.
 depth_of() { python3 -c "print(max(1, round(float('$1') / 2)))"; }
+# fio options doing mailbench's own I/O sizes: its read share of the I/Os (--rwmixread) and each
+# I/O class's average size (rounded to 4 KiB) weighted by its I/Os (--bssplit reads,writes).
+shape_of() {
+  python3 - "$1" <<'EOF'
+import json, sys
+cls = json.load(open(sys.argv[1]))["total"]["classes"]
+def split(kind):
+    sizes = {}
+    for name, c in cls.items():
+        if name.endswith(kind) and c["ops"] > 0:
+            kib = max(4, 4 * round(c["avg_bytes"] / 4096))
+            sizes[kib] = sizes.get(kib, 0) + c["ops"]
+    n = sum(sizes.values()) or 1
+    pct = {k: round(100 * v / n) for k, v in sizes.items()}
+    if pct:
+        top = max(pct, key=pct.get); pct[top] += 100 - sum(pct.values())
+    return ":".join(f"{k}k/{p}" for k, p in sorted(pct.items()) if p > 0) or "32k/100"
+reads = sum(c["ops"] for n, c in cls.items() if n.endswith("read"))
+ios = max(1, sum(c["ops"] for c in cls.values()))
+print(f"--rwmixread={round(100 * reads / ios)} --bssplit={split('read')},{split('write')}")
+EOF
+}
 ratio() { python3 -c "a='$1'; print('n/a' if a=='n/a' else round(float(a)/$2, 2))"; }
 
 sections=${SECTIONS:-fio pacing}
@@ -73,10 +98,13 @@ init_dbs() {
   rm -rf "$dir/db"
   $mb storage init --path "$dir/db" --databases 2 --db-size "$size" --output "$dir/results" -q
 }
-# fio: two jobs, one per database file, each at QD ${1:-8}; prints µs per I/O and IOPS.
+# fio: two jobs, one per database file, each at QD ${1:-8}, 32 KiB randrw 66/34 unless the
+# following arguments say otherwise (shape_of); prints µs per I/O and IOPS.
 fio_pair() {
-  local out="$dir/fio.json" cpu
-  cpu=$(cpu_of fio --bs=32k --rw=randrw --rwmixread=66 --direct=1 --ioengine=io_uring --iodepth="${1:-8}" \
+  local out="$dir/fio.json" cpu depth=${1:-8}
+  local shape=(--bs=32k --rwmixread=66)
+  if (($# > 1)); then shift; shape=("$@"); fi
+  cpu=$(cpu_of fio "${shape[@]}" --rw=randrw --direct=1 --ioengine=io_uring --iodepth="$depth" \
     --runtime="$secs" --time_based --output-format=json --output="$out" \
     --name=db1 --filename="$dir/db/DB01.mdb" --name=db2 --filename="$dir/db/DB02.mdb")
   python3 - "$out" "$cpu" "$secs" <<'EOF'
@@ -88,20 +116,24 @@ EOF
 }
 init_dbs
 $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
-read -r w1 r1 iops1 n1 q1 b1 <<<"$(figures "$(latest)")"
+res1=$(latest); read -r w1 r1 iops1 n1 q1 b1 <<<"$(figures "$res1")"
 $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 5s || true
 read -r w2 r2 iops2 n2 _ _ <<<"$(figures "$(latest)")"
 read -r fio_us fio_iops <<<"$(fio_pair)"
 d1=$(depth_of "$q1")
 read -r fio_d fio_diops <<<"$(fio_pair "$d1")"
+shape1=$(shape_of "$res1")
+# shellcheck disable=SC2086 # shape_of prints two options
+read -r fio_s fio_siops <<<"$(fio_pair "$d1" $shape1)"
 rm -rf "$dir/db"
 echo "== CPU per I/O, 2 x $size, 8 threads, ${secs} s (µs; window = measured window, run = whole run)"
 echo "no warm-up:  mailbench window $w1 run $r1 ($iops1 transactional IOPS, $n1 I/Os)   fio $fio_us ($fio_iops IOPS)   ratio window $(ratio "$w1" "$fio_us") run $(ratio "$r1" "$fio_us")"
 echo "no warm-up, fio at mailbench's own depth: mailbench kept $q1 I/Os in flight on average (Little's law over the window), $b1 bytes per I/O; fio 2 jobs x QD $d1: $fio_d µs per I/O ($fio_diops IOPS)   ratio window $(ratio "$w1" "$fio_d")"
+echo "no warm-up, fio doing mailbench's I/O sizes at its depth ($shape1): $fio_s µs per I/O ($fio_siops IOPS)   ratio window $(ratio "$w1" "$fio_s")"
 echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 I/Os)   fio $fio_us   ratio window $(ratio "$w2" "$fio_us") run $(ratio "$r2" "$fio_us")"
 rounds=${ROUNDS:-1}
 if ((rounds > 1)); then
-  ratios="$(ratio "$w1" "$fio_us")"; dratios="$(ratio "$w1" "$fio_d")"
+  ratios="$(ratio "$w1" "$fio_us")"; dratios="$(ratio "$w1" "$fio_d")"; sratios="$(ratio "$w1" "$fio_s")"
   for ((k = 2; k <= rounds; k++)); do
     if ((k % 2 == 0)); then
       init_dbs; read -r fu fk <<<"$(fio_pair)"; init_dbs; first=fio
@@ -111,14 +143,17 @@ if ((rounds > 1)); then
       $mb storage run --path "$dir/db" --open "${common[@]}" --duration "${secs}s" --warmup 0s || true
       read -r fu fk <<<"$(fio_pair)"; first=mailbench
     fi
-    read -r wk rk iopsk nk qk bk <<<"$(figures "$(latest)")"
+    resk=$(latest); read -r wk rk iopsk nk qk bk <<<"$(figures "$resk")"
     dk=$(depth_of "$qk"); read -r fdu fdk <<<"$(fio_pair "$dk")"
-    ratios+=" $(ratio "$wk" "$fu")"; dratios+=" $(ratio "$wk" "$fdu")"
-    echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS, $qk in flight, $bk bytes per I/O)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu");   fio 2 x QD $dk $fdu ($fdk IOPS)   ratio $(ratio "$wk" "$fdu")"
+    # shellcheck disable=SC2046 # shape_of prints two options
+    read -r fsu fsk <<<"$(fio_pair "$dk" $(shape_of "$resk"))"
+    ratios+=" $(ratio "$wk" "$fu")"; dratios+=" $(ratio "$wk" "$fdu")"; sratios+=" $(ratio "$wk" "$fsu")"
+    echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS, $qk in flight, $bk bytes per I/O)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu");   fio 2 x QD $dk $fdu ($fdk IOPS)   ratio $(ratio "$wk" "$fdu");   fio with its I/O sizes $fsu ($fsk IOPS)   ratio $(ratio "$wk" "$fsu")"
   done
   rm -rf "$dir/db"
   echo "no warm-up, window: median ratio of $rounds rounds: $(median 2 $ratios) ($ratios )"
   echo "the same against fio at mailbench's own depth: median $(median 2 $dratios) ($dratios )"
+  echo "the same against fio doing mailbench's I/O sizes at its depth: median $(median 2 $sratios) ($sratios )"
 fi
 fi
 [[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }

@@ -144,6 +144,17 @@ pub trait IoEngine: Send {
     fn wait(&mut self, min: usize, timeout: Option<Duration>, out: &mut Vec<IoCompletion>);
     /// Requests submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Requests queued by `submit` and not yet handed to the kernel (0 for an
+    /// engine that hands each one over at once).
+    fn queued(&self) -> usize {
+        0
+    }
+    /// Collects the completions that are ready into `out` without handing the
+    /// queued requests over (they go with the next `wait`). An engine without
+    /// such a path hands them over: `wait` without waiting.
+    fn poll(&mut self, out: &mut Vec<IoCompletion>) {
+        self.wait(0, Some(Duration::ZERO), out);
+    }
 }
 
 /// Which engine to use (`--io-engine`).

@@ -281,6 +281,15 @@ impl IoEngine for UringEngine {
     fn in_flight(&self) -> usize {
         self.in_flight
     }
+
+    fn queued(&self) -> usize {
+        self.unsubmitted
+    }
+
+    fn poll(&mut self, out: &mut Vec<IoCompletion>) {
+        out.append(&mut self.ready);
+        self.reap(out);
+    }
 }
 
 impl Drop for UringEngine {

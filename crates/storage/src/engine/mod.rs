@@ -156,6 +156,9 @@ pub const ABORT_DRAIN: Duration = Duration::from_millis(1500);
 /// The longest the loop waits with nothing to do and no timer due (stop switches
 /// are seen at least this often).
 const IDLE_WAIT: Duration = Duration::from_millis(50);
+/// Requests one `io_uring_enter` must carry for the kernel to plug the block
+/// layer (one doorbell for the batch instead of one per request).
+const PLUG_MIN: usize = 3;
 /// I/O buffers kept for reuse per size class.
 const BUFFERS_KEPT: usize = 32;
 
@@ -343,6 +346,7 @@ impl Instance {
     pub fn run(mut self) -> bool {
         let mut done = Vec::with_capacity(256);
         let mut abort_deadline: Option<Instant> = None;
+        let mut held = false;
         loop {
             let now = Instant::now();
             let aborting = self.ctl.abort.load(Ordering::Relaxed) || self.failed;
@@ -355,7 +359,12 @@ impl Instance {
             }
             let (min, timeout) = self.wait_plan(now, progressed, aborting);
             done.clear();
-            self.io.wait(min, Some(timeout), &mut done);
+            held = !held && min == 0 && self.hold_requests(now, progressed, aborting);
+            if held {
+                self.io.poll(&mut done);
+            } else {
+                self.io.wait(min, Some(timeout), &mut done);
+            }
             prefetch_pages_read(&done);
             for c in done.drain(..) {
                 self.complete(c);
@@ -480,6 +489,20 @@ impl Instance {
             .map(|at| at.saturating_duration_since(now))
             .fold(IDLE_WAIT, Duration::min);
         (usize::from(self.io.in_flight() > 0), t)
+    }
+
+    /// Whether the requests this turn queued wait for the next turn's instead
+    /// of a system call of their own: only when the loop turns again at once (a
+    /// transaction can start now), never twice in a row, and only one or two of
+    /// them — fewer than io_uring plugs the block layer for, so each would ring
+    /// the device's doorbell alone; with the next turn's they go as one batch,
+    /// started a turn's CPU time later (docs/ARCHITECTURE.md, "Performance
+    /// notes", ninth round).
+    fn hold_requests(&self, now: Instant, progressed: bool, aborting: bool) -> bool {
+        progressed
+            && !aborting
+            && (1..PLUG_MIN).contains(&self.io.queued())
+            && self.can_start_now(now)
     }
 
     fn complete(&mut self, c: IoCompletion) {

@@ -13,6 +13,9 @@ use std::sync::Arc;
 /// memory fragmented) the region is plain small pages, as before
 /// (docs/ARCHITECTURE.md, "Performance notes").
 pub const REGION: usize = 2 << 20;
+/// The largest region of [`AlignedBuf::carve_populated_wide`]: the most io_uring
+/// registers as one fixed buffer.
+pub const WIDE_REGION: usize = 1 << 30;
 
 /// A zeroed heap buffer aligned to [`crate::ALIGN`]. Its address never changes
 /// while it lives, so it can be handed to the kernel by pointer. It owns its
@@ -126,7 +129,7 @@ impl AlignedBuf {
     /// bulk (a buffer cache, a pool), touched later. Falls back to one
     /// allocation per buffer where mapping fails.
     pub fn carve(count: usize, size: usize) -> Vec<AlignedBuf> {
-        Self::carve_with(count, size, false)
+        Self::carve_with(count, size, false, REGION)
     }
 
     /// [`AlignedBuf::carve`], with every page of the regions faulted in at
@@ -136,16 +139,25 @@ impl AlignedBuf {
     /// memory, 1.1 s on memory it never backed; 0.17 s as small pages) is paid
     /// when it is set up, not during the load.
     pub fn carve_populated(count: usize, size: usize) -> Vec<AlignedBuf> {
-        Self::carve_with(count, size, true)
+        Self::carve_with(count, size, true, REGION)
     }
 
-    fn carve_with(count: usize, size: usize, populate: bool) -> Vec<AlignedBuf> {
+    /// [`AlignedBuf::carve_populated`] in as few regions as it takes (each up
+    /// to [`WIDE_REGION`]) instead of one per [`REGION`]: buffers of one region
+    /// share one fixed-buffer index of io_uring, so a vectored read into any
+    /// two of them goes as READV_FIXED (pages registered once) instead of a
+    /// READV whose pages the kernel pins per I/O.
+    pub fn carve_populated_wide(count: usize, size: usize) -> Vec<AlignedBuf> {
+        Self::carve_with(count, size, true, WIDE_REGION)
+    }
+
+    fn carve_with(count: usize, size: usize, populate: bool, most: usize) -> Vec<AlignedBuf> {
         assert!(
             size > 0 && size.is_multiple_of(crate::ALIGN),
             "carved buffers are whole pages"
         );
         let mut out = Vec::with_capacity(count);
-        let per_region = (REGION / size).max(1);
+        let per_region = (most / size).max(1);
         while out.len() < count {
             let n = per_region.min(count - out.len());
             let len = (n * size).next_multiple_of(REGION);

@@ -519,14 +519,20 @@ mod tests {
     }
 
     /// A vectored write of three buffers lands as one run of bytes; a vectored
-    /// read fills each buffer with its own part.
-    fn vectored_round_trip(engine: &mut dyn IoEngine, direct: bool) {
+    /// read fills each buffer with its own part. `spread`: each buffer in a
+    /// region of its own (io_uring: a plain READV/WRITEV; else the three share
+    /// one registered region: READV_FIXED/WRITEV_FIXED where the kernel has them).
+    fn vectored_round_trip(engine: &mut dyn IoEngine, direct: bool, spread: bool) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v");
         let file = Arc::new(open_file(&path, true, direct, false).unwrap());
         file.set_len(1 << 20).unwrap();
         let parts = |fill: bool| -> (AlignedBuf, Vec<AlignedBuf>) {
-            let mut bufs: Vec<AlignedBuf> = AlignedBuf::carve(3, 8192);
+            let mut bufs: Vec<AlignedBuf> = if spread {
+                (0..3).flat_map(|_| AlignedBuf::carve(1, 8192)).collect()
+            } else {
+                AlignedBuf::carve(3, 8192)
+            };
             for (i, b) in bufs.iter_mut().enumerate() {
                 if fill {
                     b.as_mut_slice().fill(i as u8 + 20);
@@ -571,14 +577,15 @@ mod tests {
 
     #[test]
     fn vectored_round_trip_on_both_engines() {
-        vectored_round_trip(&mut threads::ThreadPoolEngine::new(2), false);
+        vectored_round_trip(&mut threads::ThreadPoolEngine::new(2), false, false);
         if !uring::available() {
             eprintln!("io_uring not available: skipped");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         let direct = probe(dir.path()).o_direct;
-        vectored_round_trip(&mut uring::UringEngine::new(8).unwrap(), direct);
+        vectored_round_trip(&mut uring::UringEngine::new(8).unwrap(), direct, false);
+        vectored_round_trip(&mut uring::UringEngine::new(8).unwrap(), direct, true);
     }
 
     #[test]

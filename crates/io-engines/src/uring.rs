@@ -48,6 +48,8 @@ pub struct UringEngine {
     /// once registering is unavailable (old kernel, locked-memory limit).
     fixed: HashMap<usize, u16>,
     fixed_ok: bool,
+    /// Whether the kernel has READV_FIXED and WRITEV_FIXED (Linux 6.15+).
+    vectored_fixed: bool,
     /// The registered regions, kept mapped until the ring (dropped first) is gone.
     fixed_regions: Vec<Arc<Region>>,
 }
@@ -67,6 +69,11 @@ impl UringEngine {
             .submitter()
             .register_buffers_sparse(FIXED_SLOTS)
             .is_ok();
+        let mut probe = io_uring::Probe::new();
+        let vectored_fixed = fixed_ok
+            && ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::ReadvFixed::CODE)
+            && probe.is_supported(opcode::WritevFixed::CODE);
         Ok(UringEngine {
             ring,
             slots: Vec::new(),
@@ -76,6 +83,7 @@ impl UringEngine {
             ready: Vec::new(),
             fixed: HashMap::new(),
             fixed_ok,
+            vectored_fixed,
             fixed_regions: Vec::new(),
         })
     }
@@ -112,6 +120,25 @@ impl UringEngine {
         Some(index)
     }
 
+    /// The fixed-buffer index for a vectored request whose buffers all lie in
+    /// one registered region (READV_FIXED and WRITEV_FIXED take one index for
+    /// all their iovecs); None otherwise: a plain vectored request, whose pages
+    /// the kernel pins per I/O.
+    fn vectored_fixed_index(&mut self, req: &IoRequest) -> Option<u16> {
+        if !self.vectored_fixed {
+            return None;
+        }
+        let base = req.buf.region()?.span().0;
+        if req
+            .more
+            .iter()
+            .any(|b| b.region().map(|r| r.span().0) != Some(base))
+        {
+            return None;
+        }
+        self.fixed_index(&req.buf)
+    }
+
     fn entry(
         slot: usize,
         req: &mut IoRequest,
@@ -121,6 +148,16 @@ impl UringEngine {
         let fd = types::Fd(req.file.as_raw_fd());
         let len = req.buf.len() as u32;
         let e = match (req.kind, fixed) {
+            (OpKind::Read, Some(i)) if !iov.is_empty() => {
+                opcode::ReadvFixed::new(fd, iov.as_ptr(), iov.len() as u32, i)
+                    .offset(req.offset)
+                    .build()
+            }
+            (OpKind::Write, Some(i)) if !iov.is_empty() => {
+                opcode::WritevFixed::new(fd, iov.as_ptr(), iov.len() as u32, i)
+                    .offset(req.offset)
+                    .build()
+            }
             (OpKind::Read, _) if !iov.is_empty() => {
                 opcode::Readv::new(fd, iov.as_ptr(), iov.len() as u32)
                     .offset(req.offset)
@@ -211,8 +248,10 @@ impl IoEngine for UringEngine {
             }
         };
         let vectored = req.kind != OpKind::Sync && !req.more.is_empty();
-        let fixed = if req.kind == OpKind::Sync || vectored {
+        let fixed = if req.kind == OpKind::Sync {
             None
+        } else if vectored {
+            self.vectored_fixed_index(&req)
         } else {
             self.fixed_index(&req.buf)
         };

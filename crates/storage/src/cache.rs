@@ -182,8 +182,9 @@ impl Cache {
         // zeroing of its pages at setup keeps it out of the I/O path (a region
         // faulted in while being registered for I/O cost 19 % of a 20 s run's
         // CPU; docs/ARCHITECTURE.md, "Performance notes"). Frames are still
-        // created as the cache grows.
-        c.spare = AlignedBuf::carve_populated(max_frames, page_size);
+        // created as the cache grows. Wide regions: a read of two neighbouring
+        // pages into their frames is one fixed-buffer request.
+        c.spare = AlignedBuf::carve_populated_wide(max_frames, page_size);
         c.spare.reverse();
         for _ in 0..min_frames.min(max_frames) {
             c.grow();

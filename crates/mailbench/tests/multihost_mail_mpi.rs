@@ -2,7 +2,8 @@
 //! needs `mpirun` from openmpi-bin, and Dovecot + Postfix for the local
 //! server): load generators sharing one local server, each driving its own
 //! slice of the users from one start instant, the aggregate equal to `report
-//! merge` of the generators' results; a bad sweep refused on every rank.
+//! merge` of the generators' results; a bad sweep refused on every rank;
+//! Ctrl-C to mpirun mid-sweep leaves the sweep so far on disk.
 #![cfg(feature = "mpi")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,11 +12,11 @@ mod mpi_support;
 use mailbench_mail::local::LocalServer;
 use mpi_support::{
     exe, json, mpirun, only_run_dir, rank_results, report_merge, run_job, serial, start_instant,
-    text, write_script,
+    text, wait, write_script,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A local Dovecot + Postfix under `tmp/server`, or None (the test is
@@ -386,4 +387,99 @@ fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
         }
         assert!(!out.exists(), "{args:?} made a run folder: {all}");
     }
+}
+
+/// Ctrl-C to `mpirun` during the second level of a sweep over two
+/// generators, each with its own local server. mpirun does not pass SIGINT
+/// on: a second later it sends the ranks SIGTERM and a second after that
+/// SIGKILL, before a level with a local server can stop (Dovecot alone
+/// takes about a second to stop). The sweep's result is on disk all the
+/// same: interrupted, the first level as measured, the second a row of its
+/// own, interrupted. mpirun's own exit code is 1 (it decides it, whatever
+/// the ranks return); result.json says what happened.
+#[test]
+fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
+    let _g = serial();
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Dovecot and Postfix"
+        );
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut c = mpirun(2);
+    c.arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["mail", "sweep", "--target", "local"])
+        .args(["--users", "4,8", "--profile", "loadsim-light"])
+        .args(["--day-length", "20s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun (apt-get install openmpi-bin)");
+    let child = until_the_second_level_measures(child, &out);
+    let signalled = Instant::now();
+    let int = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+    let (o, _) = wait(child, Duration::from_secs(60));
+    let took = signalled.elapsed();
+    let sweep = only_run_dir(&out, "mail-sweep");
+    let f = sweep.join("result.json");
+    assert!(f.exists(), "no sweep result after Ctrl-C\n{}", text(&o));
+    let v = json(&f);
+    assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
+    assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    assert_eq!(v["generators"]["count"], 2, "{}", v["generators"]);
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2, "{v}");
+    assert_eq!(levels[0]["users"], 4, "{}", levels[0]);
+    assert_eq!(levels[0]["status"], "pass", "{}", levels[0]);
+    assert_eq!(levels[1]["users"], 8, "{}", levels[1]);
+    assert_eq!(levels[1]["status"], "interrupted", "{}", levels[1]);
+    assert_eq!(v["supported_users"], 4);
+    assert!(sweep.join("summary.txt").exists() && sweep.join("report.html").exists());
+    // mpirun's own code: it ends the job itself and says 1.
+    assert!(!o.status.success(), "{}", text(&o));
+    eprintln!(
+        "Ctrl-C mid-sweep: mpirun ended {:.1} s later with {:?}; level 8: {}",
+        took.as_secs_f64(),
+        o.status.code(),
+        levels[1]["reasons"][0]
+    );
+}
+
+/// Returns once the first level's merged result is written and rank 0 has
+/// measured an interval of the second level (bounded; the job is killed
+/// on the way out when it never gets there).
+fn until_the_second_level_measures(mut child: Child, out: &Path) -> Child {
+    let t = Instant::now();
+    let ready = || {
+        let sweep = std::fs::read_dir(out)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .next()?;
+        let first = sweep.join("level-000004-users/result.json").exists();
+        let f = sweep.join("level-000008-users/rank-0/intervals.jsonl");
+        let measured = std::fs::metadata(f).ok()?.len() > 0;
+        (first && measured).then_some(())
+    };
+    while ready().is_none() {
+        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("the second level never started\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
 }

@@ -10,9 +10,19 @@
 //! for the local target, its own server), `<sweep>/level-000020-users/`
 //! (the level's merged mail-run result) with `rank-N/` inside (each
 //! generator's own result of the level).
+//!
+//! Ctrl-C: Open MPI's `mpirun` does not pass SIGINT on; it waits
+//! `odls_base_sigkill_timeout` (1 s), sends the ranks SIGTERM, waits as long
+//! again and sends SIGKILL. One second is too short for a level to stop (a
+//! local target's Dovecot alone takes about a second), be gathered and
+//! merged, so rank 0 keeps a [`Net`]: the sweep as it stands, written the
+//! moment the interrupt flag rises, then rewritten in full if the ranks get
+//! that far.
 
 use crate::mail::{hooks, local_dir_of, share_of};
 use crate::storage::{Ctx, Outcome};
+use crate::watch::{Coordinator, Failure};
+use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
 use mailbench_base::{Error, Result};
 use mailbench_mail::options::Resolved;
@@ -20,12 +30,15 @@ use mailbench_mail::profile::{Profile, ProfileExt};
 use mailbench_mail::sweep::{
     Progress, build, level_dir_name, level_line, level_of, next_of, not_run,
 };
-use mailbench_results::mail::sweep::{SweepGenerators, SweepPlan};
+use mailbench_results::mail::run::TargetInfo;
+use mailbench_results::mail::sweep::{SweepGenerators, SweepLevel, SweepPlan};
 use mailbench_results::ranks::{Ranks, WithRanks};
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a rank that was interrupted still waits for rank 0's word
@@ -103,7 +116,30 @@ pub(crate) fn run(ctx: Ctx, base: Resolved, plan: SweepPlan) -> Result<Outcome> 
         close(ctx)?;
         return Err(e);
     }
-    let p = levels(&ctx, &base, &plan, &rdir);
+    let net = (ctx.rank == 0).then(|| {
+        Net::new(Standing {
+            header: header.clone(),
+            started,
+            config: config.clone(),
+            plan: plan.clone(),
+            profile: profile.clone(),
+            hosts: ctx.hosts.clone(),
+            levels: Vec::new(),
+            target: None,
+            running: None,
+        })
+    });
+    let p = std::thread::scope(|s| {
+        if let Some(n) = &net {
+            let (coord, interrupt, top) = (ctx.coord.as_ref(), &ctx.interrupt, &ctx.top);
+            s.spawn(move || n.watch(coord, interrupt, top));
+        }
+        let p = levels(&ctx, &base, &plan, &rdir, net.as_ref());
+        if let Some(n) = &net {
+            n.stop.store(true, Ordering::Relaxed);
+        }
+        p
+    });
     remove_local();
     match p {
         Ok(p) if ctx.rank == 0 => conclude(ctx, header, started, config, plan, profile, p),
@@ -236,7 +272,13 @@ fn all_ok(ctx: &Ctx, what: &str, mine: Result<()>) -> Result<()> {
 
 /// The levels, in lockstep: rank 0 names the next, every rank runs its
 /// slice of it, rank 0 gathers and judges. Rank 0's progress is the sweep's.
-fn levels(ctx: &Ctx, base: &Resolved, plan: &SweepPlan, rdir: &RunDir) -> Result<Progress> {
+fn levels(
+    ctx: &Ctx,
+    base: &Resolved,
+    plan: &SweepPlan,
+    rdir: &RunDir,
+    net: Option<&Net>,
+) -> Result<Progress> {
     let mut p = Progress::default();
     for index in 0u64.. {
         let step = if ctx.rank == 0 {
@@ -245,6 +287,9 @@ fn levels(ctx: &Ctx, base: &Resolved, plan: &SweepPlan, rdir: &RunDir) -> Result
             None
         };
         let Some(users) = next(ctx, step)? else { break };
+        if let Some(n) = net {
+            n.update(&p, Some(users));
+        }
         let part = run_level(ctx, base, users, index, rdir);
         let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
         ctx.phase("the gathering of a level's results");
@@ -259,8 +304,133 @@ fn levels(ctx: &Ctx, base: &Resolved, plan: &SweepPlan, rdir: &RunDir) -> Result
         if ctx.rank == 0 {
             take_level(ctx, users, gathered, &mut p)?;
         }
+        if let Some(n) = net {
+            n.update(&p, None);
+        }
     }
     Ok(p)
+}
+
+/// What rank 0 knows of the sweep between levels: enough to write it.
+struct Standing {
+    header: RunHeader,
+    started: Instant,
+    config: Resolved,
+    plan: SweepPlan,
+    profile: Profile,
+    hosts: Vec<String>,
+    levels: Vec<SweepLevel>,
+    target: Option<TargetInfo>,
+    /// The level the ranks are running (not yet gathered).
+    running: Option<u64>,
+}
+
+/// Rank 0's safety net: the sweep as it stands, written within a poll
+/// (20 ms) of the interrupt flag rising — Ctrl-C or SIGTERM (mpirun's, a
+/// second before its SIGKILL), or a generator that failed (the watch
+/// raises the flag). The running level is a row of its own, interrupted
+/// (or an error naming the failed generators). Written once; the sweep's
+/// own end, if the ranks get there, writes the full result over it.
+struct Net {
+    standing: Mutex<Standing>,
+    stop: AtomicBool,
+}
+
+impl Net {
+    fn new(standing: Standing) -> Net {
+        Net {
+            standing: Mutex::new(standing),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Standing> {
+        self.standing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The levels taken so far and the one now running.
+    fn update(&self, p: &Progress, running: Option<u64>) {
+        let mut st = self.lock();
+        st.levels = p.levels.clone();
+        st.target = p.target.clone();
+        st.running = running;
+    }
+
+    /// Until the sweep's end: on the flag, the sweep so far written.
+    fn watch(&self, coord: Option<&Coordinator>, interrupt: &Interrupt, top: &Path) {
+        while !self.stop.load(Ordering::Relaxed) {
+            if interrupt.raised() {
+                let failures = coord.map(|c| c.failures()).unwrap_or_default();
+                let (r, n) = self.sweep_so_far(failures);
+                let written = TestLog::open(&top.join("test.log")).and_then(|log| {
+                    let dir = RunDir {
+                        path: top.to_path_buf(),
+                        log,
+                    };
+                    mailbench_runner::write_files(&dir, &r)?;
+                    dir.log.line(format!(
+                        "the sweep so far ({n} levels finished): {}",
+                        r.verdict().label()
+                    ));
+                    Ok(())
+                });
+                if let Err(e) = written {
+                    eprintln!("mailbench: the sweep so far could not be written: {e}");
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The sweep's result from what rank 0 has taken, and the number of
+    /// levels finished.
+    fn sweep_so_far(&self, failures: Vec<Failure>) -> (AnyResult, usize) {
+        let st = self.lock();
+        let mut levels = st.levels.clone();
+        let finished = levels.len();
+        let broken = (!failures.is_empty()).then(|| {
+            let why: Vec<&str> = failures.iter().map(|f| f.reason.as_str()).collect();
+            why.join("; ")
+        });
+        if let Some(users) = st.running {
+            let reason = match &broken {
+                None => format!(
+                    "the level of {users} users was interrupted before the generators' results \
+                     of it were gathered"
+                ),
+                Some(b) => format!("the level of {users} users could not run: {b}"),
+            };
+            levels.push(not_run(
+                users,
+                reason,
+                broken.is_none(),
+                &level_dir_name(users),
+            ));
+        }
+        let p = Progress {
+            levels,
+            target: st.target.clone(),
+            interrupted: broken.is_none(),
+            broken,
+        };
+        let mut header = st.header.clone();
+        header.finish(st.started.elapsed());
+        let generators = SweepGenerators {
+            count: st.hosts.len(),
+            hosts: st.hosts.clone(),
+            failures,
+        };
+        let r = build(
+            header,
+            st.config.clone(),
+            st.plan.clone(),
+            st.profile.clone(),
+            p,
+            Some(generators),
+        );
+        (AnyResult::MailSweep(Box::new(r)), finished)
+    }
 }
 
 /// Rank 0: the next level, or None when the sweep is over.
@@ -434,8 +604,12 @@ fn take_level(
             } else {
                 reasons.join("; ")
             };
-            let reason = format!("the level of {users} users could not run: {why}");
             let stopped = interrupted && reasons.is_empty();
+            let reason = if stopped {
+                format!("the level of {users} users was interrupted before a generator measured it")
+            } else {
+                format!("the level of {users} users could not run: {why}")
+            };
             if !stopped {
                 p.broken = Some(reason.clone());
             }

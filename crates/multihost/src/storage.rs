@@ -662,7 +662,8 @@ fn interval_hook(size: usize, quiet: bool) -> IntervalHook {
 }
 
 /// Rank 0, the moment a rank fails: a Fail result naming the host (the job
-/// may be killed soon after), then stop the local test.
+/// may be killed soon after; a sweep's is written by the sweep), then stop
+/// the local test.
 fn failure_hook(
     top: PathBuf,
     cmd: Command,
@@ -682,8 +683,12 @@ fn failure_hook(
                 .collect::<Vec<_>>()
                 .join("\n")
         );
-        let failed = RanksFailed::new(cmd.kind(), &hosts, all);
-        mailbench_runner::output::write_failed(&top, &failed, Some(&summary));
+        // A sweep writes its own result with the levels measured and the
+        // failed generators (rank 0's net, on the flag raised here).
+        if cmd != Command::MailSweep {
+            let failed = RanksFailed::new(cmd.kind(), &hosts, all);
+            mailbench_runner::output::write_failed(&top, &failed, Some(&summary));
+        }
         interrupt.raise();
     })
 }

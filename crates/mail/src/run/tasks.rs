@@ -53,24 +53,9 @@ impl User {
         Some(self.rng.random_range(0..self.inbox.len()))
     }
 
+    /// `k` recipients for a message of this user (see [`pick_colleagues`]).
     pub(super) fn colleagues(&mut self, sh: &Shared, k: usize, first: &[usize]) -> Vec<usize> {
-        let n = sh.topo.users.len();
-        let k = k.min(n.saturating_sub(1)).max(1);
-        let mut out: Vec<usize> = Vec::with_capacity(k);
-        for &i in first {
-            if i != self.idx && i < n && !out.contains(&i) && out.len() < k {
-                out.push(i);
-            }
-        }
-        let mut guard = 0;
-        while out.len() < k && guard < 10 * k + 100 {
-            guard += 1;
-            let i = random_other(&mut self.rng, n, self.idx);
-            if i != self.idx && !out.contains(&i) {
-                out.push(i);
-            }
-        }
-        out
+        pick_colleagues(&mut self.rng, sh.topo.users.len(), self.idx, k, first)
     }
 
     /// `k` recipients drawn from the profile's count for `kind`.
@@ -370,4 +355,70 @@ async fn expunge_uid(c: &mut ImapConn, uid: u32) -> OpResult<()> {
         c.cmd("EXPUNGE", "EXPUNGE").await?;
     }
     Ok(())
+}
+
+/// `k` recipients (at least one) among the `n` users of this run for user
+/// `me`: `first` (the people of the message answered) that are not `me`,
+/// then others at random, each once; never more than the `n - 1` others.
+/// A run of one user has no one else: the user writes to itself (its own
+/// Inbox receives and tracks the message), so its Send, Reply and Forward
+/// still load the server.
+pub(super) fn pick_colleagues(
+    rng: &mut rand::rngs::SmallRng,
+    n: usize,
+    me: usize,
+    k: usize,
+    first: &[usize],
+) -> Vec<usize> {
+    if n <= 1 {
+        return vec![me];
+    }
+    let k = k.min(n - 1).max(1);
+    let mut out: Vec<usize> = Vec::with_capacity(k);
+    for &i in first {
+        if i != me && i < n && !out.contains(&i) && out.len() < k {
+            out.push(i);
+        }
+    }
+    let mut guard = 0;
+    while out.len() < k && guard < 10 * k + 100 {
+        guard += 1;
+        let i = random_other(rng, n, me);
+        if i != me && !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn recipients_are_others_and_a_lone_user_writes_to_itself() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        // A run of one user: itself, whatever was asked.
+        for k in [0, 1, 3] {
+            assert_eq!(pick_colleagues(&mut rng, 1, 0, k, &[]), vec![0]);
+            assert_eq!(pick_colleagues(&mut rng, 1, 0, k, &[0]), vec![0]);
+        }
+        // Two users: the other one, never itself.
+        for _ in 0..50 {
+            assert_eq!(pick_colleagues(&mut rng, 2, 1, 3, &[1]), vec![0]);
+        }
+        // Many: `first` first (without me), then distinct others, k of them.
+        for _ in 0..50 {
+            let r = pick_colleagues(&mut rng, 10, 4, 3, &[4, 7, 7]);
+            assert_eq!(r.len(), 3, "{r:?}");
+            assert_eq!(r[0], 7);
+            assert!(!r.contains(&4), "{r:?}");
+            let mut d = r.clone();
+            d.dedup();
+            assert_eq!(d.len(), 3, "{r:?}");
+        }
+        // Never more than the others.
+        assert_eq!(pick_colleagues(&mut rng, 3, 0, 9, &[]).len(), 2);
+    }
 }

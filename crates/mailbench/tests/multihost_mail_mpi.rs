@@ -410,19 +410,7 @@ fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let mut c = mpirun(2);
-    c.arg(exe())
-        .arg("--output")
-        .arg(&out)
-        .args(["mail", "sweep", "--target", "local"])
-        .args(["--users", "4,8", "--profile", "loadsim-light"])
-        .args(["--day-length", "20s", "--ramp-up", "1s", "--drain", "15s"])
-        .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)");
+    let child = a_local_sweep_of_4_and_8_users(Path::new(exe()), &out);
     let child = until_the_second_level_measures(child, &out);
     let signalled = Instant::now();
     let int = Command::new("kill")
@@ -455,6 +443,77 @@ fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
         o.status.code(),
         levels[1]["reasons"][0]
     );
+}
+
+/// `mail sweep --target local --users 4,8` over two generators (each its
+/// own local server), a 20 s day, started through `program`.
+fn a_local_sweep_of_4_and_8_users(program: &Path, out: &Path) -> Child {
+    let mut c = mpirun(2);
+    c.arg(program)
+        .arg("--output")
+        .arg(out)
+        .args(["mail", "sweep", "--target", "local"])
+        .args(["--users", "4,8", "--profile", "loadsim-light"])
+        .args(["--day-length", "20s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun (apt-get install openmpi-bin)")
+}
+
+/// A generator killed (SIGKILL) during the second level of a sweep: the
+/// sweep's result is on disk, failed, naming the generator, with the first
+/// level as measured and the second as an error; the job ends.
+#[test]
+fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
+    let _g = serial();
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let wrap = tmp.path().join("wrap.sh");
+    write_script(
+        &wrap,
+        &format!(
+            "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
+            tmp.path().display(),
+            exe()
+        ),
+    );
+    let out = tmp.path().join("out");
+    let child = a_local_sweep_of_4_and_8_users(&wrap, &out);
+    let child = until_the_second_level_measures(child, &out);
+    let pid = std::fs::read_to_string(tmp.path().join("pid-1")).unwrap();
+    let kill = Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let (o, _) = wait(child, Duration::from_secs(60));
+    assert!(!o.status.success(), "{}", text(&o));
+    let sweep = only_run_dir(&out, "mail-sweep");
+    let v = json(&sweep.join("result.json"));
+    assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
+    assert_eq!(v["verdict"]["status"], "fail", "{}", v["verdict"]);
+    let failures = v["generators"]["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{}", v["generators"]);
+    assert_eq!(failures[0]["rank"], 1);
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2, "{v}");
+    assert_eq!(levels[0]["status"], "pass", "{}", levels[0]);
+    assert_eq!(levels[1]["users"], 8, "{}", levels[1]);
+    assert_eq!(levels[1]["status"], "error", "{}", levels[1]);
+    assert!(
+        levels[1]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("rank 1 on host"),
+        "{}",
+        levels[1]
+    );
+    assert_eq!(v["supported_users"], 4);
 }
 
 /// Returns once the first level's merged result is written and rank 0 has

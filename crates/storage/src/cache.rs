@@ -143,8 +143,8 @@ pub struct Frame {
 
 pub struct Cache {
     pub frames: Vec<Frame>,
-    /// Page buffers allocated ahead (a huge-page region at a time) for frames
-    /// not yet created.
+    /// Page buffers allocated ahead (at setup, in regions of up to 1 GiB) for
+    /// frames not yet created.
     spare: Vec<AlignedBuf>,
     max_frames: usize,
     page_size: usize,

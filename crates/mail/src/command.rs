@@ -416,6 +416,20 @@ pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'sta
 pub struct MailRun {
     pub dir: RunDir,
     pub result: MailRunResult,
+    /// The local target's servers, still running: they stop when this is
+    /// dropped, after the caller wrote the result (Dovecot takes about a
+    /// second to stop, and an interrupted run over MPI may have no more).
+    pub servers: Servers,
+}
+
+/// A run's local servers (none for a remote target), stopped on drop.
+pub struct Servers {
+    _prepared: Prepared,
+}
+
+impl Servers {
+    /// Stops the local servers now (the same as dropping).
+    pub fn stop(self) {}
 }
 
 /// `mailbench mail run`.
@@ -524,8 +538,13 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             .and_then(|s| s.judged_ms())
             .unwrap_or(result.response_time.weighted_p95_ms)
     ));
-    drop(prepared);
-    Ok(MailRun { dir: run, result })
+    Ok(MailRun {
+        dir: run,
+        result,
+        servers: Servers {
+            _prepared: prepared,
+        },
+    })
 }
 
 /// Every user of the prepared target provisioned with its content, as

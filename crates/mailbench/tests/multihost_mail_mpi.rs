@@ -542,3 +542,91 @@ fn until_the_second_level_measures(mut child: Child, out: &Path) -> Child {
     }
     child
 }
+
+/// Ctrl-C to `mpirun` during a `mail run` over two generators, each with
+/// its own local server, with mpirun's default second between its SIGTERM
+/// and its SIGKILL: every generator's result and rank 0's merge are on
+/// disk, interrupted (each generator writes and the results are gathered
+/// before its local server stops).
+#[test]
+fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
+    let _g = serial();
+    if !mailbench_mail::local::missing_packages().is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Dovecot and Postfix"
+        );
+        eprintln!("SKIPPED: Dovecot/Postfix missing");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut c = mpirun(2);
+    c.arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["mail", "run", "--target", "local"])
+        .args(["--users", "4", "--profile", "loadsim-light"])
+        .args(["--day-length", "60s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun (apt-get install openmpi-bin)");
+    let child = until_rank_0_measures(child, &out);
+    let signalled = Instant::now();
+    let int = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+    let (o, _) = wait(child, Duration::from_secs(60));
+    let took = signalled.elapsed();
+    let run = only_run_dir(&out, "mail-run");
+    for f in [
+        run.join("rank-0/result.json"),
+        run.join("rank-1/result.json"),
+        run.join("result.json"),
+    ] {
+        assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(&o));
+        let v = json(&f);
+        assert_eq!(v["run"]["kind"], "mail-run", "{}: {v}", f.display());
+        assert_eq!(
+            v["verdict"]["status"],
+            "interrupted",
+            "{}: {}",
+            f.display(),
+            v["verdict"]
+        );
+    }
+    let merged = json(&run.join("result.json"));
+    assert_eq!(merged["users"], 4, "{merged}");
+    assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
+    assert!(!o.status.success(), "{}", text(&o));
+    eprintln!(
+        "Ctrl-C mid-run: mpirun ended {:.1} s later with {:?}",
+        took.as_secs_f64(),
+        o.status.code()
+    );
+}
+
+/// Returns once rank 0 of a `mail run` has measured an interval (bounded;
+/// the job is killed on the way out when it never gets there).
+fn until_rank_0_measures(mut child: Child, out: &Path) -> Child {
+    let t = Instant::now();
+    let ready = || {
+        let run = std::fs::read_dir(out).ok()?.flatten().next()?.path();
+        let f = run.join("rank-0/intervals.jsonl");
+        (std::fs::metadata(f).ok()?.len() > 0).then_some(())
+    };
+    while ready().is_none() {
+        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("rank 0 never measured an interval\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}

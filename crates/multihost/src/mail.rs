@@ -3,10 +3,11 @@
 //! start at one instant, rank 0 shows the live aggregate and writes one
 //! result: the exact merge (`report merge`) of the generators' results.
 
-use crate::storage::Ctx;
+use crate::storage::{Ctx, Outcome};
 use crate::watch::{LiveMsg, MailLive};
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
+use mailbench_mail::command::Servers;
 use mailbench_mail::hooks::{IntervalView, RunHooks};
 use mailbench_mail::options::Resolved;
 use mailbench_results::AnyResult;
@@ -79,8 +80,25 @@ pub fn local_dir_of(o: &Resolved, rank: usize, host: &str) -> Result<Option<Path
     Ok(Some(crate::expand_path(d, rank, host)))
 }
 
-/// This rank's `mail run`, its result.json as written.
-pub(crate) fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value)> {
+/// This rank's `mail run` and the gathering: the rank's result written and
+/// gathered (rank 0 merging) before its local server stops, so that an
+/// interrupted job (mpirun's SIGTERM, its SIGKILL a second later) leaves
+/// the results on disk; Dovecot alone takes about a second to stop.
+pub(crate) fn run(ctx: Ctx, o: Resolved) -> Result<Outcome> {
+    let (own, servers) = match rank_part(&ctx, o) {
+        Ok((dir, v, servers)) => (Ok((dir, v)), Some(servers)),
+        Err(e) => (Err(e), None),
+    };
+    let out = crate::storage::finish(ctx, own);
+    if let Some(s) = servers {
+        s.stop();
+    }
+    out
+}
+
+/// This rank's `mail run`, its result.json as written, its local server
+/// still running.
+fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value, Servers)> {
     let users = o.users;
     let dir = ctx.rank_dir()?;
     let out = mailbench_mail::Output {
@@ -103,7 +121,7 @@ pub(crate) fn rank_part(ctx: &Ctx, o: Resolved) -> Result<(RunDir, Value)> {
     let r = AnyResult::MailRun(Box::new(run.result));
     mailbench_runner::write_files(&run.dir, &r)?;
     let v = r.to_value().map_err(|e| Error::runtime(e.to_string()))?;
-    Ok((dir, v))
+    Ok((dir, v, run.servers))
 }
 
 /// The hooks of one generator's run: its folder, the common start, its

@@ -344,7 +344,7 @@ pub fn command(
     };
     let own = match part {
         RankShare::Storage(spec) => rank_part(&ctx, *spec),
-        RankShare::Mail(o) => crate::mail::rank_part(&ctx, *o),
+        RankShare::Mail(o) => return crate::mail::run(ctx, *o),
         RankShare::MailSweep(o, plan) => return crate::mail_sweep::run(ctx, *o, plan),
     };
     finish(ctx, own)
@@ -715,7 +715,7 @@ fn rank0_failed(ctx: &Ctx, c: &Coordinator, e: &Error) {
 }
 
 /// After the rank's own part: gather to rank 0, which writes the aggregate.
-fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
+pub(crate) fn finish(ctx: Ctx, own: Result<(RunDir, Value)>) -> Result<Outcome> {
     let (dir, value) = match own {
         Ok(o) => o,
         Err(e) => {

@@ -529,7 +529,19 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         setup: setup_report.as_ref().map(crate::result::setup_figures),
     };
     let result = run_result(&o, &profile, &run, &prepared, &shared, id, load)?;
-    run.log.line(format!(
+    log_done(&run.log, &result);
+    Ok(MailRun {
+        dir: run,
+        result,
+        servers: Servers {
+            _prepared: prepared,
+        },
+    })
+}
+
+/// The run's last line in the test log: its verdict and response time.
+fn log_done(log: &TestLog, result: &MailRunResult) {
+    log.line(format!(
         "mail run done: {} (response time {:.0} ms)",
         result.verdict.label(),
         result
@@ -538,13 +550,6 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
             .and_then(|s| s.judged_ms())
             .unwrap_or(result.response_time.weighted_p95_ms)
     ));
-    Ok(MailRun {
-        dir: run,
-        result,
-        servers: Servers {
-            _prepared: prepared,
-        },
-    })
 }
 
 /// Every user of the prepared target provisioned with its content, as

@@ -7,6 +7,8 @@
 #![cfg(feature = "mpi")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "mail_support.rs"]
+mod mail_support;
 mod mpi_support;
 
 use mailbench_mail::local::LocalServer;
@@ -629,4 +631,71 @@ fn until_rank_0_measures(mut child: Child, out: &Path) -> Child {
         std::thread::sleep(Duration::from_millis(50));
     }
     child
+}
+
+/// Ctrl-C to `mpirun` while every user waits on an IMAP answer that does
+/// not come (a proxy holds each connection once the server sent 2000
+/// bytes; `--op-timeout 60s`): the users are aborted half a second after
+/// the SIGTERM, so the generators' results and the merge are written
+/// before mpirun's SIGKILL all the same, interrupted.
+#[test]
+fn ctrl_c_to_mpirun_with_users_stuck_in_an_operation_writes_the_results() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(srv) = local_server(tmp.path()) else {
+        return;
+    };
+    let (imap, sub) = urls(&srv);
+    let common = ["--imap", &imap, "--submission", &sub, "--users", "4"];
+    set_up_the_users(
+        &srv,
+        tmp.path(),
+        &[&common[..], &["--profile", "loadsim-light"]].concat(),
+    );
+    let p = mail_support::Proxy::start(srv.ports.imap, mail_support::Fault::Stall, 1, 2000);
+    let proxied = format!("imap://127.0.0.1:{}", p.port);
+    let out = tmp.path().join("out");
+    let mut c = mpirun(2);
+    c.env("MAILBENCH_PASSWORD", &srv.password)
+        .arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .args(["mail", "run", "--imap", &proxied, "--submission", &sub])
+        .args(["--users", "4", "--profile", "loadsim-light", "--skip-setup"])
+        .args(["--day-length", "60s", "--ramp-up", "1s", "--drain", "15s"])
+        .args(["--interval", "1s", "--op-timeout", "60s"])
+        .args(["--max-response-time-ms", "60000"]);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun (apt-get install openmpi-bin)");
+    let t = Instant::now();
+    while p.faults.load(std::sync::atomic::Ordering::Relaxed) < 4 {
+        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("the users were never all held\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let child = until_rank_0_measures(child, &out);
+    let int = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+    let (o, _) = wait(child, Duration::from_secs(60));
+    let run = only_run_dir(&out, "mail-run");
+    for f in [
+        run.join("rank-0/result.json"),
+        run.join("rank-1/result.json"),
+        run.join("result.json"),
+    ] {
+        assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(&o));
+        let v = json(&f);
+        let status = &v["verdict"]["status"];
+        assert_eq!(status, "interrupted", "{}: {}", f.display(), v["verdict"]);
+    }
+    drop(p);
 }

@@ -36,6 +36,12 @@ pub(super) struct CtlResult {
 /// the hard limit, whatever `--interval` is.
 const CONTROL_TICK: Duration = Duration::from_secs(1);
 
+/// How long the users get, once interrupted, to end the task they are in
+/// (and log out) before they are aborted: the result must be written soon
+/// after a SIGTERM (`mpirun` sends SIGKILL a second after it), whatever
+/// operation a user waits on (each may take up to `--op-timeout`).
+const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
+
 /// The local server's queue length (None: remote target or unreadable).
 async fn sample_queue(queue_etc: &Option<PathBuf>) -> Option<u64> {
     let etc = queue_etc.clone()?;
@@ -101,6 +107,7 @@ pub(super) async fn controller<'h>(
         queue_etc,
         out,
     };
+    let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         let (interrupted, sample) = tokio::select! {
             _ = tick.tick() => (intr.raised() && !c.stopping, true),
@@ -108,9 +115,15 @@ pub(super) async fn controller<'h>(
             _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
             _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
             _ = &mut users => { break; }
+            _ = async { match grace.as_mut() { Some(g) => g.as_mut().await, None => std::future::pending::<()>().await } } => {
+                c.log.line("interrupted: users still in a task aborted");
+                users.abort();
+                break;
+            }
         };
         if interrupted {
             c.interrupted();
+            grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
             continue;
         }
         let go_on = if sample {

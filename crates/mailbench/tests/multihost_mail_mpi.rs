@@ -13,8 +13,8 @@ mod mpi_support;
 
 use mailbench_mail::local::LocalServer;
 use mpi_support::{
-    exe, json, mpirun, only_run_dir, rank_results, report_merge, run_job, serial, start_instant,
-    text, wait, write_script,
+    exe, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job, serial,
+    start_instant, text, until, wait, write_script,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -475,15 +475,7 @@ fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let wrap = tmp.path().join("wrap.sh");
-    write_script(
-        &wrap,
-        &format!(
-            "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
-            tmp.path().display(),
-            exe()
-        ),
-    );
+    let wrap = pid_wrapper(tmp.path());
     let out = tmp.path().join("out");
     let child = a_local_sweep_of_4_and_8_users(&wrap, &out);
     let child = until_the_second_level_measures(child, &out);
@@ -521,28 +513,21 @@ fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
 /// Returns once the first level's merged result is written and rank 0 has
 /// measured an interval of the second level (bounded; the job is killed
 /// on the way out when it never gets there).
-fn until_the_second_level_measures(mut child: Child, out: &Path) -> Child {
-    let t = Instant::now();
+fn until_the_second_level_measures(child: Child, out: &Path) -> Child {
     let ready = || {
-        let sweep = std::fs::read_dir(out)
-            .ok()?
-            .flatten()
+        let Some(sweep) = std::fs::read_dir(out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
             .map(|e| e.path())
-            .next()?;
+        else {
+            return false;
+        };
         let first = sweep.join("level-000004-users/result.json").exists();
         let f = sweep.join("level-000008-users/rank-0/intervals.jsonl");
-        let measured = std::fs::metadata(f).ok()?.len() > 0;
-        (first && measured).then_some(())
+        first && std::fs::metadata(f).is_ok_and(|m| m.len() > 0)
     };
-    while ready().is_none() {
-        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("the second level never started\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
+    until(child, "the second level's first interval", ready)
 }
 
 /// Ctrl-C to `mpirun` during a `mail run` over two generators, each with
@@ -586,22 +571,7 @@ fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
     let (o, _) = wait(child, Duration::from_secs(60));
     let took = signalled.elapsed();
     let run = only_run_dir(&out, "mail-run");
-    for f in [
-        run.join("rank-0/result.json"),
-        run.join("rank-1/result.json"),
-        run.join("result.json"),
-    ] {
-        assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(&o));
-        let v = json(&f);
-        assert_eq!(v["run"]["kind"], "mail-run", "{}: {v}", f.display());
-        assert_eq!(
-            v["verdict"]["status"],
-            "interrupted",
-            "{}: {}",
-            f.display(),
-            v["verdict"]
-        );
-    }
+    all_interrupted(&run, &o);
     let merged = json(&run.join("result.json"));
     assert_eq!(merged["users"], 4, "{merged}");
     assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
@@ -613,24 +583,38 @@ fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
     );
 }
 
+/// Both generators' mail-run results and rank 0's merge in `run`, each
+/// interrupted.
+fn all_interrupted(run: &Path, o: &std::process::Output) {
+    for f in [
+        run.join("rank-0/result.json"),
+        run.join("rank-1/result.json"),
+        run.join("result.json"),
+    ] {
+        assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(o));
+        let v = json(&f);
+        assert_eq!(v["run"]["kind"], "mail-run", "{}: {v}", f.display());
+        let status = &v["verdict"]["status"];
+        assert_eq!(status, "interrupted", "{}: {}", f.display(), v["verdict"]);
+    }
+}
+
 /// Returns once rank 0 of a `mail run` has measured an interval (bounded;
 /// the job is killed on the way out when it never gets there).
-fn until_rank_0_measures(mut child: Child, out: &Path) -> Child {
-    let t = Instant::now();
+fn until_rank_0_measures(child: Child, out: &Path) -> Child {
     let ready = || {
-        let run = std::fs::read_dir(out).ok()?.flatten().next()?.path();
+        let Some(run) = std::fs::read_dir(out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path())
+        else {
+            return false;
+        };
         let f = run.join("rank-0/intervals.jsonl");
-        (std::fs::metadata(f).ok()?.len() > 0).then_some(())
+        std::fs::metadata(f).is_ok_and(|m| m.len() > 0)
     };
-    while ready().is_none() {
-        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("rank 0 never measured an interval\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
+    until(child, "rank 0's first interval", ready)
 }
 
 /// Ctrl-C to `mpirun` while every user waits on an IMAP answer that does
@@ -665,20 +649,13 @@ fn ctrl_c_to_mpirun_with_users_stuck_in_an_operation_writes_the_results() {
         .args(["--day-length", "60s", "--ramp-up", "1s", "--drain", "15s"])
         .args(["--interval", "1s", "--op-timeout", "60s"])
         .args(["--max-response-time-ms", "60000"]);
-    let mut child = c
+    let child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("mpirun (apt-get install openmpi-bin)");
-    let t = Instant::now();
-    while p.faults.load(std::sync::atomic::Ordering::Relaxed) < 4 {
-        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("the users were never all held\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let held = || p.faults.load(std::sync::atomic::Ordering::Relaxed) >= 4;
+    let child = until(child, "every user held by the proxy", held);
     let child = until_rank_0_measures(child, &out);
     let int = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -686,16 +663,6 @@ fn ctrl_c_to_mpirun_with_users_stuck_in_an_operation_writes_the_results() {
         .unwrap();
     assert!(int.success());
     let (o, _) = wait(child, Duration::from_secs(60));
-    let run = only_run_dir(&out, "mail-run");
-    for f in [
-        run.join("rank-0/result.json"),
-        run.join("rank-1/result.json"),
-        run.join("result.json"),
-    ] {
-        assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(&o));
-        let v = json(&f);
-        let status = &v["verdict"]["status"];
-        assert_eq!(status, "interrupted", "{}: {}", f.display(), v["verdict"]);
-    }
+    all_interrupted(&only_run_dir(&out, "mail-run"), &o);
     drop(p);
 }

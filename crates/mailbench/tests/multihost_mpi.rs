@@ -11,8 +11,8 @@
 mod mpi_support;
 
 use mpi_support::{
-    exe, hostname, json, mpirun, only_run_dir, rank_results, report_merge, run_job, serial,
-    start_instant, text, wait, write_script,
+    exe, hostname, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job,
+    serial, start_instant, text, wait, write_script,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -265,15 +265,7 @@ fn a_refusal_on_any_rank_exits_2_before_any_folder_is_made() {
 fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let wrap = tmp.path().join("wrap.sh");
-    write_script(
-        &wrap,
-        &format!(
-            "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
-            tmp.path().display(),
-            exe()
-        ),
-    );
+    let wrap = pid_wrapper(tmp.path());
     let out = tmp.path().join("out");
     let mut c = mpirun(3);
     let data = format!("{}/data-{{rank}}", tmp.path().display());

@@ -110,6 +110,35 @@ pub fn write_script(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A wrapper script in `dir` that records each rank's process id in
+/// `dir/pid-RANK`, then runs mailbench with the job's arguments.
+pub fn pid_wrapper(dir: &Path) -> PathBuf {
+    let wrap = dir.join("wrap.sh");
+    let body = format!(
+        "#!/bin/sh\necho $$ > {}/pid-$OMPI_COMM_WORLD_RANK\nexec {} \"$@\"\n",
+        dir.display(),
+        exe()
+    );
+    write_script(&wrap, &body);
+    wrap
+}
+
+/// Returns the running job once `ready` holds (polled every 50 ms); past
+/// 150 s, or when the job ends first, kills it and fails saying `what`
+/// never happened.
+pub fn until(mut child: Child, what: &str, ready: impl Fn() -> bool) -> Child {
+    let t = Instant::now();
+    while !ready() {
+        if t.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("{what} never happened\n{}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
 /// The results every rank wrote under `dir` (`rank-{r}/result.json`).
 pub fn rank_results(dir: &Path, ranks: usize) -> Vec<Value> {
     (0..ranks)

@@ -415,6 +415,7 @@ mod tests {
             assert_eq!(r[0], 7);
             assert!(!r.contains(&4), "{r:?}");
             let mut d = r.clone();
+            d.sort_unstable();
             d.dedup();
             assert_eq!(d.len(), 3, "{r:?}");
         }

@@ -193,7 +193,7 @@ impl LocalServer {
         match imap_session_check(self.ports.imap, &user, &self.password) {
             Ok(()) => Ok(()),
             Err(what) => {
-                let errors = self.log_errors(5);
+                let errors = self.settled_log_errors();
                 Err(Error::runtime(format!(
                     "local target: Dovecot accepts IMAP connections on 127.0.0.1:{} but {what}{}",
                     self.ports.imap,
@@ -204,6 +204,22 @@ impl LocalServer {
                     }
                 )))
             }
+        }
+    }
+
+    /// [`log_errors`](Self::log_errors) once Dovecot's log has the cause:
+    /// its log process writes a child's error (a failed `execv`, say) a
+    /// moment after the master's own "command startup failed, throttling"
+    /// line, so this reads again for up to a second while the master's
+    /// notice is all there is (only on a failed start).
+    fn settled_log_errors(&self) -> Vec<String> {
+        let until = Instant::now() + Duration::from_secs(1);
+        loop {
+            let errors = self.log_errors(5);
+            if errors.iter().any(|l| !l.contains("throttling")) || Instant::now() >= until {
+                return errors;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

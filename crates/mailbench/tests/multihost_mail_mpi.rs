@@ -21,15 +21,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether Dovecot and Postfix are installed (false: the test is skipped;
+/// in CI their absence is a failure).
+fn servers_installed() -> bool {
+    if mailbench_mail::local::missing_packages().is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install Dovecot and Postfix"
+    );
+    eprintln!("SKIPPED: Dovecot/Postfix missing");
+    false
+}
+
+/// Ctrl-C to the running `mpirun` (SIGINT to its process).
+fn interrupt(child: &Child) {
+    let int = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
+}
+
 /// A local Dovecot + Postfix under `tmp/server`, or None (the test is
 /// skipped) when they are not installed; in CI their absence is a failure.
 fn local_server(tmp: &Path) -> Option<LocalServer> {
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install Dovecot and Postfix"
-        );
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
+    if !servers_installed() {
         return None;
     }
     Some(
@@ -402,12 +420,7 @@ fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
 #[test]
 fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
     let _g = serial();
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install Dovecot and Postfix"
-        );
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
+    if !servers_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -415,11 +428,7 @@ fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
     let child = a_local_sweep_of_4_and_8_users(Path::new(exe()), &out);
     let child = until_the_second_level_measures(child, &out);
     let signalled = Instant::now();
-    let int = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(int.success());
+    interrupt(&child);
     let (o, _) = wait(child, Duration::from_secs(60));
     let took = signalled.elapsed();
     let sweep = only_run_dir(&out, "mail-sweep");
@@ -470,8 +479,7 @@ fn a_local_sweep_of_4_and_8_users(program: &Path, out: &Path) -> Child {
 #[test]
 fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
     let _g = serial();
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
+    if !servers_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -538,12 +546,7 @@ fn until_the_second_level_measures(child: Child, out: &Path) -> Child {
 #[test]
 fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
     let _g = serial();
-    if !mailbench_mail::local::missing_packages().is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install Dovecot and Postfix"
-        );
-        eprintln!("SKIPPED: Dovecot/Postfix missing");
+    if !servers_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -563,11 +566,7 @@ fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
         .expect("mpirun (apt-get install openmpi-bin)");
     let child = until_rank_0_measures(child, &out);
     let signalled = Instant::now();
-    let int = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(int.success());
+    interrupt(&child);
     let (o, _) = wait(child, Duration::from_secs(60));
     let took = signalled.elapsed();
     let run = only_run_dir(&out, "mail-run");
@@ -657,11 +656,7 @@ fn ctrl_c_to_mpirun_with_users_stuck_in_an_operation_writes_the_results() {
     let held = || p.faults.load(std::sync::atomic::Ordering::Relaxed) >= 4;
     let child = until(child, "every user held by the proxy", held);
     let child = until_rank_0_measures(child, &out);
-    let int = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(int.success());
+    interrupt(&child);
     let (o, _) = wait(child, Duration::from_secs(60));
     all_interrupted(&only_run_dir(&out, "mail-run"), &o);
     drop(p);

@@ -518,17 +518,18 @@ fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
     assert_eq!(v["supported_users"], 4);
 }
 
+/// The first entry of the folder `out` (the job's run folder), if any yet.
+fn first_entry(out: &Path) -> Option<PathBuf> {
+    let entry = std::fs::read_dir(out).ok()?.next()?.ok()?;
+    Some(entry.path())
+}
+
 /// Returns once the first level's merged result is written and rank 0 has
 /// measured an interval of the second level (bounded; the job is killed
 /// on the way out when it never gets there).
 fn until_the_second_level_measures(child: Child, out: &Path) -> Child {
     let ready = || {
-        let Some(sweep) = std::fs::read_dir(out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.path())
-        else {
+        let Some(sweep) = first_entry(out) else {
             return false;
         };
         let first = sweep.join("level-000004-users/result.json").exists();
@@ -602,12 +603,7 @@ fn all_interrupted(run: &Path, o: &std::process::Output) {
 /// the job is killed on the way out when it never gets there).
 fn until_rank_0_measures(child: Child, out: &Path) -> Child {
     let ready = || {
-        let Some(run) = std::fs::read_dir(out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.path())
-        else {
+        let Some(run) = first_entry(out) else {
             return false;
         };
         let f = run.join("rank-0/intervals.jsonl");

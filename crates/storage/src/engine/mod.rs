@@ -357,9 +357,9 @@ impl Instance {
             if self.finished(aborting, abort_deadline.is_some_and(|d| now >= d)) {
                 break;
             }
-            let (min, timeout) = self.wait_plan(now, progressed, aborting);
+            let (min, timeout, at_once) = self.wait_plan(now, progressed, aborting);
             done.clear();
-            held = !held && min == 0 && self.hold_requests(now, progressed, aborting);
+            held = !held && at_once && !aborting && self.hold_requests();
             if held {
                 self.io.poll(&mut done);
             } else {
@@ -469,10 +469,12 @@ impl Instance {
     /// due — the interval, a paced transaction (if a session is free to run it),
     /// a log flush, a checkpoint, a maintenance read — or [`IDLE_WAIT`]. No
     /// polling: an idle or paced instance wakes only when it has work. An
-    /// aborting instance only waits for its I/O in flight.
-    fn wait_plan(&self, now: Instant, progressed: bool, aborting: bool) -> (usize, Duration) {
+    /// aborting instance only waits for its I/O in flight. The third value:
+    /// the loop turns again at once (progress, and a transaction can start or
+    /// the instance is aborting).
+    fn wait_plan(&self, now: Instant, progressed: bool, aborting: bool) -> (usize, Duration, bool) {
         if progressed && (aborting || self.can_start_now(now)) {
-            return (0, Duration::ZERO);
+            return (0, Duration::ZERO, true);
         }
         let timers = !aborting;
         let due = [
@@ -488,21 +490,18 @@ impl Instance {
             .flatten()
             .map(|at| at.saturating_duration_since(now))
             .fold(IDLE_WAIT, Duration::min);
-        (usize::from(self.io.in_flight() > 0), t)
+        (usize::from(self.io.in_flight() > 0), t, false)
     }
 
     /// Whether the requests this turn queued wait for the next turn's instead
-    /// of a system call of their own: only when the loop turns again at once (a
-    /// transaction can start now), never twice in a row, and only one or two of
+    /// of a system call of their own (asked only when the loop turns again at
+    /// once because a transaction can start now, never twice in a row): only one or two of
     /// them — fewer than io_uring plugs the block layer for, so each would ring
     /// the device's doorbell alone; with the next turn's they go as one batch,
     /// started a turn's CPU time later (docs/ARCHITECTURE.md, "Performance
     /// notes", ninth round).
-    fn hold_requests(&self, now: Instant, progressed: bool, aborting: bool) -> bool {
-        progressed
-            && !aborting
-            && (1..PLUG_MIN).contains(&self.io.queued())
-            && self.can_start_now(now)
+    fn hold_requests(&self) -> bool {
+        (1..PLUG_MIN).contains(&self.io.queued())
     }
 
     fn complete(&mut self, c: IoCompletion) {

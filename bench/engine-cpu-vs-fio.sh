@@ -21,8 +21,9 @@
 # SECTIONS="fio pacing" (the default) runs both parts; SECTIONS=fio or SECTIONS=pacing one of them.
 # ROUNDS=N (default 1) repeats part 1's no-warm-up run and its fio run N times, which goes first
 # alternating (the files are created again before each mailbench run: fio's writes are not
-# database pages), and prints the median of the rounds' ratios: fio's own figure moves by up to
-# 1.5x between invocations on a shared VM, so one pair says little.
+# database pages), and prints the median of the rounds' ratios with a distribution-free 95 %
+# interval (6 rounds or more) and whether that interval lies under or over the goal of 1.2:
+# fio's own figure moves by up to 1.5x between invocations on a shared VM, so one pair says little.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -134,6 +135,7 @@ echo "5 s warm-up: mailbench window $w2 run $r2 ($iops2 transactional IOPS, $n2 
 rounds=${ROUNDS:-1}
 if ((rounds > 1)); then
   ratios="$(ratio "$w1" "$fio_us")"; dratios="$(ratio "$w1" "$fio_d")"; sratios="$(ratio "$w1" "$fio_s")"
+  own="$w1"; fios="$fio_us"
   for ((k = 2; k <= rounds; k++)); do
     if ((k % 2 == 0)); then
       init_dbs; read -r fu fk <<<"$(fio_pair)"; init_dbs; first=fio
@@ -148,12 +150,17 @@ if ((rounds > 1)); then
     # shellcheck disable=SC2046 # shape_of prints two options
     read -r fsu fsk <<<"$(fio_pair "$dk" $(shape_of "$resk"))"
     ratios+=" $(ratio "$wk" "$fu")"; dratios+=" $(ratio "$wk" "$fdu")"; sratios+=" $(ratio "$wk" "$fsu")"
+    own+=" $wk"; fios+=" $fu"
     echo "round $k, no warm-up ($first first): mailbench window $wk ($iopsk transactional IOPS, $qk in flight, $bk bytes per I/O)   fio $fu ($fk IOPS)   ratio $(ratio "$wk" "$fu");   fio 2 x QD $dk $fdu ($fdk IOPS)   ratio $(ratio "$wk" "$fdu");   fio with its I/O sizes $fsu ($fsk IOPS)   ratio $(ratio "$wk" "$fsu")"
   done
   rm -rf "$dir/db"
-  echo "no warm-up, window: median ratio of $rounds rounds: $(median 2 $ratios) ($ratios )"
-  echo "the same against fio at mailbench's own depth: median $(median 2 $dratios) ($dratios )"
-  echo "the same against fio doing mailbench's I/O sizes at its depth: median $(median 2 $sratios) ($sratios )"
+  echo "no warm-up, window: median ratio of $rounds rounds: $(median_ci 2 $ratios) ($ratios )"
+  echo "  against the goal of 1.2: $(against_goal 1.2 $ratios)"
+  echo "the same against fio at mailbench's own depth: median $(median_ci 2 $dratios) ($dratios )"
+  echo "the same against fio doing mailbench's I/O sizes at its depth: median $(median_ci 2 $sratios) ($sratios )"
+  echo "  against the goal of 1.2: $(against_goal 1.2 $sratios)"
+  echo "µs per I/O: mailbench $(median_ci 1 $own) ($own )"
+  echo "            fio 32 KiB QD 8 $(median_ci 1 $fios) ($fios )"
 fi
 fi
 [[ " $sections " == *" pacing "* ]] || { rm -rf "$dir"; exit 0; }

@@ -134,6 +134,6 @@ for ((k = 1; k <= rounds; k++)); do
   fi
 done
 for b in mailbench ${MAILBENCH_BASE:+base}; do
-  echo "$b replay/fio same pages, median of $rounds: $(median 3 ${ratios_pages[$b]}) (${ratios_pages[$b]# })   replay/fio one page per request: $(median 3 ${ratios_req[$b]}) (${ratios_req[$b]# })   replay/fio mix: $(median 3 ${ratios_mix[$b]}) (${ratios_mix[$b]# })"
+  echo "$b replay/fio same pages, median of $rounds: $(median_ci 3 ${ratios_pages[$b]}) (${ratios_pages[$b]# })   replay/fio one page per request: $(median 3 ${ratios_req[$b]}) (${ratios_req[$b]# })   replay/fio mix: $(median 3 ${ratios_mix[$b]}) (${ratios_mix[$b]# })"
 done
 rm -rf "$dir"

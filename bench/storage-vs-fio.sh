@@ -52,7 +52,7 @@ for qd in 16 64; do
     echo "mailbench ($(echo "$mb_json" | json 'd["engine"]')): $mb_iops IOPS p99 ${mb_p99} us   fio: $fio_iops IOPS p99 ${fio_p99} us   ratio: $r   ($first first, load average $(cut -d' ' -f1 /proc/loadavg))"
   done
   if ((rounds > 1)); then
-    echo "QD $qd: median ratio of $rounds pairs: $(median 3 $ratios) ($ratios )"
+    echo "QD $qd: median ratio of $rounds pairs: $(median_ci 3 $ratios) ($ratios )"
   fi
 done
 rm -rf "$dir"

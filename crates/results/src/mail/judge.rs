@@ -132,8 +132,17 @@ fn kind_rank(name: &str) -> usize {
 /// The criteria of a mail run, in the order the verdict lists them.
 pub const CRITERIA: [&str; 5] = ["response_time", "errors", "delivery", "queue", "tasks"];
 
+/// What an interrupted run is not judged on, in the verdict's words: it
+/// stopped without waiting for the mail in flight to arrive, for the queue to
+/// drain or for the rest of its tasks, so those figures say nothing.
+pub const NOT_JUDGED_WHEN_INTERRUPTED: &str = "not judged: deliveries in time, the server queue \
+     and the tasks left undone (the run stopped without waiting for the mail in flight to arrive \
+     or for the queue to drain)";
+
 /// Every failed criterion (a [`CRITERIA`] name) with its plain sentence, in
-/// the verdict's order. An interrupted run's planned tasks are not judged.
+/// the verdict's order. An interrupted run is judged on what it measured (the
+/// response time, the errors), never on what it did not wait for: the
+/// deliveries, the queue and the planned tasks ([`NOT_JUDGED_WHEN_INTERRUPTED`]).
 pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if f.response_time_ms > c.max_score_ms {
@@ -162,6 +171,9 @@ pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    if f.interrupted {
+        return out;
+    }
     if f.expected_deliveries > 0 && f.within_pct < c.delivery_pct {
         out.push((
             "delivery",
@@ -184,7 +196,7 @@ pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
             format!("the server queue did not drain: {q} messages still queued at the end"),
         ));
     }
-    if !f.interrupted && f.executed_tasks < f.planned_tasks {
+    if f.executed_tasks < f.planned_tasks {
         out.push((
             "tasks",
             format!(
@@ -200,7 +212,8 @@ pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
 /// The verdict (PRODUCT.md §4): pass only if the response time, the error
 /// rate, the deliveries in time, the queue and the planned tasks all hold;
 /// otherwise one plain sentence per failed criterion ([`failures`]). An
-/// interrupted run is `interrupted` whatever the figures.
+/// interrupted run is `interrupted` whatever the figures: its reasons say so
+/// first, then what it failed of what it measured, then what was not judged.
 pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
     let reasons = failures(f, c).into_iter().map(|(_, r)| r).collect();
     let mut v = Verdict::from_reasons(reasons);
@@ -208,6 +221,82 @@ pub fn verdict(f: &Figures, c: &Criteria) -> Verdict {
         v.status = Status::Interrupted;
         v.reasons
             .insert(0, "interrupted before the end of the run".into());
+        v.reasons.push(NOT_JUDGED_WHEN_INTERRUPTED.into());
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn criteria() -> Criteria {
+        Criteria {
+            max_score_ms: 1000.0,
+            max_error_rate_pct: 0.0,
+            delivery_pct: 95.0,
+            delivery_within: Duration::from_secs(60),
+        }
+    }
+
+    /// A run stopped early: nothing arrived in time, the queue still holds
+    /// mail, most tasks never ran.
+    fn stopped_early() -> Figures {
+        Figures {
+            response_time_ms: 40.0,
+            expected_deliveries: 120,
+            within_pct: 0.0,
+            queue_final: Some(7),
+            queue_steady: Some("the queue grew over the steady window".into()),
+            planned_tasks: 500,
+            executed_tasks: 20,
+            ..Figures::default()
+        }
+    }
+
+    #[test]
+    fn an_interrupted_run_is_not_judged_on_what_it_did_not_wait_for() {
+        let f = Figures {
+            interrupted: true,
+            ..stopped_early()
+        };
+        let v = verdict(&f, &criteria());
+        assert_eq!(v.status, Status::Interrupted);
+        assert_eq!(
+            v.reasons,
+            vec![
+                "interrupted before the end of the run".to_string(),
+                NOT_JUDGED_WHEN_INTERRUPTED.to_string()
+            ]
+        );
+        assert!(failures(&f, &criteria()).is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_run_is_still_judged_on_what_it_measured() {
+        let f = Figures {
+            interrupted: true,
+            response_time_ms: 1500.0,
+            total_errors: 3,
+            error_rate_pct: 1.0,
+            errors_by_kind: BTreeMap::from([("timeout".to_string(), 3)]),
+            ..stopped_early()
+        };
+        let names: Vec<&str> = failures(&f, &criteria()).iter().map(|x| x.0).collect();
+        assert_eq!(names, ["response_time", "errors"]);
+        let v = verdict(&f, &criteria());
+        assert_eq!(v.reasons.len(), 4, "{:?}", v.reasons);
+        assert_eq!(v.reasons[3], NOT_JUDGED_WHEN_INTERRUPTED);
+    }
+
+    #[test]
+    fn a_finished_run_is_judged_on_every_criterion() {
+        let names: Vec<&str> = (failures(&stopped_early(), &criteria()).iter())
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(names, ["delivery", "queue", "queue", "tasks"]);
+        let v = verdict(&stopped_early(), &criteria());
+        assert_eq!(v.status, Status::Fail);
+        assert!(!v.reasons.iter().any(|r| r.contains("not judged")));
+    }
 }

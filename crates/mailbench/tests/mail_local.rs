@@ -496,3 +496,90 @@ fn kill_a_run_with_a_temporary_target(out2: &std::path::Path) -> std::path::Path
     );
     tmp
 }
+
+/// Starts `mail run` on the local target in `work/local` (results in `out`),
+/// waits until its load runs (the first interval line), then sends SIGINT
+/// `times` times, 100 ms apart; the exit status and the run's folder.
+fn interrupt_a_running_load(
+    work: &std::path::Path,
+    out: &std::path::Path,
+    times: usize,
+) -> (std::process::ExitStatus, std::path::PathBuf) {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mailbench"))
+        .args(["mail", "run", "--users", "10", "--day-length", "2m"])
+        .args(["--ramp-up", "1s", "--interval", "1s", "--local-dir"])
+        .arg(work.join("local"))
+        .arg("--output")
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = first_test_log(out);
+    let intervals = log.with_file_name("intervals.jsonl");
+    assert!(
+        wait_for(&intervals, "\"phase\"", Duration::from_secs(90)),
+        "the load did not start"
+    );
+    for _ in 1..times {
+        let mut kill = Command::new("kill");
+        assert!(
+            kill.args(["-INT", &c.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dir = log.parent().unwrap().to_path_buf();
+    (interrupt_within_30s(&mut c, "mail run"), dir)
+}
+
+/// A second Ctrl-C aborts the users at once (no new grace) and the result so
+/// far is still written; a third ends mailbench at once (130, nothing
+/// written) and its servers do not outlive it. Whether a user is still in a
+/// task when the second comes depends on timing: the unit tests of
+/// `command::control` pin the decision itself.
+#[test]
+fn a_second_ctrl_c_aborts_the_users_and_a_third_exits() {
+    if !servers_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    let (status, dir) = interrupt_a_running_load(work.path(), &out, 2);
+    assert_eq!(status.code(), Some(130));
+    let log = std::fs::read_to_string(dir.join("test.log")).unwrap();
+    // The second never restarts the users' grace; users still in a task then
+    // (none, when every one ended before it came) are aborted at once.
+    assert_eq!(
+        log.matches("interrupted: stopping the users").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        !log.contains("interrupted: users still in a task aborted"),
+        "{log}"
+    );
+    let v = result(&out, "mail-run");
+    assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
+    let last = v["verdict"]["reasons"].as_array().unwrap().last().unwrap();
+    assert!(last.as_str().unwrap().starts_with("not judged: "), "{last}");
+
+    let out3 = work.path().join("out3");
+    let (status, dir) = interrupt_a_running_load(work.path(), &out3, 3);
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        !dir.join("result.json").exists(),
+        "the third Ctrl-C still waited for the result"
+    );
+    let local = work.path().join("local");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !servers_of(&local).is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(servers_of(&local).is_empty(), "{:?}", servers_of(&local));
+}

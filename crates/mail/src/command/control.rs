@@ -64,9 +64,54 @@ fn drain_over(
     (delivered >= expected && queue.unwrap_or(0) == 0) || now >= day_end + drain
 }
 
+/// What woke the controller.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Wake {
+    Sample,
+    Control,
+    /// SIGINT or SIGTERM (also counted by the `Interrupt`).
+    Signal,
+}
+
+/// What an interrupt asks of the users.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Stop {
+    No,
+    /// The first interrupt: told to stop, aborted after [`INTERRUPT_GRACE`].
+    Grace,
+    /// A second interrupt (during the grace, or two before the controller
+    /// woke): aborted now.
+    AtOnce,
+}
+
+/// What to do about an interrupt at a wake: the first starts the grace (also
+/// when the users were already stopping at the drain's end), a second aborts
+/// the users at once. `signals`: the signals this controller was woken by
+/// (the `Interrupt` counts them too, a moment later); a signal counts as the
+/// first interrupt even where no handler raised the flag.
+fn on_interrupt(
+    intr: &Interrupt,
+    wake: Wake,
+    signals: u32,
+    in_grace: bool,
+    stopping: bool,
+) -> Stop {
+    if wake == Wake::Signal && !intr.raised() {
+        intr.raise();
+    }
+    if intr.insisted() || signals >= 2 {
+        Stop::AtOnce
+    } else if intr.raised() && !in_grace && (wake == Wake::Signal || !stopping) {
+        Stop::Grace
+    } else {
+        Stop::No
+    }
+}
+
 /// Runs the users, writes one interval line per tick, samples the host and the
 /// queue, ends the drain when every delivery arrived (or the drain limit passed),
-/// and stops early on Ctrl-C / SIGTERM.
+/// and stops early on Ctrl-C / SIGTERM: the users get [`INTERRUPT_GRACE`] to
+/// end their task, or none at a second Ctrl-C.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn controller<'h>(
     sh: Arc<Shared>,
@@ -108,12 +153,13 @@ pub(super) async fn controller<'h>(
         out,
     };
     let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let mut signals = 0u32;
     loop {
-        let (interrupted, sample) = tokio::select! {
-            _ = tick.tick() => (intr.raised() && !c.stopping, true),
-            _ = control.tick() => (intr.raised() && !c.stopping, false),
-            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => (true, false),
+        let wake = tokio::select! {
+            _ = tick.tick() => Wake::Sample,
+            _ = control.tick() => Wake::Control,
+            _ = async { match sigint.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => Wake::Signal,
+            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } } => Wake::Signal,
             _ = &mut users => { break; }
             _ = async { match grace.as_mut() { Some(g) => g.as_mut().await, None => std::future::pending::<()>().await } } => {
                 c.log.line("interrupted: users still in a task aborted");
@@ -121,15 +167,28 @@ pub(super) async fn controller<'h>(
                 break;
             }
         };
-        if interrupted {
-            c.interrupted();
-            grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
-            continue;
+        signals += u32::from(wake == Wake::Signal);
+        match on_interrupt(&intr, wake, signals, grace.is_some(), c.stopping) {
+            Stop::No => {}
+            Stop::Grace => {
+                c.interrupted();
+                grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
+                continue;
+            }
+            Stop::AtOnce => {
+                if grace.is_none() {
+                    c.interrupted();
+                }
+                c.log
+                    .line("interrupted again: users still in a task aborted at once");
+                users.abort();
+                break;
+            }
         }
-        let go_on = if sample {
-            c.interval(intervals, on_interval).await
-        } else {
-            c.control_tick().await
+        let go_on = match wake {
+            Wake::Sample => c.interval(intervals, on_interval).await,
+            Wake::Control => c.control_tick().await,
+            Wake::Signal => true,
         };
         if !go_on {
             users.abort();
@@ -405,5 +464,50 @@ impl HostSampler {
                 res.disk = Some(d1.rates_since(&d0, wend.duration_since(w0).as_secs_f64()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_interrupt_aborts_the_users_at_once() {
+        let intr = Interrupt::never();
+        assert_eq!(on_interrupt(&intr, Wake::Sample, 0, false, false), Stop::No);
+        // The first: the users get their grace, once.
+        assert_eq!(
+            on_interrupt(&intr, Wake::Signal, 1, false, false),
+            Stop::Grace
+        );
+        assert!(
+            intr.raised(),
+            "a signal no handler counted is the first interrupt"
+        );
+        assert_eq!(on_interrupt(&intr, Wake::Control, 1, true, true), Stop::No);
+        // The second signal, during the grace: no new grace, aborted now.
+        assert_eq!(
+            on_interrupt(&intr, Wake::Signal, 2, true, true),
+            Stop::AtOnce
+        );
+    }
+
+    #[test]
+    fn two_counted_interrupts_abort_at_once_at_any_wake() {
+        let intr = Interrupt::never();
+        intr.count_one();
+        assert_eq!(
+            on_interrupt(&intr, Wake::Sample, 0, false, false),
+            Stop::Grace
+        );
+        intr.count_one();
+        assert_eq!(
+            on_interrupt(&intr, Wake::Control, 0, true, true),
+            Stop::AtOnce
+        );
+        // Raised by the coordinator while the drain already stops the users: no grace needed.
+        let late = Interrupt::never();
+        late.raise();
+        assert_eq!(on_interrupt(&late, Wake::Control, 0, false, true), Stop::No);
     }
 }

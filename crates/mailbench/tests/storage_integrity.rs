@@ -698,3 +698,40 @@ fn backup_copies_and_verifies_the_copy() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// `recover --log-files 0` checks every page after the replay by default, and
+/// honours an explicit `--no-verify` (the log says the check was skipped).
+#[test]
+fn recover_after_a_crash_verifies_unless_told_not_to() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    crash_early(dir);
+    let o = storage(dir, "recover", &["--log-files", "0", "--no-verify"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = latest_result(dir, "storage-recover");
+    assert!(r["verify"].is_null(), "verified despite --no-verify: {r}");
+    assert!(
+        r["prior_recovery"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "{r}"
+    );
+    let folder = (run_dirs(dir).into_iter())
+        .rfind(|p| p.to_string_lossy().contains("storage-recover-"))
+        .unwrap();
+    let log = std::fs::read_to_string(folder.join("test.log")).unwrap();
+    assert!(log.contains("verification skipped (--no-verify)"), "{log}");
+    crash_early(dir);
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = latest_result(dir, "storage-recover");
+    assert_eq!(
+        r["verify"]["databases"].as_array().map(Vec::len),
+        Some(2),
+        "{r}"
+    );
+}

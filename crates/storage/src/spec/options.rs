@@ -122,7 +122,8 @@ mailbench_base::options_struct! {
         /// Maximum database cache over all databases.
         #[arg(long, value_parser = ByteSize::parse)]
         pub cache_size: Option<ByteSize>,
-        /// Skip the page and log verification after the run.
+        /// Skip the page and log verification after the run (storage run) or the replay
+        /// (storage recover, also with --log-files 0).
         #[arg(long = "no-verify", num_args = 0, default_missing_value = "false")]
         pub verify: Option<bool>,
         /// Attach existing databases (checking their headers) instead of creating.

@@ -5,7 +5,7 @@ use crate::{AlignedBuf, IoCompletion, IoEngine, IoRequest, OpKind};
 use io_uring::{IoUring, opcode, squeue, types};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Regions (of [`AlignedBuf::carve`]) registered as fixed buffers at most: the
@@ -44,9 +44,10 @@ pub struct UringEngine {
     unsubmitted: usize,
     /// Completions delivered early (from a full-queue submit).
     ready: Vec<IoCompletion>,
-    /// Fixed-buffer index of each registered region, by start address; false
-    /// once registering is unavailable (old kernel, locked-memory limit).
-    fixed: HashMap<usize, u16>,
+    /// Fixed-buffer index of each region seen, by start address (None: the
+    /// kernel refused to register it, e.g. over the locked-memory limit);
+    /// `fixed_ok` false once registering is unavailable (old kernel).
+    fixed: HashMap<usize, Option<u16>>,
     fixed_ok: bool,
     /// Whether the kernel has READV_FIXED and WRITEV_FIXED (Linux 6.15+).
     vectored_fixed: bool,
@@ -89,12 +90,14 @@ impl UringEngine {
     }
 
     /// The fixed-buffer index for `buf`'s region, registering the region on its
-    /// first use. None: not carved from a region, or registering is unavailable.
+    /// first use. None: not carved from a region, registering is unavailable,
+    /// or the kernel refused this region (it is not asked again; smaller
+    /// regions may still fit under the locked-memory limit).
     fn fixed_index(&mut self, buf: &AlignedBuf) -> Option<u16> {
         let region = buf.region()?;
         let (base, len) = region.span();
         if let Some(&i) = self.fixed.get(&base) {
-            return Some(i);
+            return i;
         }
         if !self.fixed_ok || self.fixed_regions.len() >= FIXED_SLOTS as usize {
             return None;
@@ -111,11 +114,15 @@ impl UringEngine {
                 .submitter()
                 .register_buffers_update(u32::from(index), &[iov], None)
         };
-        if registered.is_err() {
-            self.fixed_ok = false;
+        if let Err(e) = registered {
+            record(len, Some(&e));
+            // Out of locked memory: this region only; anything else: none.
+            self.fixed_ok = e.raw_os_error() == Some(libc::ENOMEM);
+            self.fixed.insert(base, None);
             return None;
         }
-        self.fixed.insert(base, index);
+        record(len, None);
+        self.fixed.insert(base, Some(index));
         self.fixed_regions.push(region.clone());
         Some(index)
     }
@@ -350,5 +357,166 @@ impl Drop for UringEngine {
     }
 }
 
+/// Buffer regions registered with io_uring (fixed buffers) in this process,
+/// and those the kernel refused.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FixedBuffers {
+    pub registered: u64,
+    pub registered_bytes: u64,
+    pub refused: u64,
+    pub refused_bytes: u64,
+    /// The kernel's first refusal.
+    pub first_error: Option<String>,
+    /// Whether that refusal was ENOMEM (the locked-memory limit).
+    pub out_of_locked_memory: bool,
+}
+
+static FIXED: Mutex<FixedBuffers> = Mutex::new(FixedBuffers {
+    registered: 0,
+    registered_bytes: 0,
+    refused: 0,
+    refused_bytes: 0,
+    first_error: None,
+    out_of_locked_memory: false,
+});
+
+/// Counts one region registered (`err` None) or refused.
+fn record(len: usize, err: Option<&std::io::Error>) {
+    let mut f = match FIXED.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    match err {
+        None => {
+            f.registered += 1;
+            f.registered_bytes += len as u64;
+        }
+        Some(e) => {
+            f.refused += 1;
+            f.refused_bytes += len as u64;
+            if f.first_error.is_none() {
+                f.first_error = Some(e.to_string());
+                f.out_of_locked_memory = e.raw_os_error() == Some(libc::ENOMEM);
+            }
+        }
+    }
+}
+
+/// The fixed buffers of this process so far.
+pub fn fixed_buffers() -> FixedBuffers {
+    match FIXED.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
+/// This process's locked-memory limit (soft, bytes; None: unlimited or unreadable).
+pub fn memlock_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// A sentence for the run's log when some buffer regions could not be
+/// registered (None when every region was, or io_uring never tried).
+pub fn fixed_buffers_note() -> Option<String> {
+    note(&fixed_buffers(), memlock_limit())
+}
+
+/// The same in a few words, for the result's I/O engine: how much was not
+/// registered and the limit (None as for [`fixed_buffers_note`]).
+pub fn fixed_buffers_short() -> Option<String> {
+    short(&fixed_buffers(), memlock_limit())
+}
+
+fn short(f: &FixedBuffers, memlock: Option<u64>) -> Option<String> {
+    if f.refused == 0 {
+        return None;
+    }
+    let mut s = format!(
+        "{} of {} in buffers not registered",
+        mib(f.refused_bytes),
+        mib(f.registered_bytes + f.refused_bytes)
+    );
+    if f.out_of_locked_memory {
+        s.push_str(&format!(
+            " (RLIMIT_MEMLOCK {})",
+            memlock.map_or("unlimited".into(), mib)
+        ));
+    }
+    Some(s)
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// The note of [`fixed_buffers_note`] from the figures and the limit.
+fn note(f: &FixedBuffers, memlock: Option<u64>) -> Option<String> {
+    if f.refused == 0 {
+        return None;
+    }
+    let why = f.first_error.as_deref().unwrap_or("refused");
+    let limit = memlock.map_or("unlimited".into(), mib);
+    let mut s = format!(
+        "io_uring buffers: {} of {} regions registered ({} of {}); {} not ({why}), so the kernel \
+         pins their pages on every I/O (more CPU per I/O)",
+        f.registered,
+        f.registered + f.refused,
+        mib(f.registered_bytes),
+        mib(f.registered_bytes + f.refused_bytes),
+        mib(f.refused_bytes),
+    );
+    if f.out_of_locked_memory {
+        s.push_str(&format!(
+            ". The locked-memory limit (RLIMIT_MEMLOCK) is {limit}: raise it to the cache size \
+             or more (`ulimit -l unlimited`, LimitMEMLOCK=infinity in a systemd unit, \
+             `memlock` in /etc/security/limits.conf) or run with CAP_IPC_LOCK"
+        ));
+    }
+    Some(s)
+}
+
 #[allow(dead_code)]
 fn _assert_send(_: &AlignedBuf, _: Arc<()>) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_names_what_was_not_registered_and_how_to_raise_the_limit() {
+        assert_eq!(note(&FixedBuffers::default(), Some(8 << 20)), None);
+        let f = FixedBuffers {
+            registered: 1,
+            registered_bytes: 2 << 20,
+            refused: 2,
+            refused_bytes: 2 << 30,
+            first_error: Some("Cannot allocate memory (os error 12)".into()),
+            out_of_locked_memory: true,
+        };
+        let n = note(&f, Some(8 << 20)).unwrap();
+        assert!(
+            n.contains("1 of 3 regions registered (2 MiB of 2050 MiB)"),
+            "{n}"
+        );
+        assert!(n.contains("2048 MiB not (Cannot allocate memory"), "{n}");
+        assert!(n.contains("RLIMIT_MEMLOCK) is 8 MiB"), "{n}");
+        assert!(n.contains("ulimit -l"), "{n}");
+        let other = FixedBuffers {
+            out_of_locked_memory: false,
+            first_error: Some("Invalid argument (os error 22)".into()),
+            ..f
+        };
+        assert!(!note(&other, None).unwrap().contains("RLIMIT_MEMLOCK"));
+        assert_eq!(
+            short(&f, Some(8 << 20)).as_deref(),
+            Some("2048 MiB of 2050 MiB in buffers not registered (RLIMIT_MEMLOCK 8 MiB)")
+        );
+        assert_eq!(short(&FixedBuffers::default(), None), None);
+    }
+}

@@ -68,6 +68,9 @@ pub fn run_recover(
     if !o.interrupted && readable {
         verify_after(spec, log, interrupt, phase, &mut res, &mut o);
     }
+    if let Some(note) = mailbench_io::uring::fixed_buffers_note() {
+        log.line(format!("warning: {note}"));
+    }
     res.verdict = verdict(&res, &o, log_files);
     res.errors = o.errors;
     header.finish(started.elapsed());

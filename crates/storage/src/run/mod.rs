@@ -87,19 +87,33 @@ pub fn run(
     }
     let _ = load.intervals_file.flush();
     let self_cpu = process_cpu_s() - self_cpu0;
+    let io_engine = with_buffer_note(running.io_engine, log);
 
     // Phase 3: verification.
     let verify_result = load.verify(spec, log, interrupt, progress);
     let ended = Ended {
         header,
         started,
-        io_engine: running.io_engine,
+        io_engine,
         o_direct: caps.o_direct,
         init,
         self_cpu,
         verify: verify_result,
     };
     Ok(load.into_result(spec, ended))
+}
+
+/// The I/O engine's name, with a few words when io_uring could not register
+/// every buffer region (the locked-memory limit); test.log gets the whole note.
+fn with_buffer_note(io_engine: String, log: &TestLog) -> String {
+    match mailbench_io::uring::fixed_buffers_note() {
+        Some(note) => {
+            log.line(format!("warning: {note}"));
+            let short = mailbench_io::uring::fixed_buffers_short().unwrap_or_default();
+            format!("{io_engine}; {short}")
+        }
+        None => io_engine,
+    }
 }
 
 /// Creates the databases (or attaches to them): their summary, or why and how

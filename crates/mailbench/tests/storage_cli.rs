@@ -7,9 +7,11 @@
 mod storage_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
-use storage_support::{bin, storage_cmd, text};
+use storage_support::{
+    bin, interrupt_and_wait, read_json, run_dirs, spawn_quiet, storage_cmd, text, wait_for_log,
+};
 
 /// Small, fast settings: two 64 MiB databases, an 8 MiB cache each.
 const SMALL: &[&str] = &[
@@ -33,13 +35,29 @@ fn storage(dir: &Path, sub: &str, extra: &[&str]) -> Output {
     storage_cmd(dir, sub, SMALL, extra).output().unwrap()
 }
 
-fn only_run_dir(dir: &Path) -> PathBuf {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("results"))
+/// `SMALL` with `flag` given `value` instead.
+fn small_with<'a>(flag: &str, value: &'a str) -> Vec<&'a str> {
+    SMALL
+        .chunks(2)
+        .flat_map(|kv| [kv[0], if kv[0] == flag { value } else { kv[1] }])
+        .collect()
+}
+
+/// A `SMALL` run in `dir` (relative `data` and `results`) with the faults
+/// `MAILBENCH_FAULTS` injects.
+fn run_with_faults(dir: &Path, faults: &str) -> Output {
+    bin()
+        .current_dir(dir)
+        .env("MAILBENCH_FAULTS", faults)
+        .args(["storage", "run", "--path", "data", "--output", "results"])
+        .args(SMALL)
+        .output()
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v.pop().unwrap()
+}
+
+/// The newest run folder under `dir/results`.
+fn only_run_dir(dir: &Path) -> PathBuf {
+    run_dirs(dir).pop().unwrap()
 }
 
 #[test]
@@ -49,8 +67,7 @@ fn a_short_run_writes_results_that_match_its_verdict() {
     let code = o.status.code().unwrap();
     assert!(code == 0 || code == 1, "{}", text(&o));
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     assert_eq!(r["schema_version"], 1);
     assert_eq!(r["kind"], "storage-run");
     let status = r["verdict"]["status"].as_str().unwrap();
@@ -132,8 +149,7 @@ fn a_short_run_writes_results_that_match_its_verdict() {
     let o = storage(t.path(), "run", &["--no-verify"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run2 = only_run_dir(t.path());
-    let r2: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run2.join("result.json")).unwrap()).unwrap();
+    let r2 = read_json(&run2.join("result.json"));
     assert_eq!(r2["init"]["databases"][0]["action"], "opened");
 }
 
@@ -263,17 +279,10 @@ fn foreign_folders_block_devices_and_unwritable_paths_are_refused() {
 fn io_errors_during_the_run_fail_the_verdict_and_keep_the_result() {
     let t = tempfile::tempdir().unwrap();
     // Let creation finish (2 x 64 MiB = 128 x 1 MiB writes), then fail 2 % of writes.
-    let o = bin()
-        .current_dir(t.path())
-        .env("MAILBENCH_FAULTS", "write_fail=0.02,after=400,seed=3")
-        .args(["storage", "run", "--path", "data", "--output", "results"])
-        .args(SMALL)
-        .output()
-        .unwrap();
+    let o = run_with_faults(t.path(), "write_fail=0.02,after=400,seed=3");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     assert_eq!(r["verdict"]["status"], "fail");
     let reasons = r["verdict"]["reasons"].to_string();
     assert!(reasons.contains("I/O"), "{reasons}");
@@ -283,13 +292,7 @@ fn io_errors_during_the_run_fail_the_verdict_and_keep_the_result() {
 #[test]
 fn out_of_space_during_creation_is_a_runtime_error_with_a_result() {
     let t = tempfile::tempdir().unwrap();
-    let o = bin()
-        .current_dir(t.path())
-        .env("MAILBENCH_FAULTS", "write_fail=1.0,errno=ENOSPC,after=20")
-        .args(["storage", "run", "--path", "data", "--output", "results"])
-        .args(SMALL)
-        .output()
-        .unwrap();
+    let o = run_with_faults(t.path(), "write_fail=1.0,errno=ENOSPC,after=20");
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(
         text(&o).contains("No space left") || text(&o).contains("full"),
@@ -297,8 +300,7 @@ fn out_of_space_during_creation_is_a_runtime_error_with_a_result() {
         text(&o)
     );
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     assert_eq!(r["verdict"]["status"], "error");
     // The error is in test.log too, not only on the terminal.
     let log = std::fs::read_to_string(run.join("test.log")).unwrap();
@@ -311,79 +313,23 @@ fn out_of_space_during_creation_is_a_runtime_error_with_a_result() {
 #[test]
 fn ctrl_c_stops_quickly_with_a_partial_interrupted_result() {
     let t = tempfile::tempdir().unwrap();
-    let mut child = bin()
-        .current_dir(t.path())
-        .args([
-            "storage",
-            "run",
-            "--path",
-            "data",
-            "--output",
-            "results",
-            "--databases",
-            "2",
-            "--db-size",
-            "64MiB",
-            "--cache-size",
-            "16MiB",
-            "--threads",
-            "4",
-            "--warmup",
-            "1s",
-            "--duration",
-            "10m",
-            "--sample-interval",
-            "1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait (bounded) for the measured window to start.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let log = loop {
-        let found = std::fs::read_dir(t.path().join("results"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .map(|e| e.unwrap().path().join("test.log"));
-        if let Some(l) = found
-            && std::fs::read_to_string(&l)
-                .unwrap_or_default()
-                .contains("phase: measured window")
-        {
-            break l;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run never reached its measured window"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut child = spawn_quiet({
+        let mut c = bin();
+        c.current_dir(t.path())
+            .args(["storage", "run", "--path", "data", "--output", "results"])
+            .args(small_with("--duration", "10m"));
+        c
+    });
+    wait_for_log(t.path(), "the measured window", "phase: measured window");
+    let run = only_run_dir(t.path());
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            sent.elapsed() < Duration::from_secs(10),
-            "did not stop after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = interrupt_and_wait(&mut child);
     let took = sent.elapsed();
     eprintln!("stopped {took:?} after SIGINT");
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(code, Some(130));
     assert!(took < Duration::from_secs(4), "took {took:?}");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(log.with_file_name("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     assert_eq!(r["verdict"]["status"], "interrupted");
     assert_eq!(r["window"]["interrupted"], true);
     assert!(
@@ -434,8 +380,7 @@ fn start_at_waits_for_the_time_then_runs() {
         .unwrap_or_else(|| panic!("{log}"));
     assert!(line.contains(at.trim_end_matches('Z')), "{line} vs {at}");
     // The run could not have finished before the start time plus its window.
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("result.json")).unwrap()).unwrap();
+    let v = read_json(&run.join("result.json"));
     assert_eq!(v["verdict"]["status"], "pass", "{}", v["verdict"]);
     let measured = v["window"]["measured_s"].as_f64().unwrap();
     assert!(measured >= 2.5, "{measured}");
@@ -460,8 +405,7 @@ fn the_2007_profile_is_judged_by_its_own_limits_and_the_report_prints_them() {
     );
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     let th = &r["spec"]["thresholds"];
     assert_eq!(th["db_read_max_ms"], 50.0);
     assert_eq!(th["log_write_max_ms"], 50.0);
@@ -505,21 +449,19 @@ fn the_warm_up_attains_the_cache_lower_bound_and_the_result_records_it() {
     let t = tempfile::tempdir().unwrap();
     // A generous limit: the bound is 2 × 231 pages of 32 KiB.
     let run_with = |limit: &str| {
-        let shape: Vec<&str> = SMALL
-            .chunks(2)
-            .filter(|kv| kv[0] != "--warmup")
-            .flatten()
-            .copied()
-            .collect();
-        storage_cmd(t.path(), "run", &shape, &["--warmup", limit, "--no-verify"])
-            .output()
-            .unwrap()
+        storage_cmd(
+            t.path(),
+            "run",
+            &small_with("--warmup", limit),
+            &["--no-verify"],
+        )
+        .output()
+        .unwrap()
     };
     let o = run_with("120s");
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     let w = &r["window"];
     let p = &w["prerequisites"];
     let bound = p["cache_lower_bound_bytes"].as_u64().unwrap();
@@ -555,8 +497,7 @@ fn the_warm_up_attains_the_cache_lower_bound_and_the_result_records_it() {
     let o = run_with("0s");
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run = only_run_dir(t.path());
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("result.json")).unwrap()).unwrap();
+    let r = read_json(&run.join("result.json"));
     let p = &r["window"]["prerequisites"];
     assert_eq!(p["attained"], false, "{p}");
     assert!(

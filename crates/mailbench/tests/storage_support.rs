@@ -4,8 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
@@ -15,15 +17,41 @@ pub fn bin() -> Command {
 /// `mailbench storage SUB` on `DIR/data` with results in `DIR/results`, the
 /// database shape `shape` (flags), then `extra`.
 pub fn storage_cmd(dir: &Path, sub: &str, shape: &[&str], extra: &[&str]) -> Command {
+    let mut c = storage_at(&dir.join("data"), &dir.join("results"), sub, shape, extra);
+    c.current_dir(dir);
+    c
+}
+
+/// `mailbench storage SUB --path DATA --output OUTPUT`, the database shape
+/// `shape` (flags), then `extra`; run from the test's own folder.
+pub fn storage_at(
+    data: &Path,
+    output: &Path,
+    sub: &str,
+    shape: &[&str],
+    extra: &[&str],
+) -> Command {
     let mut c = bin();
-    c.current_dir(dir)
-        .args(["storage", sub, "--path"])
-        .arg(dir.join("data"))
+    c.args(["storage", sub, "--path"])
+        .arg(data)
         .arg("--output")
-        .arg(dir.join("results"))
+        .arg(output)
         .args(shape)
         .args(extra);
     c
+}
+
+/// Starts `c` with its output thrown away (a run the test stops with a signal).
+pub fn spawn_quiet(mut c: Command) -> Child {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A JSON file (a result.json) read and parsed.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 /// stdout then stderr, for messages.
@@ -37,7 +65,12 @@ pub fn text(o: &Output) -> String {
 
 /// The run folders under `dir/results`, oldest first.
 pub fn run_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir.join("results")) {
+    run_dirs_in(&dir.join("results"))
+}
+
+/// The run folders in the results folder `results`, oldest first.
+pub fn run_dirs_in(results: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = match std::fs::read_dir(results) {
         Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
         Err(_) => Vec::new(),
     };
@@ -52,7 +85,7 @@ pub fn latest_result(dir: &Path, kind: &str) -> serde_json::Value {
         .rfind(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
         .unwrap()
         .join("result.json");
-    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    read_json(&p)
 }
 
 /// The result.json of the newest run folder of any kind.
@@ -114,4 +147,18 @@ pub fn wait_for_log(dir: &Path, what: &str, needle: &str) {
                 .contains(needle)
         })
     });
+}
+
+/// A child's output lines, as they come, on a channel.
+pub fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }

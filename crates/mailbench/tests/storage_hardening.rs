@@ -21,6 +21,22 @@ fn storage(dir: &Path, sub: &str, extra: &[&str], faults: Option<&str>) -> Outpu
     c.output().unwrap()
 }
 
+/// A run of `duration` with no warm-up, one-second samples and no verify,
+/// then `extra`.
+fn quick<'a>(duration: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "--duration",
+        duration,
+        "--warmup",
+        "0s",
+        "--sample-interval",
+        "1s",
+        "--no-verify",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 fn init(dir: &Path) {
     let o = storage(dir, "init", &[], None);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -35,15 +51,7 @@ fn slow_storage_shuts_down_clean_instead_of_feeding_its_own_shutdown() {
     let o = storage(
         t.path(),
         "run",
-        &[
-            "--duration",
-            "3s",
-            "--warmup",
-            "0s",
-            "--sample-interval",
-            "1s",
-            "--no-verify",
-        ],
+        &quick("3s", &[]),
         Some("delay_ms=120,delay_share=1.0"),
     );
     let code = o.status.code().unwrap();
@@ -67,27 +75,9 @@ fn sigterm_on_slow_storage_ends_the_run_with_an_interrupted_result() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     init(dir);
-    let mut child = storage_cmd(
-        dir,
-        "run",
-        ONE,
-        &[
-            "--duration",
-            "10m",
-            "--warmup",
-            "0s",
-            "--sample-interval",
-            "1s",
-            "--no-verify",
-            "--shutdown-grace",
-            "5s",
-        ],
-    )
-    .env("MAILBENCH_FAULTS", "delay_ms=120,delay_share=1.0")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut run = storage_cmd(dir, "run", ONE, &quick("10m", &["--shutdown-grace", "5s"]));
+    run.env("MAILBENCH_FAULTS", "delay_ms=120,delay_share=1.0");
+    let mut child = spawn_quiet(run);
     wait_for_log(dir, "the measured window", "phase: measured window");
     assert_eq!(signal_and_wait(&mut child, "TERM"), Some(130));
     let r = last_result(dir);
@@ -104,17 +94,7 @@ fn a_shutdown_past_its_grace_stops_at_the_hard_deadline_with_a_partial_result() 
     let o = storage(
         t.path(),
         "run",
-        &[
-            "--duration",
-            "2s",
-            "--warmup",
-            "0s",
-            "--sample-interval",
-            "1s",
-            "--no-verify",
-            "--shutdown-grace",
-            "1s",
-        ],
+        &quick("2s", &["--shutdown-grace", "1s"]),
         // Every I/O takes 4 s: the sessions' reads cannot finish within 1 s.
         Some("delay_ms=4000,delay_share=1.0"),
     );
@@ -222,15 +202,10 @@ fn a_full_disk_does_not_block_verify_backup_or_recovery() {
         return;
     };
     let data = fs.0.join("data");
+    let results = t.path().join("results");
     let run = |sub: &str, extra: &[&str]| {
-        bin()
+        storage_at(&data, &results, sub, ONE, extra)
             .current_dir(t.path())
-            .args(["storage", sub, "--path"])
-            .arg(&data)
-            .arg("--output")
-            .arg(t.path().join("results"))
-            .args(ONE)
-            .args(extra)
             .output()
             .unwrap()
     };
@@ -251,12 +226,8 @@ fn a_full_disk_does_not_block_verify_backup_or_recovery() {
         assert_eq!(o.status.code(), Some(0), "{sub}: {}", text(&o));
     }
     // What creates files is still refused for space, naming it.
-    let o = bin()
-        .args(["storage", "init", "--path"])
-        .arg(&data)
-        .arg("--output")
-        .arg(t.path().join("results"))
-        .args(["--databases", "2", "--db-size", "64MiB", "--threads", "2"])
+    let two = ["--databases", "2", "--db-size", "64MiB", "--threads", "2"];
+    let o = storage_at(&data, &results, "init", &two, &[])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -316,26 +287,16 @@ fn refusals_leave_nothing_behind() {
     // No probe file in the parent of a path that does not exist yet.
     let parent = t.path().join("parent");
     std::fs::create_dir(&parent).unwrap();
-    let o = bin()
-        .args(["storage", "run", "--path"])
-        .arg(parent.join("new"))
-        .arg("--output")
-        .arg(t.path().join("results"))
-        .args(ONE)
-        .args(["--cache-size", "100TiB"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let o = bin()
-        .args(["storage", "init", "--path"])
-        .arg(parent.join("new"))
-        .arg("--output")
-        .arg(t.path().join("results"))
-        .args(ONE)
-        .args(["--db-size", "1000TiB"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let (new, results) = (parent.join("new"), t.path().join("results"));
+    for (sub, extra) in [
+        ("run", ["--cache-size", "100TiB"]),
+        ("init", ["--db-size", "1000TiB"]),
+    ] {
+        let o = storage_at(&new, &results, sub, ONE, &extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{sub}: {}", text(&o));
+    }
     assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
 }
 
@@ -353,15 +314,7 @@ fn run_refuses_an_unclean_database_before_creating_its_run_folder() {
         .arg("--output")
         .arg(t.path().join("killed"))
         .args(ONE)
-        .args([
-            "--duration",
-            "1h",
-            "--warmup",
-            "0s",
-            "--sample-interval",
-            "1s",
-        ])
-        .args(["--no-verify", "-q"])
+        .args(quick("1h", &["-q"]))
         .env("MAILBENCH_ACK_STREAM", "1")
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -392,18 +345,9 @@ fn run_refuses_an_unclean_database_before_creating_its_run_folder() {
 fn ctrl_c_during_init_writes_an_interrupted_result() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let mut child = bin()
-        .current_dir(dir)
-        .args(["storage", "init", "--path"])
-        .arg(dir.join("data"))
-        .arg("--output")
-        .arg(dir.join("results"))
-        .args(ONE)
-        .env("MAILBENCH_FAULTS", "delay_ms=500,delay_share=1.0")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut init = storage_cmd(dir, "init", ONE, &[]);
+    init.env("MAILBENCH_FAULTS", "delay_ms=500,delay_share=1.0");
+    let mut child = spawn_quiet(init);
     // The progress file exists from the first write until the header is written.
     let progress = dir.join("data").join("DB01.mdb.init");
     wait_for("database creation", || progress.exists());
@@ -428,25 +372,15 @@ fn ctrl_c_while_waiting_for_the_start_time_writes_an_interrupted_result() {
     let dir = t.path();
     let at = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
     let at = humantime::format_rfc3339_seconds(at).to_string();
-    let mut child = bin()
-        .current_dir(dir)
-        .args(["storage", "run", "--path"])
-        .arg(dir.join("data"))
-        .arg("--output")
-        .arg(dir.join("results"))
-        .args(ONE)
-        .args([
-            "--duration",
-            "5s",
-            "--sample-interval",
-            "1s",
-            "--start-at",
-            &at,
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let wait = [
+        "--duration",
+        "5s",
+        "--sample-interval",
+        "1s",
+        "--start-at",
+        &at,
+    ];
+    let mut child = spawn_quiet(storage_cmd(dir, "run", ONE, &wait));
     wait_for_log(dir, "the wait for the start time", "the load starts at");
     assert_eq!(interrupt_and_wait(&mut child), Some(130));
     let r = last_result(dir);

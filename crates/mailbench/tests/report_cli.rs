@@ -5,19 +5,18 @@
 //! endpoint scraped during a run, and the result JSON Schema.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "storage_support.rs"]
+mod storage_support;
+
 use mailbench_metrics::LatencyHist;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mailbench"))
-}
+use storage_support::{bin, interrupt_and_wait, lines, read_json, run_dirs_in, storage_at};
 
 fn text(o: &Output) -> String {
     format!(
@@ -53,13 +52,9 @@ struct Runs {
     scrape_om: String,
 }
 
+/// The newest run folder in the results folder `results`.
 fn run_dir(results: &Path) -> PathBuf {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(results)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v.pop().unwrap()
+    run_dirs_in(results).pop().unwrap()
 }
 
 fn scrape(addr: &str, accept: &str) -> String {
@@ -81,28 +76,17 @@ fn spawn(
     name: &str,
     extra: &[&str],
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = bin()
+    let (data, results) = (
+        root.join(format!("data-{name}")),
+        root.join(format!("results-{name}")),
+    );
+    let mut child = storage_at(&data, &results, "run", SMALL, extra)
         .current_dir(root)
-        .args(["storage", "run", "--path"])
-        .arg(root.join(format!("data-{name}")))
-        .arg("--output")
-        .arg(root.join(format!("results-{name}")))
-        .args(SMALL)
-        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(l) = line else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines(child.stderr.take().unwrap());
     (child, rx)
 }
 
@@ -165,14 +149,10 @@ fn runs() -> &'static Runs {
         let _ = std::fs::remove_dir_all(root.join("data-pass"));
 
         // 2. A run that misses a target it cannot reach.
-        let o = bin()
+        let (data, results) = (root.join("data-fail"), root.join("results-fail"));
+        let unreachable = ["-q", "--duration", "4s", "--target-iops", "1000000"];
+        let o = storage_at(&data, &results, "run", SMALL, &unreachable)
             .current_dir(&root)
-            .args(["storage", "run", "-q", "--path"])
-            .arg(root.join("data-fail"))
-            .arg("--output")
-            .arg(root.join("results-fail"))
-            .args(SMALL)
-            .args(["--duration", "4s", "--target-iops", "1000000"])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -183,15 +163,7 @@ fn runs() -> &'static Runs {
         let (mut child, rx) = spawn(&root, "intr", &["--duration", "10m"]);
         wait_line(&rx, "measured", 90);
         wait_line(&rx, "measured", 30);
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let st = child.wait().unwrap();
-        assert_eq!(st.code(), Some(130));
+        assert_eq!(interrupt_and_wait(&mut child), Some(130));
         let intr = run_dir(&root.join("results-intr"));
         let _ = std::fs::remove_dir_all(root.join("data-intr"));
         Runs {
@@ -207,7 +179,7 @@ fn runs() -> &'static Runs {
 }
 
 fn result(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap()
+    read_json(&dir.join("result.json"))
 }
 
 /// True when Chromium is installed; in CI its absence is a failure.

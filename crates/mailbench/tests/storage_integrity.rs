@@ -8,11 +8,9 @@
 mod storage_support;
 
 use mailbench_storage::format;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use storage_support::*;
 
@@ -58,18 +56,15 @@ fn db_id(db: &Path) -> u64 {
     u64::from_le_bytes(b[8..16].try_into().unwrap())
 }
 
-/// A child's output lines, as they come.
-fn lines(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
+/// A load of a minute with no warm-up that prints an ACK line per durable
+/// commit on stdout (piped), its stderr to `stderr`: to be killed.
+fn acking_load(dir: &Path, stderr: Stdio) -> Child {
+    storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
+        .env("MAILBENCH_ACK_STREAM", "1")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
 }
 
 /// A tiny deterministic generator (no dev-dependency needed).
@@ -111,12 +106,7 @@ struct Kill {
 /// Runs `storage run` and kills it with SIGKILL at the chosen moment; returns
 /// the phase it was in and the ACK lines it printed.
 fn run_and_kill(dir: &Path, moment: Moment, rng: &mut Rng) -> (&'static str, Vec<String>) {
-    let mut child = storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
-        .env("MAILBENCH_ACK_STREAM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = acking_load(dir, Stdio::piped());
     let out = lines(child.stdout.take().unwrap());
     let err = lines(child.stderr.take().unwrap());
     let t0 = Instant::now();
@@ -362,12 +352,7 @@ fn a_damaged_page_is_found_with_its_page_number() {
 /// Runs the load briefly and kills it before its first checkpoint moves: the
 /// whole log is still to be replayed.
 fn crash_early(dir: &Path) {
-    let mut child = storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
-        .env("MAILBENCH_ACK_STREAM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = acking_load(dir, Stdio::null());
     let out = lines(child.stdout.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut acks = 0;

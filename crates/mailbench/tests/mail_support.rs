@@ -93,8 +93,8 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// The result.json of the only run folder `kind-*` under `out` (newest if several).
-pub fn result(out: &Path, kind: &str) -> serde_json::Value {
+/// The only run folder `kind-*` under `out` (newest if several).
+pub fn run_folder(out: &Path, kind: &str) -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
         .expect("results folder")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -104,9 +104,56 @@ pub fn result(out: &Path, kind: &str) -> serde_json::Value {
         })
         .collect();
     dirs.sort();
-    let dir = dirs.last().expect("a run folder");
-    let text = std::fs::read_to_string(dir.join("result.json")).expect("result.json");
+    dirs.pop().expect("a run folder")
+}
+
+/// The result.json of the only run folder `kind-*` under `out` (newest if several).
+pub fn result(out: &Path, kind: &str) -> serde_json::Value {
+    read_json(&run_folder(out, kind).join("result.json"))
+}
+
+/// The summary.txt of the only run folder `kind-*` under `out` (newest if several).
+pub fn summary(out: &Path, kind: &str) -> String {
+    std::fs::read_to_string(run_folder(out, kind).join("summary.txt")).expect("summary.txt")
+}
+
+/// A JSON file (a result.json) read and parsed.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("result.json");
     serde_json::from_str(&text).expect("valid result.json")
+}
+
+/// The first entry in the folder `out` (the one run folder a command made).
+pub fn only_entry(out: &Path) -> PathBuf {
+    std::fs::read_dir(out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+/// A port on 127.0.0.1 free a moment ago (bound, then let go): nothing
+/// listens there.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The command ended with exit `code` and its output names `needle`.
+pub fn assert_exit_naming(r: &Output, code: i32, needle: &str) {
+    assert_eq!(r.status.code(), Some(code), "{}", text(r));
+    assert!(text(r).contains(needle), "{}", text(r));
+}
+
+/// No run folder under `out`: usage errors write nothing.
+pub fn assert_no_run_folder(out: &Path) {
+    assert!(
+        std::fs::read_dir(out)
+            .unwrap()
+            .all(|e| !e.unwrap().path().is_dir()),
+        "usage errors write nothing"
+    );
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -23,21 +23,30 @@ fn run_through(
     let imap = format!("imap://127.0.0.1:{proxy}");
     let sub = format!("smtp://127.0.0.1:{sub}");
     let users = users.to_string();
+    let target = ["mail", "run", "--imap", &imap, "--submission", &sub];
     let args = [
-        "mail",
-        "run",
-        "--imap",
-        &imap,
-        "--submission",
-        &sub,
-        "--users",
-        &users,
+        &target[..],
+        &["--users", &users],
+        &short_day("3s"),
+        &["--output", out.to_str().unwrap()],
+    ]
+    .concat();
+    let o = mailbench(&args, &[("MAILBENCH_PASSWORD", pw)]);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
+    result(out, "mail-run")
+}
+
+/// The day of every run through the throttling proxy: loadsim-light in 20 s
+/// with a ramp-up of `ramp_up`, a 20 s drain, 1 s intervals, the users set up
+/// before, quiet.
+fn short_day(ramp_up: &str) -> [&str; 14] {
+    [
         "--profile",
         "loadsim-light",
         "--day-length",
         "20s",
         "--ramp-up",
-        "3s",
+        ramp_up,
         "--drain",
         "20s",
         "--interval",
@@ -47,12 +56,7 @@ fn run_through(
         "--max-error-rate",
         "2%",
         "-q",
-        "--output",
-        out.to_str().unwrap(),
-    ];
-    let o = mailbench(&args, &[("MAILBENCH_PASSWORD", pw)]);
-    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", text(&o));
-    result(out, "mail-run")
+    ]
 }
 
 /// `mail setup` of `users` users (loadsim-light) straight to the server.
@@ -128,36 +132,16 @@ fn find_max_lands_on_the_known_capacity() {
     let through = format!("imap://127.0.0.1:{}", proxy.port);
     let sub = format!("smtp://127.0.0.1:{}", srv.ports.submission);
     let out = tempfile::tempdir().unwrap();
+    let target = ["mail", "sweep", "--imap", &through, "--submission", &sub];
+    let find_max = ["--users", "2..9", "--find-max", "--resolution", "2"];
     let o = mailbench_within(
         &[
-            "mail",
-            "sweep",
-            "--imap",
-            &through,
-            "--submission",
-            &sub,
-            "--users",
-            "2..9",
-            "--find-max",
-            "--resolution",
-            "2",
-            "--profile",
-            "loadsim-light",
-            "--day-length",
-            "20s",
-            "--ramp-up",
-            "2s",
-            "--drain",
-            "20s",
-            "--interval",
-            "1s",
-            "--skip-setup",
-            "--max-error-rate",
-            "2%",
-            "-q",
-            "--output",
-            out.path().to_str().unwrap(),
-        ],
+            &target[..],
+            &find_max,
+            &short_day("2s"),
+            &["--output", out.path().to_str().unwrap()],
+        ]
+        .concat(),
         &[("MAILBENCH_PASSWORD", &pw)],
         Duration::from_secs(170),
     );
@@ -189,31 +173,16 @@ fn levels_are_mail_runs(out: &std::path::Path, r: &serde_json::Value) {
         let eq = l["rate_equivalent_users"].as_f64().unwrap();
         assert!((eq - u as f64 * 1440.0).abs() < 1.0, "{l:#}");
         // Each level is an ordinary mail run with its own result.
-        let lr = out
-            .read_dir()
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
-            .join(l["result_dir"].as_str().unwrap())
-            .join("result.json");
-        let lv: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&lr).unwrap()).unwrap();
+        let lv = read_json(
+            &only_entry(out)
+                .join(l["result_dir"].as_str().unwrap())
+                .join("result.json"),
+        );
         assert_eq!(lv["run"]["kind"], "mail-run");
         assert_eq!(lv["users"].as_u64(), Some(u));
         assert_eq!(lv["verdict"]["status"], l["status"]);
     }
-    let summary = std::fs::read_to_string(
-        out.read_dir()
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
-            .join("summary.txt"),
-    )
-    .unwrap();
+    let summary = std::fs::read_to_string(only_entry(out).join("summary.txt")).unwrap();
     assert!(summary.contains("Supported users   6"), "{summary}");
     assert!(summary.contains("FAIL response_time"), "{summary}");
 }
@@ -388,10 +357,7 @@ fn levels_before_and_after_the_death(out: &std::path::Path, imap_port: u16) {
     // The level it died in ran, and failed on what its users met.
     assert_eq!(levels[1]["status"], "fail", "{:#}", levels[1]);
     assert!(!levels[1]["reasons"].as_array().unwrap().is_empty());
-    let l3: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(sweep.join("level-000003-users/result.json")).unwrap(),
-    )
-    .unwrap();
+    let l3 = read_json(&sweep.join("level-000003-users/result.json"));
     assert!(
         l3["errors"]["total"].as_u64().unwrap() > 0,
         "{:#}",
@@ -438,11 +404,7 @@ impl NodeExporter {
             eprintln!("SKIPPED: prometheus-node-exporter is not installed");
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new(bin)
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdin(Stdio::null())

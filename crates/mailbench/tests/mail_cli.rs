@@ -4,6 +4,14 @@
 mod support;
 use support::*;
 
+/// A remote target nothing listens on (port 1): its IMAP and submission URLs.
+const NOWHERE: [&str; 4] = [
+    "--imap",
+    "imap://127.0.0.1:1",
+    "--submission",
+    "smtp://127.0.0.1:1",
+];
+
 #[test]
 fn bad_flags_and_config_are_usage_errors() {
     let out = tempfile::tempdir().unwrap();
@@ -18,16 +26,7 @@ fn bad_flags_and_config_are_usage_errors() {
         (&["--config", cfg], false, "userz"),
         (&["--imap", "imap://127.0.0.1:1"], false, "--submission"),
         // No password anywhere: refused before anything is written.
-        (
-            &[
-                "--imap",
-                "imap://127.0.0.1:1",
-                "--submission",
-                "smtp://127.0.0.1:1",
-            ],
-            false,
-            "MAILBENCH_PASSWORD",
-        ),
+        (&NOWHERE, false, "MAILBENCH_PASSWORD"),
         // Verifying against a CA and not verifying at all contradict each other.
         (
             &[
@@ -93,21 +92,10 @@ fn more_users_than_the_users_file_lists_is_a_usage_error() {
     let lines: String = (1..=20).map(|i| format!("u{i}@x.test pw{i}\n")).collect();
     std::fs::write(&f, lines).unwrap();
     let o = out.path().join("results");
+    let users = ["--users-file", f.to_str().unwrap(), "--users", "30"];
+    let output = ["--output", o.to_str().unwrap()];
     let r = mailbench(
-        &[
-            "mail",
-            "run",
-            "--imap",
-            "imap://127.0.0.1:1",
-            "--submission",
-            "smtp://127.0.0.1:1",
-            "--users-file",
-            f.to_str().unwrap(),
-            "--users",
-            "30",
-            "--output",
-            o.to_str().unwrap(),
-        ],
+        &[&["mail", "run"], &NOWHERE[..], &users, &output].concat(),
         &[],
     );
     assert_exit_naming(&r, 2, "lists 20 users");
@@ -175,20 +163,8 @@ fn out_of_range_values_are_refused_before_anything_is_written() {
                 continue;
             }
             let arg = format!("{flag}={value}");
-            let r = mailbench(
-                &[
-                    "mail",
-                    cmd,
-                    "--imap",
-                    "imap://127.0.0.1:1",
-                    "--submission",
-                    "smtp://127.0.0.1:1",
-                    &arg,
-                    "--output",
-                    o,
-                ],
-                &[("MAILBENCH_PASSWORD", "x")],
-            );
+            let args = [&["mail", cmd], &NOWHERE[..], &[&arg, "--output", o]].concat();
+            let r = mailbench(&args, &[("MAILBENCH_PASSWORD", "x")]);
             assert_eq!(r.status.code(), Some(2), "{arg}: {}", text(&r));
             assert!(
                 String::from_utf8_lossy(&r.stderr).contains(flag),
@@ -250,14 +226,8 @@ fn bad_sweep_levels_are_refused_before_anything_is_written() {
     for (args, says) in cases {
         let mut a = vec!["mail"];
         a.extend_from_slice(args);
-        a.extend_from_slice(&[
-            "--imap",
-            "imap://127.0.0.1:1",
-            "--submission",
-            "smtp://127.0.0.1:1",
-            "--output",
-            o,
-        ]);
+        a.extend_from_slice(&NOWHERE);
+        a.extend_from_slice(&["--output", o]);
         let r = mailbench(&a, &[("MAILBENCH_PASSWORD", "x")]);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {}", text(&r));
         assert!(text(&r).contains(says), "{args:?}: {}", text(&r));

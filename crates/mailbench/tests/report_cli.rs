@@ -603,35 +603,37 @@ fn merge_of_three_runs_sums_rates_and_adds_histograms() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
+/// `mailbench report compare A B`, then `extra`.
+fn compare(a: &Path, b: &Path, extra: &[&str]) -> Output {
+    bin()
+        .args(["report", "compare"])
+        .arg(a)
+        .arg(b)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn compare_exits_1_on_regression_and_0_otherwise() {
     let runs = runs();
-    let cmp = |a: &Path, b: &Path, extra: &[&str]| {
-        bin()
-            .args(["report", "compare"])
-            .arg(a)
-            .arg(b)
-            .args(extra)
-            .output()
-            .unwrap()
-    };
-    let o = cmp(&runs.pass, &runs.pass, &[]);
+    let o = compare(&runs.pass, &runs.pass, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("No regression"));
     // The failing run: far lower IOPS and far higher latency than the normal one.
-    let o = cmp(&runs.pass, &runs.fail, &["--tolerance", "5%"]);
+    let o = compare(&runs.pass, &runs.fail, &["--tolerance", "5%"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("REGRESSION"), "{out}");
-    let o = cmp(&runs.pass, &runs.fail, &["--json"]);
+    let o = compare(&runs.pass, &runs.fail, &["--json"]);
     assert_eq!(o.status.code(), Some(1));
     let j: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(j["regressions"].as_u64().unwrap() > 0);
     // Bad input is a usage error naming the file.
-    let o = cmp(&runs.pass, Path::new("/nonexistent/result.json"), &[]);
+    let o = compare(&runs.pass, Path::new("/nonexistent/result.json"), &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/result.json"));
-    let o = cmp(&runs.pass, &runs.pass, &["--tolerance", "lots"]);
+    let o = compare(&runs.pass, &runs.pass, &["--tolerance", "lots"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -884,12 +886,7 @@ fn compare_of_two_sweeps_states_the_change_in_supported_users() {
         v["supported_users"] = below.into();
     });
     let below = result(&after)["supported_users"].as_u64().unwrap();
-    let o = bin()
-        .args(["report", "compare"])
-        .arg(&before)
-        .arg(&after)
-        .output()
-        .unwrap();
+    let o = compare(&before, &after, &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("supported users"), "{t}");
@@ -897,12 +894,7 @@ fn compare_of_two_sweeps_states_the_change_in_supported_users() {
         t.contains(&format!("supported users: {n} before, {below} after")),
         "{t}"
     );
-    let o = bin()
-        .args(["report", "compare"])
-        .arg(&after)
-        .arg(&before)
-        .output()
-        .unwrap();
+    let o = compare(&after, &before, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         text(&o).contains(&format!("supported users: {below} before, {n} after")),

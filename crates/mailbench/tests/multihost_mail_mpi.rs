@@ -13,41 +13,18 @@ mod mpi_support;
 
 use mailbench_mail::local::LocalServer;
 use mpi_support::{
-    exe, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job, serial,
-    start_instant, text, until, wait, write_script,
+    exe, interrupt, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job,
+    serial, start_instant, start_job, text, until, wait, write_script,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-/// Whether Dovecot and Postfix are installed (false: the test is skipped;
-/// in CI their absence is a failure).
-fn servers_installed() -> bool {
-    if mailbench_mail::local::missing_packages().is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must install Dovecot and Postfix"
-    );
-    eprintln!("SKIPPED: Dovecot/Postfix missing");
-    false
-}
-
-/// Ctrl-C to the running `mpirun` (SIGINT to its process).
-fn interrupt(child: &Child) {
-    let int = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(int.success());
-}
 
 /// A local Dovecot + Postfix under `tmp/server`, or None (the test is
 /// skipped) when they are not installed; in CI their absence is a failure.
 fn local_server(tmp: &Path) -> Option<LocalServer> {
-    if !servers_installed() {
+    if !mail_support::servers_available() {
         return None;
     }
     Some(
@@ -420,7 +397,7 @@ fn a_bad_sweep_under_mpirun_exits_2_on_every_rank() {
 #[test]
 fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
     let _g = serial();
-    if !servers_installed() {
+    if !mail_support::servers_available() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -467,10 +444,7 @@ fn a_local_sweep_of_4_and_8_users(program: &Path, out: &Path) -> Child {
         .args(["--users", "4,8", "--profile", "loadsim-light"])
         .args(["--day-length", "20s", "--ramp-up", "1s", "--drain", "15s"])
         .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)")
+    start_job(&mut c)
 }
 
 /// A generator killed (SIGKILL) during the second level of a sweep: the
@@ -479,7 +453,7 @@ fn a_local_sweep_of_4_and_8_users(program: &Path, out: &Path) -> Child {
 #[test]
 fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
     let _g = serial();
-    if !servers_installed() {
+    if !mail_support::servers_available() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -547,7 +521,7 @@ fn until_the_second_level_measures(child: Child, out: &Path) -> Child {
 #[test]
 fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
     let _g = serial();
-    if !servers_installed() {
+    if !mail_support::servers_available() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -560,11 +534,7 @@ fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
         .args(["--users", "4", "--profile", "loadsim-light"])
         .args(["--day-length", "60s", "--ramp-up", "1s", "--drain", "15s"])
         .args(["--interval", "1s", "--max-response-time-ms", "60000"]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)");
+    let child = start_job(&mut c);
     let child = until_rank_0_measures(child, &out);
     let signalled = Instant::now();
     interrupt(&child);
@@ -644,11 +614,7 @@ fn ctrl_c_to_mpirun_with_users_stuck_in_an_operation_writes_the_results() {
         .args(["--day-length", "60s", "--ramp-up", "1s", "--drain", "15s"])
         .args(["--interval", "1s", "--op-timeout", "60s"])
         .args(["--max-response-time-ms", "60000"]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)");
+    let child = start_job(&mut c);
     let held = || p.faults.load(std::sync::atomic::Ordering::Relaxed) >= 4;
     let child = until(child, "every user held by the proxy", held);
     let child = until_rank_0_measures(child, &out);

@@ -11,8 +11,8 @@
 mod mpi_support;
 
 use mpi_support::{
-    exe, hostname, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job,
-    serial, start_instant, text, wait, write_script,
+    exe, hostname, interrupt, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge,
+    run_job, serial, start_instant, start_job, text, wait, write_script,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -274,11 +274,7 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
         .arg(&out)
         .args(["storage", "run", "--path", &data])
         .args(with_duration(SMALL, "120s"));
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = start_job(&mut c);
     // Kill rank 1 once the load runs on it (its intervals file has lines).
     let t = Instant::now();
     let pid = loop {
@@ -350,11 +346,7 @@ fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
         .arg(&out)
         .args(["storage", "init", "--path", &data])
         .args(shape);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_job(&mut c);
     // Both ranks are creating (their progress files exist), bounded.
     let t = Instant::now();
     let creating = |r: usize| tmp.path().join(format!("data-{r}/DB01.mdb.init")).exists();
@@ -362,13 +354,7 @@ fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
         assert!(t.elapsed() < Duration::from_secs(60), "no creation started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    interrupt(&child);
     let (o, _) = wait(child, Duration::from_secs(60));
     let run = only_run_dir(&out, "storage-init");
     let v = json(&run.join("result.json"));

@@ -50,12 +50,24 @@ pub fn wait(mut child: Child, limit: Duration) -> (Output, Duration) {
 }
 
 pub fn run_job(mut c: Command, limit: Duration) -> Output {
-    let child = c
-        .stdout(Stdio::piped())
+    wait(start_job(&mut c), limit).0
+}
+
+/// Starts the job `c` with its stdout and stderr piped (for `wait`).
+pub fn start_job(c: &mut Command) -> Child {
+    c.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("mpirun (apt-get install openmpi-bin)");
-    wait(child, limit).0
+        .expect("mpirun (apt-get install openmpi-bin)")
+}
+
+/// Ctrl-C to the running `mpirun` (SIGINT to its process).
+pub fn interrupt(child: &Child) {
+    let int = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(int.success());
 }
 
 pub fn text(o: &Output) -> String {

@@ -56,6 +56,27 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// What `--json` printed.
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The worked example at 1 % scale on the database paths `paths`, its
+/// storage test written to `out`: it must succeed.
+fn emit_small_storage_test(out: &std::path::Path, paths: &str) -> Output {
+    let o = run(&with(&[
+        "--emit-config",
+        out.to_str().unwrap(),
+        "--scale",
+        "0.01",
+        "--paths",
+        paths,
+        "--quiet",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    o
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -86,7 +107,7 @@ fn worked_example_text_report() {
 fn worked_example_json_is_internally_consistent() {
     let o = run(&with(&["--json"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     let f = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap();
     assert_eq!(v["schema"], "mailbench.plan/1");
     // 0.101 x 1.2 per active mailbox, 30 logs a day.
@@ -156,11 +177,11 @@ fn config_file_and_flag_override() {
     let c = cfg.to_str().unwrap();
     let o = mailbench(&["plan", "--config", c, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     assert_eq!(v["per_database"]["per_group"], 56);
     // A flag overrides the file.
     let o = mailbench(&["plan", "--config", c, "--json", "--headroom", "0"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     assert!((v["per_mailbox"]["iops_with_headroom"].as_f64().unwrap() - 0.101).abs() < 1e-12);
     // Unknown keys are refused by name.
     std::fs::write(&cfg, "[plan]\nmailboxes = 10\nmailbox_qouta = \"4GB\"\n").unwrap();
@@ -173,16 +194,7 @@ fn config_file_and_flag_override() {
 fn emit_config_writes_the_storage_test() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("storage.toml");
-    let o = run(&with(&[
-        "--emit-config",
-        out.to_str().unwrap(),
-        "--scale",
-        "0.01",
-        "--paths",
-        "/mnt/db1,/mnt/db2",
-        "--quiet",
-    ]));
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = emit_small_storage_test(&out, "/mnt/db1,/mnt/db2");
     assert!(o.stdout.is_empty());
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.starts_with("# Storage test written by `mailbench plan"));
@@ -342,16 +354,7 @@ fn emitted_config_resolves_as_a_storage_test() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("storage.toml");
     let data = dir.path().join("data");
-    let o = run(&with(&[
-        "--emit-config",
-        out.to_str().unwrap(),
-        "--scale",
-        "0.01",
-        "--paths",
-        data.to_str().unwrap(),
-        "--quiet",
-    ]));
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    emit_small_storage_test(&out, data.to_str().unwrap());
     let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
     let spec = <mailbench_storage::spec::StorageSpec as mailbench_storage::spec::SpecExt>::resolve(
         Default::default(),
@@ -375,7 +378,7 @@ fn emitted_config_resolves_as_a_storage_test() {
 fn a_measured_iops_per_mailbox_replaces_the_guidance() {
     let o = run(&with(&["--iops-per-mailbox", "0.14", "--json"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     let f = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64).unwrap();
     assert_eq!(v["per_mailbox"]["iops_source"], "measured");
     assert!((f("/inputs/iops_per_mailbox") - 0.14).abs() < 1e-12);
@@ -389,7 +392,7 @@ fn a_measured_iops_per_mailbox_replaces_the_guidance() {
 
     // Without it the source is the guidance.
     let o = run(&with(&["--json"]));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     assert_eq!(v["per_mailbox"]["iops_source"], "guidance");
     assert!(v["inputs"]["iops_per_mailbox"].is_null());
 
@@ -433,11 +436,11 @@ fn a_measured_iops_per_mailbox_replaces_the_guidance() {
     let c = cfg.to_str().unwrap();
     let o = mailbench(&["plan", "--config", c, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     assert_eq!(v["per_mailbox"]["iops_source"], "measured");
     assert!((v["per_mailbox"]["iops_with_headroom"].as_f64().unwrap() - 0.14).abs() < 1e-12);
     let o = mailbench(&["plan", "--config", c, "--json", "--iops-per-mailbox", "0.5"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     assert!((v["per_mailbox"]["iops"].as_f64().unwrap() - 0.5).abs() < 1e-12);
 }
 

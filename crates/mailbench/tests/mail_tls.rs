@@ -159,13 +159,14 @@ fn run(out: &Path, pw: &str, urls: &[&str], extra: &[&str]) -> std::process::Out
     mailbench(&args, &[("MAILBENCH_PASSWORD", pw)])
 }
 
-fn summary(out: &Path, kind: &str) -> String {
-    let dir = std::fs::read_dir(out)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(kind))
-        .expect("a run folder");
-    std::fs::read_to_string(dir.join("summary.txt")).unwrap()
+/// `mail setup` of 6 users over implicit TLS with `extra` flags: it must
+/// pass and set up all six. Its result.
+fn setup_six(t: &TlsTarget, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let r = setup(out, &t.pw, &t.imaps, &t.submissions, "6", extra);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v = result(out, "mail-setup");
+    assert_eq!(v["setup"]["users_ok"], 6, "{v}");
+    v
 }
 
 fn completed_tasks(v: &serde_json::Value) -> u64 {
@@ -236,26 +237,11 @@ impl<'a> TlsTarget<'a> {
 
 /// (1) Implicit TLS with the test CA: setup, then a run with ManageSieve upgraded by STARTTLS.
 fn implicit_tls_with_the_ca(t: &TlsTarget) {
-    let pw = t.pw.clone();
-    let ca_s = t.ca.as_str();
-    let imaps = t.imaps.clone();
-    let submissions = t.submissions.clone();
-    let smtps = t.smtps.clone();
-    let sieve = t.sieve.clone();
+    let (pw, ca_s) = (t.pw.as_str(), t.ca.as_str());
     // (1) Implicit TLS with the test CA: setup, then a run with ManageSieve
     // upgraded by STARTTLS (auto: Dovecot offers it).
     let out = tempfile::tempdir().unwrap();
-    let r = setup(
-        out.path(),
-        &pw,
-        &imaps,
-        &submissions,
-        "6",
-        &["--ca-file", ca_s],
-    );
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    let v = result(out.path(), "mail-setup");
-    assert_eq!(v["setup"]["users_ok"], 6, "{v}");
+    let v = setup_six(t, out.path(), &["--ca-file", ca_s]);
     let tls = &v["target"]["tls"];
     assert!(
         tls["connections"]["imap"]
@@ -271,8 +257,15 @@ fn implicit_tls_with_the_ca(t: &TlsTarget) {
     let out = tempfile::tempdir().unwrap();
     let r = run(
         out.path(),
-        &pw,
-        &["--imap", &imaps, "--submission", &smtps, "--sieve", &sieve],
+        pw,
+        &[
+            "--imap",
+            &t.imaps,
+            "--submission",
+            &t.smtps,
+            "--sieve",
+            &t.sieve,
+        ],
         &["--ca-file", ca_s],
     );
     let v = result(out.path(), "mail-run");
@@ -300,57 +293,41 @@ fn implicit_tls_with_the_ca(t: &TlsTarget) {
     );
     let s = summary(out.path(), "mail-run");
     assert!(s.contains("Security    IMAP implicit TLS"), "{s}");
-    assert!(!text(&r).contains(&pw), "passwords never appear");
+    assert!(!text(&r).contains(pw), "passwords never appear");
 }
 
 /// (2) Without the CA: refused at start, exit 3, naming the host; the same certificate under another name is refused for that name.
 fn refused_without_the_ca(t: &TlsTarget) {
-    let pw = t.pw.clone();
-    let ca_s = t.ca.as_str();
-    let imaps = t.imaps.clone();
-    let submissions = t.submissions.clone();
+    let (pw, ca_s) = (t.pw.as_str(), t.ca.as_str());
+    let (imaps, submissions) = (t.imaps.as_str(), t.submissions.as_str());
     let p = t.ports;
     // (2) Without the CA: refused at start, exit 3, naming the host; the same
     // certificate under another name is refused for that name.
     let out = tempfile::tempdir().unwrap();
-    let r = setup(out.path(), &pw, &imaps, &submissions, "1", &[]);
+    let r = setup(out.path(), pw, imaps, submissions, "1", &[]);
     assert_eq!(r.status.code(), Some(3), "{}", text(&r));
     let t = text(&r);
     assert!(t.contains("tls: certificate of 127.0.0.1:"), "{t}");
     assert!(t.contains("not trusted for host 127.0.0.1"), "{t}");
     assert!(t.contains("--ca-file"), "{t}");
-    assert!(!t.contains(&pw));
+    assert!(!t.contains(pw));
     let localhost = format!("imaps://localhost:{}", p.imaps.unwrap());
     let r = setup(
         out.path(),
-        &pw,
+        pw,
         &localhost,
-        &submissions,
+        submissions,
         "1",
         &["--ca-file", ca_s],
     );
-    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
-    assert!(text(&r).contains("does not name localhost"), "{}", text(&r));
+    assert_exit_naming(&r, 3, "does not name localhost");
 }
 
 /// (3) --tls-insecure: works without the CA, and says so.
 fn insecure_without_the_ca(t: &TlsTarget) {
-    let pw = t.pw.clone();
-    let imaps = t.imaps.clone();
-    let submissions = t.submissions.clone();
     // (3) --tls-insecure: works without the CA, and says so.
     let out = tempfile::tempdir().unwrap();
-    let r = setup(
-        out.path(),
-        &pw,
-        &imaps,
-        &submissions,
-        "6",
-        &["--tls-insecure"],
-    );
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    let v = result(out.path(), "mail-setup");
-    assert_eq!(v["setup"]["users_ok"], 6, "{v}");
+    let v = setup_six(t, out.path(), &["--tls-insecure"]);
     assert_eq!(v["config"]["tls_insecure"], true);
     assert_eq!(v["target"]["tls"]["certificates_verified"], false);
     let s = summary(out.path(), "mail-setup");
@@ -362,17 +339,13 @@ fn insecure_without_the_ca(t: &TlsTarget) {
 
 /// (4) STARTTLS required on IMAP and submission, with the CA.
 fn starttls_required(t: &TlsTarget) {
-    let pw = t.pw.clone();
-    let ca_s = t.ca.as_str();
-    let imap = t.imap.clone();
-    let smtp = t.smtp.clone();
     // (4) STARTTLS required on IMAP and submission, with the CA.
     let out = tempfile::tempdir().unwrap();
     let r = run(
         out.path(),
-        &pw,
-        &["--imap", &imap, "--submission", &smtp],
-        &["--ca-file", ca_s, "--starttls", "require"],
+        &t.pw,
+        &["--imap", &t.imap, "--submission", &t.smtp],
+        &["--ca-file", &t.ca, "--starttls", "require"],
     );
     let v = result(out.path(), "mail-run");
     assert_clean_run(&r, &v);
@@ -394,20 +367,16 @@ fn starttls_required(t: &TlsTarget) {
 
 /// (5) TLS failing mid-run is counted under the `tls` kind, and the run fails cleanly.
 fn tls_failing_mid_run(t: &TlsTarget) {
-    let pw = t.pw.clone();
-    let ca_s = t.ca.as_str();
-    let submissions = t.submissions.clone();
-    let p = t.ports;
     // (5) TLS failing mid-run (garbage injected into every third IMAP TLS
     // stream) is counted under the `tls` kind, and the run fails cleanly.
-    let proxy = Proxy::start(p.imaps.unwrap(), Fault::Garbage, 3, 1500);
+    let proxy = Proxy::start(t.ports.imaps.unwrap(), Fault::Garbage, 3, 1500);
     let via_proxy = format!("imaps://127.0.0.1:{}", proxy.port);
     let out = tempfile::tempdir().unwrap();
     let r = run(
         out.path(),
-        &pw,
-        &["--imap", &via_proxy, "--submission", &submissions],
-        &["--ca-file", ca_s],
+        &t.pw,
+        &["--imap", &via_proxy, "--submission", &t.submissions],
+        &["--ca-file", &t.ca],
     );
     assert!(!text(&r).contains("panicked"), "{}", text(&r));
     assert_eq!(r.status.code(), Some(1), "{}", text(&r));
@@ -424,9 +393,7 @@ fn tls_failing_mid_run(t: &TlsTarget) {
 
 /// Dovecot saw every login of this test over TLS.
 fn every_login_over_tls(t: &TlsTarget) {
-    let dir = t.dir;
-    // Dovecot saw every login of this test over TLS.
-    let log = std::fs::read_to_string(dir.join("dovecot/dovecot.log")).unwrap();
+    let log = std::fs::read_to_string(t.dir.join("dovecot/dovecot.log")).unwrap();
     // (Not the local target's own start-up check, plain text on 127.0.0.1.)
     let logins: Vec<&str> = log
         .lines()
@@ -449,9 +416,7 @@ fn every_login_over_tls(t: &TlsTarget) {
 /// written).
 #[test]
 fn tls_urls_and_options_at_the_command_line() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
+    let port = free_port();
     let unreachable = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let o = out.path().to_str().unwrap();
@@ -471,8 +436,7 @@ fn tls_urls_and_options_at_the_command_line() {
         ],
         &pw,
     );
-    assert_eq!(r.status.code(), Some(3), "{}", text(&r));
-    assert!(text(&r).contains(&imaps), "{}", text(&r));
+    assert_exit_naming(&r, 3, &imaps);
     assert!(!text(&r).contains("secret-password"));
 
     let usage: &[(&[&str], &str)] = &[
@@ -493,8 +457,7 @@ fn tls_urls_and_options_at_the_command_line() {
     }
     // TLS options mean nothing for the plain-text local target.
     let r = mailbench(&["mail", "run", "--tls-insecure", "--output", o], &[]);
-    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
-    assert!(text(&r).contains("remote"), "{}", text(&r));
+    assert_exit_naming(&r, 2, "remote");
     let r = mailbench(
         &[
             "mail",
@@ -508,12 +471,6 @@ fn tls_urls_and_options_at_the_command_line() {
         ],
         &pw,
     );
-    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
-    assert!(text(&r).contains("imaps"), "{}", text(&r));
-    assert!(
-        std::fs::read_dir(out.path())
-            .unwrap()
-            .all(|e| !e.unwrap().path().is_dir()),
-        "usage errors write nothing"
-    );
+    assert_exit_naming(&r, 2, "imaps");
+    assert_no_run_folder(out.path());
 }

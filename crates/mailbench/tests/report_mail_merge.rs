@@ -21,17 +21,19 @@ use support::*;
 
 const USERS: u64 = 3;
 
-fn run_dir(out: &Path, kind: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(kind))
-        })
-        .collect();
-    dirs.sort();
-    dirs.pop().expect("a run folder")
+/// `mailbench report merge FIRST SECOND --output OUT`.
+fn report_merge(first: &Path, second: &Path, out: &Path) -> std::process::Output {
+    mailbench(
+        &[
+            "report",
+            "merge",
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    )
 }
 
 fn hist(v: &Value) -> LatencyHist {
@@ -136,18 +138,8 @@ fn two_generators_with_disjoint_users_merge_into_one_result() {
     let out = tempfile::tempdir().unwrap();
     let (da, db, a, b) = two_generators(out.path());
     let om = out.path().join("merged");
-    let r = mailbench(
-        &[
-            "report",
-            "merge",
-            da.join("result.json").to_str().unwrap(),
-            db.to_str().unwrap(),
-            "--output",
-            om.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let dm = run_dir(&om, "report-merge");
+    let r = report_merge(&da.join("result.json"), &db, &om);
+    let dm = run_folder(&om, "report-merge");
     let m = result(&om, "report-merge");
     let status = m["verdict"]["status"].as_str().unwrap().to_string();
     assert_eq!(
@@ -210,7 +202,7 @@ fn two_generators(out: &Path) -> (PathBuf, PathBuf, Value, Value) {
     );
     assert!(matches!(ra.status.code(), Some(0 | 1)), "{}", text(&ra));
     assert!(matches!(rb.status.code(), Some(0 | 1)), "{}", text(&rb));
-    let (da, db) = (run_dir(&oa, "mail-run"), run_dir(&ob, "mail-run"));
+    let (da, db) = (run_folder(&oa, "mail-run"), run_folder(&ob, "mail-run"));
     let (a, b) = (result(&oa, "mail-run"), result(&ob, "mail-run"));
     assert_eq!(a["users"], USERS);
     assert_eq!(
@@ -475,17 +467,7 @@ fn refused_merges(runs: &Runs) {
     v["config"]["max_score_ms"] = serde_json::json!(250.0);
     std::fs::write(odd.join("result.json"), v.to_string()).unwrap();
     let oo = out.join("refused");
-    let r3 = mailbench(
-        &[
-            "report",
-            "merge",
-            da.to_str().unwrap(),
-            odd.to_str().unwrap(),
-            "--output",
-            oo.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let r3 = report_merge(da, &odd, &oo);
     assert_eq!(r3.status.code(), Some(2), "{}", text(&r3));
     let err = String::from_utf8_lossy(&r3.stderr);
     assert!(
@@ -524,18 +506,8 @@ fn refused_merges(runs: &Runs) {
         &[],
     );
     assert!(matches!(r4.status.code(), Some(0 | 1)), "{}", text(&r4));
-    let ds = run_dir(&os, "storage-run");
-    let r5 = mailbench(
-        &[
-            "report",
-            "merge",
-            da.to_str().unwrap(),
-            ds.to_str().unwrap(),
-            "--output",
-            oo.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let ds = run_folder(&os, "storage-run");
+    let r5 = report_merge(da, &ds, &oo);
     assert_eq!(r5.status.code(), Some(2), "{}", text(&r5));
     let err = String::from_utf8_lossy(&r5.stderr);
     assert!(
@@ -554,26 +526,18 @@ fn print_figures(runs: &Runs, merged_score: f64, within_pct: f64, status: &str) 
     let expected = runs.sum("/mail_flow/expected_deliveries");
     let delivered = runs.sum("/mail_flow/delivered");
     let total_errors = runs.sum("/errors/total");
-    eprintln!(
-        "generator a: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
-        a["users"],
-        a["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
-        a["mail_flow"]["submitted"],
-        a["mail_flow"]["delivered"],
-        a["mail_flow"]["expected_deliveries"],
-        a["errors"]["total"],
-        a["verdict"]["status"]
-    );
-    eprintln!(
-        "generator b: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
-        b["users"],
-        b["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
-        b["mail_flow"]["submitted"],
-        b["mail_flow"]["delivered"],
-        b["mail_flow"]["expected_deliveries"],
-        b["errors"]["total"],
-        b["verdict"]["status"]
-    );
+    for (name, g) in [("a", a), ("b", b)] {
+        eprintln!(
+            "generator {name}: {} users, score {:.1} ms, submitted {}, delivered {}/{}, errors {}, {}",
+            g["users"],
+            g["response_time"]["weighted_p95_ms"].as_f64().unwrap(),
+            g["mail_flow"]["submitted"],
+            g["mail_flow"]["delivered"],
+            g["mail_flow"]["expected_deliveries"],
+            g["errors"]["total"],
+            g["verdict"]["status"]
+        );
+    }
     eprintln!(
         "merged: {} users, score {merged_score:.1} ms, submitted {submitted}, delivered {delivered}/{expected}, \
          {:.1} % within 60 s, delivery p95 {} ms, errors {total_errors}, verdict {status} {}",

@@ -565,11 +565,6 @@ impl Courier {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 #[test]
 fn courier_imap() {
     if !servers_available() {

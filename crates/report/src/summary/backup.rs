@@ -74,11 +74,6 @@ pub fn render(r: &BackupResult) -> String {
             d.name, d.read.ops_per_s, d.read.avg_bytes, l.avg, l.p50, l.p95, l.p99, l.max
         );
     }
-    if !r.errors.is_empty() {
-        let _ = writeln!(o, "\nErrors");
-        for e in &r.errors {
-            let _ = writeln!(o, "  {e}");
-        }
-    }
+    super::errors_text(&mut o, &r.errors);
     o
 }

@@ -48,6 +48,18 @@ fn lost_log_tail(o: &mut String, dbs: &[String]) {
     }
 }
 
+/// The "Errors" section of a storage summary, one line per error (none
+/// without errors).
+fn errors_text(o: &mut String, errors: &[String]) {
+    if errors.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nErrors");
+    for e in errors {
+        let _ = writeln!(o, "  {e}");
+    }
+}
+
 /// summary.txt of a result of any kind.
 pub fn render(r: &AnyResult) -> String {
     match r {

@@ -45,12 +45,7 @@ pub fn render(r: &RecoverResult) -> String {
     if let Some(v) = &r.verify {
         o.push_str(&super::verify::render_checksum(v));
     }
-    if !r.errors.is_empty() {
-        let _ = writeln!(o, "\nErrors");
-        for e in &r.errors {
-            let _ = writeln!(o, "  {e}");
-        }
-    }
+    super::errors_text(&mut o, &r.errors);
     o
 }
 

@@ -357,12 +357,7 @@ fn host_text(r: &StorageResult, o: &mut String) {
     if let Some(v) = &r.verify {
         o.push_str(&super::verify::render_checksum(v));
     }
-    if !r.errors.is_empty() {
-        let _ = writeln!(o, "\nErrors");
-        for e in &r.errors {
-            let _ = writeln!(o, "  {e}");
-        }
-    }
+    super::errors_text(o, &r.errors);
     let _ = writeln!(
         o,
         "\nTest Log: test.log; per-interval histograms: {}",

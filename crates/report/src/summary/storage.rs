@@ -264,40 +264,13 @@ fn transactional_text(r: &StorageResult, o: &mut String) {
 /// Background maintenance, log replication and total I/O.
 fn background_text(r: &StorageResult, o: &mut String) {
     let t = &r.total;
-    let _ = writeln!(o, "\nBackground Database Maintenance I/O Performance");
-    let _ = writeln!(
+    class_per_instance(
+        r,
         o,
-        "  {:<6} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
-        "DB", "reads/s", "avg bytes"
+        "Background Database Maintenance I/O Performance",
+        "maintenance_read",
     );
-    for i in &r.instances {
-        let m = &i.classes["maintenance_read"];
-        let _ = writeln!(
-            o,
-            "  {:<6} {:>9.2} {:>10.0}  {}",
-            i.name,
-            m.ops_per_s,
-            m.avg_bytes,
-            lat(m)
-        );
-    }
-    let _ = writeln!(o, "\nLog Replication I/O Performance");
-    let _ = writeln!(
-        o,
-        "  {:<6} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
-        "DB", "reads/s", "avg bytes"
-    );
-    for i in &r.instances {
-        let m = &i.classes["log_read"];
-        let _ = writeln!(
-            o,
-            "  {:<6} {:>9.2} {:>10.0}  {}",
-            i.name,
-            m.ops_per_s,
-            m.avg_bytes,
-            lat(m)
-        );
-    }
+    class_per_instance(r, o, "Log Replication I/O Performance", "log_read");
 
     let _ = writeln!(o, "\nTotal I/O Performance");
     let _ = writeln!(
@@ -323,6 +296,27 @@ fn background_text(r: &StorageResult, o: &mut String) {
         "  transactions       {:>10.2}  response from intended start: avg {:.2} p95 {:.2} p99 {:.2} max {:.1} ms",
         t.transactions_per_s, tl.avg, tl.p95, tl.p99, tl.max
     );
+}
+
+/// A section of one I/O class per instance: reads/s, average bytes, latency.
+fn class_per_instance(r: &StorageResult, o: &mut String, title: &str, class: &str) {
+    let _ = writeln!(o, "\n{title}");
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>9} {:>10}  latency ms: avg p50 p95 p99 max",
+        "DB", "reads/s", "avg bytes"
+    );
+    for i in &r.instances {
+        let m = &i.classes[class];
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>9.2} {:>10.0}  {}",
+            i.name,
+            m.ops_per_s,
+            m.avg_bytes,
+            lat(m)
+        );
+    }
 }
 
 /// The host's CPU, memory and disks; checksums, errors and where the details are.

@@ -8,6 +8,7 @@ use mailbench_base::{Error, ExitStatus, Result, parse_percent};
 use mailbench_report::load::{Doc, MailDoc, StorageDoc};
 use mailbench_report::{ReportConfig, compare, mailmerge, merge};
 use mailbench_results::AnyResult;
+use mailbench_results::Merged;
 use mailbench_results::Status;
 use std::path::PathBuf;
 
@@ -174,24 +175,45 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
         })
         .collect();
     let out = merge::merge(&docs)?;
-    let dir = RunDir::create(&base, "report-merge")?;
-    let m = out.merged();
-    for (i, s) in m.sources.iter().enumerate() {
-        dir.log.line(format!("merge: source {}: {s}", i + 1));
-    }
-    dir.log.line(format!(
-        "merged {} results from {} hosts: {}",
-        m.sources.len(),
-        m.hosts.len(),
-        out.result.verdict.label()
-    ));
-    if !out.intervals.is_empty() {
-        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
-    }
+    let dir = merge_dir(
+        &base,
+        out.merged(),
+        ("results", "hosts"),
+        &out.result.verdict,
+        &out.intervals,
+    )?;
     let status = pass_or_fail(&out.result.verdict);
     let result = AnyResult::StorageRun(Box::new(out.result));
     mailbench_runner::finish(&dir, &result, &super::storage::out(global), None)?;
     Ok(status)
+}
+
+/// The run folder of a merge: its test log names the sources, what was merged
+/// (`what`: the results and where they came from) and the verdict; the merged
+/// intervals go to intervals.jsonl.
+fn merge_dir<H, I: serde::Serialize>(
+    base: &std::path::Path,
+    m: &Merged<H>,
+    what: (&str, &str),
+    verdict: &mailbench_results::Verdict,
+    intervals: &[I],
+) -> Result<RunDir> {
+    let dir = RunDir::create(base, "report-merge")?;
+    for (i, s) in m.sources.iter().enumerate() {
+        dir.log.line(format!("merge: source {}: {s}", i + 1));
+    }
+    dir.log.line(format!(
+        "merged {} {} from {} {}: {}",
+        m.sources.len(),
+        what.0,
+        m.hosts.len(),
+        what.1,
+        verdict.label()
+    ));
+    if !intervals.is_empty() {
+        dir.write_jsonl("intervals.jsonl", intervals)?;
+    }
+    Ok(dir)
 }
 
 /// A merge passes or fails (its inputs' errors and interruptions included).
@@ -206,20 +228,13 @@ fn pass_or_fail(v: &mailbench_results::Verdict) -> ExitStatus {
 /// `report merge` of mail-run results (one per load generator).
 fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Result<ExitStatus> {
     let out = mailmerge::merge_typed(docs)?;
-    let dir = RunDir::create(base, "report-merge")?;
-    let m = out.merged();
-    for (i, s) in m.sources.iter().enumerate() {
-        dir.log.line(format!("merge: source {}: {s}", i + 1));
-    }
-    dir.log.line(format!(
-        "merged {} mail results from {} load generators: {}",
-        m.sources.len(),
-        m.hosts.len(),
-        out.result.verdict.label()
-    ));
-    if !out.intervals.is_empty() {
-        dir.write_jsonl("intervals.jsonl", &out.intervals)?;
-    }
+    let dir = merge_dir(
+        base,
+        out.merged(),
+        ("mail results", "load generators"),
+        &out.result.verdict,
+        &out.intervals,
+    )?;
     let status = pass_or_fail(&out.result.verdict);
     let result = AnyResult::MailRun(Box::new(out.result));
     let text = format!(

@@ -201,22 +201,27 @@ pub fn probe(dir: &Path) -> Capabilities {
 /// Opens (or creates) a file for engine I/O. `direct` adds O_DIRECT, `dsync`
 /// O_DSYNC (every write durable on completion).
 pub fn open_file(path: &Path, create: bool, direct: bool, dsync: bool) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
     // A file mailbench may create is never reached through a symlink.
-    let mut flags = if create { libc::O_NOFOLLOW } else { 0 };
+    engine_options(create, direct, dsync)
+        .create(create)
+        .truncate(false)
+        .open(path)
+}
+
+/// Read-write options for engine I/O: `O_NOFOLLOW` when `nofollow`, `O_DIRECT`
+/// when `direct`, `O_DSYNC` when `dsync`.
+fn engine_options(nofollow: bool, direct: bool, dsync: bool) -> std::fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = if nofollow { libc::O_NOFOLLOW } else { 0 };
     if direct {
         flags |= libc::O_DIRECT;
     }
     if dsync {
         flags |= libc::O_DSYNC;
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(false)
-        .custom_flags(flags)
-        .open(path)
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true).custom_flags(flags);
+    o
 }
 
 /// Creates `path`, which must not exist (not even as a symlink): a file
@@ -228,19 +233,8 @@ pub fn create_new_file(path: &Path, direct: bool) -> std::io::Result<File> {
 /// [`create_new_file`], opened with `O_DSYNC` too when `dsync` (every write
 /// durable when it completes).
 pub fn create_new_file_with(path: &Path, direct: bool, dsync: bool) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut flags = libc::O_NOFOLLOW;
-    if direct {
-        flags |= libc::O_DIRECT;
-    }
-    if dsync {
-        flags |= libc::O_DSYNC;
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
+    engine_options(true, direct, dsync)
         .create_new(true)
-        .custom_flags(flags)
         .open(path)
 }
 

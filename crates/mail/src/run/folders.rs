@@ -90,19 +90,11 @@ impl User {
     pub(super) async fn t_meeting(&mut self, sh: &Shared) -> OpResult<Outcome> {
         let k = self.recipients(sh, TaskKind::RequestMeeting);
         let idxs = self.colleagues(sh, k, &[]);
-        let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
-        let seq = self.new_id(sh);
-        let track = self.track(sh, seq, &idxs);
-        let env = envelope(
-            &self.addr,
-            &addrs,
-            format!("Meeting {seq}"),
-            &sh.run_id,
-            seq,
-            Some(track),
-        );
-        let start = unix_now() + self.rng.random_range(3600..7 * 86400);
-        let msg = sh.msggen.calendar(&mut self.rng, &env, start, 60, true);
+        let addrs = sh.addresses(&idxs);
+        let msg = self.compose(sh, &addrs, &idxs, "Meeting", |rng, env| {
+            let start = unix_now() + rng.random_range(3600..7 * 86400);
+            sh.msggen.calendar(rng, &env, start, 60, true)
+        });
         let n = idxs.len() as u64;
         let calendar = self.boxes()?.calendar();
         self.submit(sh, addrs, n, msg, &calendar).await?;
@@ -214,8 +206,7 @@ impl User {
             "REVERSE DATE",
         ];
         let key = keys[self.rng.random_range(0..keys.len())];
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         let uids = if c.has_cap("SORT") {
             c.uid_search("SORT", &format!("UID SORT ({key}) US-ASCII ALL"))
                 .await?

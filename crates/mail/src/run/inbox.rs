@@ -26,6 +26,13 @@ impl User {
             .ok_or_else(|| OpError::new(ErrorKind::Reset, "not connected"))
     }
 
+    /// The IMAP connection with the Inbox selected.
+    pub(super) async fn inbox_conn(&mut self) -> OpResult<&mut ImapConn> {
+        let c = self.conn()?;
+        c.ensure_selected(INBOX).await?;
+        Ok(c)
+    }
+
     pub(super) fn boxes(&self) -> OpResult<&Mailboxes> {
         self.boxes
             .as_ref()
@@ -141,8 +148,7 @@ impl User {
     /// the moment its EXISTS was announced (else now, an upper bound).
     async fn fetch_new(&mut self, sh: &Shared) -> OpResult<()> {
         let last = self.last_uid;
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         let r = c
             .cmd(
                 "FETCH",
@@ -284,8 +290,7 @@ impl User {
     ) -> Option<bool> {
         if self.imap.as_ref().is_some_and(|c| !c.idling()) {
             // Back to the Inbox first, fetching anything it announces.
-            let r = async { self.conn()?.ensure_selected(INBOX).await }.await;
-            if let Err(e) = r {
+            if let Err(e) = self.inbox_conn().await {
                 sh.stats().error("new_mail", &self.addr, &e);
                 self.drop_conn();
                 return None;

@@ -81,6 +81,11 @@ impl Shared {
         }
     }
 
+    /// The addresses of the users `idxs`.
+    pub(super) fn addresses(&self, idxs: &[usize]) -> Vec<String> {
+        idxs.iter().map(|i| self.topo.users[*i].clone()).collect()
+    }
+
     /// Start of the measured day (after ramp-up).
     pub fn day_start(&self) -> Instant {
         self.t0 + self.params.ramp_up

@@ -5,9 +5,11 @@
 use super::track::{literals, unfolded_header};
 use super::{INBOX, Outcome, Shared, User, envelope, random_other};
 use crate::imap::{self, ImapConn};
+use crate::message::Envelope;
 use crate::profile::{RecipientsExt, TaskKind};
 use crate::wire::OpResult;
 use rand::Rng;
+use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -71,6 +73,30 @@ impl User {
         sh.msg_seq.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A new tracked message from this user to `addrs` (`idxs`: the users among
+    /// them): a new id, its tracking header, the envelope with the subject
+    /// `"{subject} {id}"`, and the message `write` makes of that envelope.
+    pub(super) fn compose(
+        &mut self,
+        sh: &Shared,
+        addrs: &[String],
+        idxs: &[usize],
+        subject: &str,
+        write: impl FnOnce(&mut SmallRng, Envelope<'_>) -> Vec<u8>,
+    ) -> Vec<u8> {
+        let seq = self.new_id(sh);
+        let track = self.track(sh, seq, idxs);
+        let env = envelope(
+            &self.addr,
+            addrs,
+            format!("{subject} {seq}"),
+            &sh.run_id,
+            seq,
+            Some(track),
+        );
+        write(&mut self.rng, env)
+    }
+
     /// Submits `msg` to `rcpts` and files a copy in `copy_to`; counts the flow.
     pub(super) async fn submit(
         &mut self,
@@ -125,21 +151,13 @@ impl User {
             } else {
                 let k = self.recipients(sh, TaskKind::Send);
                 let idxs = self.colleagues(sh, k, &[]);
-                let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
+                let addrs = sh.addresses(&idxs);
                 let n = idxs.len() as u64;
                 (addrs, idxs, n)
             };
-        let seq = self.new_id(sh);
-        let track = self.track(sh, seq, &idxs);
-        let env = envelope(
-            &self.addr,
-            &addrs,
-            format!("Status {seq}"),
-            &sh.run_id,
-            seq,
-            Some(track),
-        );
-        let msg = sh.msggen.mail(&mut self.rng, &env);
+        let msg = self.compose(sh, &addrs, &idxs, "Status", |rng, env| {
+            sh.msggen.mail(rng, &env)
+        });
         let sent = self.boxes()?.sent.clone();
         self.submit(sh, addrs, deliveries, msg, &sent).await?;
         Ok(Outcome::Done)
@@ -152,8 +170,7 @@ impl User {
             return Ok(Outcome::Skipped("empty inbox"));
         };
         let uid = self.inbox[i].uid;
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         c.cmd(
             "FETCH",
             &format!("UID FETCH {uid} (FLAGS INTERNALDATE RFC822.SIZE ENVELOPE BODYSTRUCTURE)"),
@@ -173,8 +190,7 @@ impl User {
             return Ok(Outcome::Skipped("empty inbox"));
         };
         let orig = self.inbox[i].clone();
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         let r = c
             .cmd(
                 "FETCH",
@@ -201,27 +217,18 @@ impl User {
             first.extend(orig.rcpts.iter().copied());
         }
         let idxs = self.colleagues(sh, if all { k } else { k.max(1) }, &first);
-        let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
-        let seq = self.new_id(sh);
-        let track = self.track(sh, seq, &idxs);
-        let mut env = envelope(
-            &self.addr,
-            &addrs,
-            format!("RE: Status {seq}"),
-            &sh.run_id,
-            seq,
-            Some(track),
-        );
-        env.in_reply_to = unfolded_header(&header, "Message-ID");
-        env.references = unfolded_header(&header, "References")
-            .map(|r| r.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default();
-        let msg = sh.msggen.reply(&mut self.rng, &env, &quoted);
+        let addrs = sh.addresses(&idxs);
+        let msg = self.compose(sh, &addrs, &idxs, "RE: Status", |rng, mut env| {
+            env.in_reply_to = unfolded_header(&header, "Message-ID");
+            env.references = unfolded_header(&header, "References")
+                .map(|r| r.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            sh.msggen.reply(rng, &env, &quoted)
+        });
         let n = idxs.len() as u64;
         let sent = self.boxes()?.sent.clone();
         self.submit(sh, addrs, n, msg, &sent).await?;
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         c.cmd(
             "STORE",
             &format!("UID STORE {} +FLAGS.SILENT (\\Answered \\Seen)", orig.uid),
@@ -237,8 +244,7 @@ impl User {
             return Ok(Outcome::Skipped("empty inbox"));
         };
         let uid = self.inbox[i].uid;
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         let r = c
             .cmd("FETCH", &format!("UID FETCH {uid} (BODY.PEEK[])"))
             .await?;
@@ -249,23 +255,14 @@ impl User {
             .unwrap_or_default();
         let k = self.recipients(sh, TaskKind::Forward);
         let idxs = self.colleagues(sh, k, &[]);
-        let addrs: Vec<String> = idxs.iter().map(|i| sh.topo.users[*i].clone()).collect();
-        let seq = self.new_id(sh);
-        let track = self.track(sh, seq, &idxs);
-        let env = envelope(
-            &self.addr,
-            &addrs,
-            format!("FW: Status {seq}"),
-            &sh.run_id,
-            seq,
-            Some(track),
-        );
-        let msg = sh.msggen.forward(&mut self.rng, &env, &original);
+        let addrs = sh.addresses(&idxs);
+        let msg = self.compose(sh, &addrs, &idxs, "FW: Status", |rng, env| {
+            sh.msggen.forward(rng, &env, &original)
+        });
         let n = idxs.len() as u64;
         let sent = self.boxes()?.sent.clone();
         self.submit(sh, addrs, n, msg, &sent).await?;
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         c.cmd(
             "STORE",
             &format!("UID STORE {uid} +FLAGS.SILENT ($Forwarded)"),
@@ -288,8 +285,7 @@ impl User {
             let n = self.rng.random_range(1..=folders);
             self.boxes()?.folder(n)
         };
-        let c = self.conn()?;
-        c.ensure_selected(INBOX).await?;
+        let c = self.inbox_conn().await?;
         move_or_copy(c, uid, &dest).await?;
         self.inbox.swap_remove(i);
         Ok(Outcome::Done)

@@ -111,10 +111,7 @@ impl ImapConn {
             if Tls::upgrade(starttls, c.has_cap("STARTTLS"), "IMAP", &c.wire.peer)? {
                 let (st, resp) = c.cmd_status("STARTTLS").await?;
                 if st != Status::Ok {
-                    return Err(OpError::new(
-                        ErrorKind::Tls,
-                        format!("STARTTLS refused by {}: {}", c.wire.peer, resp.text),
-                    ));
+                    return Err(c.wire.refused(ErrorKind::Tls, "STARTTLS", &resp.text));
                 }
                 let deadline = Instant::now() + op_timeout;
                 tls.handshake(&mut c.wire, &ep.host, "STARTTLS", deadline)
@@ -212,10 +209,7 @@ impl ImapConn {
         let (st, resp) = self.cmd_status(line).await?;
         match st {
             Status::Ok => Ok(resp),
-            _ => Err(OpError::new(
-                ErrorKind::Rejected,
-                format!("{what} refused by {}: {}", self.wire.peer, resp.text),
-            )),
+            _ => Err(self.wire.refused(ErrorKind::Rejected, what, &resp.text)),
         }
     }
 
@@ -290,10 +284,7 @@ impl ImapConn {
                     break;
                 }
                 if u.starts_with(tag.as_bytes()) {
-                    return Err(OpError::new(
-                        ErrorKind::Rejected,
-                        format!("{what} refused by {}: {}", self.wire.peer, show(&u)),
-                    ));
+                    return Err(self.wire.refused(ErrorKind::Rejected, what, show(&u)));
                 }
                 self.check_untagged(&u)?;
             }
@@ -306,10 +297,7 @@ impl ImapConn {
         let (st, resp) = self.collect(&tag, deadline).await?;
         match st {
             Status::Ok => Ok(resp),
-            _ => Err(OpError::new(
-                ErrorKind::Rejected,
-                format!("{what} refused by {}: {}", self.wire.peer, resp.text),
-            )),
+            _ => Err(self.wire.refused(ErrorKind::Rejected, what, &resp.text)),
         }
     }
 
@@ -526,10 +514,7 @@ impl ImapConn {
                 return Ok(());
             }
             if u.starts_with(tag.as_bytes()) {
-                return Err(OpError::new(
-                    ErrorKind::Rejected,
-                    format!("IDLE refused by {}: {}", self.wire.peer, show(&u)),
-                ));
+                return Err(self.wire.refused(ErrorKind::Rejected, "IDLE", show(&u)));
             }
             self.check_untagged(&u)?;
         }

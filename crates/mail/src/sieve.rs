@@ -3,7 +3,7 @@
 
 use crate::target::Endpoint;
 use crate::tls::{StartTls, Tls};
-use crate::wire::{ErrorKind, OpError, OpResult, Wire};
+use crate::wire::{ErrorKind, OpResult, Wire};
 use base64::Engine as _;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -95,24 +95,10 @@ impl SieveConn {
                 } else {
                     ErrorKind::Rejected
                 };
-                return Err(OpError::new(
-                    kind,
-                    format!(
-                        "{what} refused by {}: {}",
-                        self.wire.peer,
-                        crate::imap::show(&u)
-                    ),
-                ));
+                return Err(self.wire.refused(kind, what, crate::imap::show(&u)));
             }
             if !(text.starts_with('"') || text.starts_with('{')) {
-                return Err(OpError::new(
-                    ErrorKind::Malformed,
-                    format!(
-                        "{} sent a line that is not ManageSieve: {}",
-                        self.wire.peer,
-                        crate::imap::show(&u)
-                    ),
-                ));
+                return Err(self.wire.malformed("a line that is not ManageSieve", &u));
             }
             lines.push(text);
         }

@@ -100,14 +100,9 @@ impl SmtpConn {
         loop {
             let line = self.wire.read_line(deadline).await?;
             if line.len() < 3 || !line[..3].iter().all(|c| c.is_ascii_digit()) {
-                return Err(OpError::new(
-                    ErrorKind::Malformed,
-                    format!(
-                        "{} sent a line that is not an SMTP reply: {}",
-                        self.wire.peer,
-                        crate::imap::show(&line)
-                    ),
-                ));
+                return Err(self
+                    .wire
+                    .malformed("a line that is not an SMTP reply", &line));
             }
             let code: u16 = std::str::from_utf8(&line[..3])
                 .ok()
@@ -125,14 +120,7 @@ impl SmtpConn {
                 Some(b'-') => continue,
                 None | Some(b' ') => return Ok(Reply { code, text, lines }),
                 _ => {
-                    return Err(OpError::new(
-                        ErrorKind::Malformed,
-                        format!(
-                            "{} sent a malformed SMTP reply: {}",
-                            self.wire.peer,
-                            crate::imap::show(&line)
-                        ),
-                    ));
+                    return Err(self.wire.malformed("a malformed SMTP reply", &line));
                 }
             }
         }
@@ -149,13 +137,8 @@ impl SmtpConn {
             } else {
                 ErrorKind::Rejected
             };
-            return Err(OpError::new(
-                kind,
-                format!(
-                    "{what} refused by {}: {} {}",
-                    self.wire.peer, r.code, r.text
-                ),
-            ));
+            let answer = format!("{} {}", r.code, r.text);
+            return Err(self.wire.refused(kind, what, answer));
         }
         Ok(r)
     }
@@ -209,13 +192,8 @@ impl SmtpConn {
         self.wire.write_all(&data, deadline).await?;
         let r = self.reply(deadline).await?;
         if r.code != 250 {
-            return Err(OpError::new(
-                ErrorKind::Rejected,
-                format!(
-                    "message refused by {}: {} {}",
-                    self.wire.peer, r.code, r.text
-                ),
-            ));
+            let answer = format!("{} {}", r.code, r.text);
+            return Err(self.wire.refused(ErrorKind::Rejected, "message", answer));
         }
         Ok(())
     }

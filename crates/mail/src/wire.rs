@@ -102,6 +102,20 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// The error of a command `what` the peer refused, with its answer.
+    pub fn refused(&self, kind: ErrorKind, what: &str, answer: impl fmt::Display) -> OpError {
+        OpError::new(kind, format!("{what} refused by {}: {answer}", self.peer))
+    }
+
+    /// The error of a line `unit` the peer sent that is not what the protocol
+    /// allows there (`what`: "a line that is not ...").
+    pub fn malformed(&self, what: &str, unit: &[u8]) -> OpError {
+        OpError::new(
+            ErrorKind::Malformed,
+            format!("{} sent {what}: {}", self.peer, crate::imap::show(unit)),
+        )
+    }
+
     /// TCP connect to `host:port` within `timeout`.
     pub async fn connect(host: &str, port: u16, timeout: Duration) -> OpResult<Wire> {
         let peer = format!("{host}:{port}");

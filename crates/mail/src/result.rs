@@ -104,35 +104,19 @@ fn flow(
     lists: usize,
     server: Option<u64>,
 ) -> MailFlow {
-    let users_f = users as f64;
     let sim_hours = profile.day.as_secs_f64() / 3600.0;
     let real_hours = o.day_length.as_secs_f64() / 3600.0;
-    let rates = |d: f64| FlowRates {
-        submitted: stats.submitted as f64 / d,
-        delivered: stats.delivered as f64 / d,
-    };
     MailFlow {
         submitted: stats.submitted,
         recipients_addressed: stats.addressed,
         expected_deliveries: stats.expected_deliveries,
         delivered: stats.delivered,
         server_deliveries: server,
-        // One simulated day per user.
-        per_user_per_day: if users > 0 {
-            rates(users_f)
-        } else {
-            FlowRates::default()
-        },
-        per_hour_real: rates(real_hours.max(1e-9)),
-        per_simulated_hour: rates(sim_hours.max(1e-9)),
-        recipients_per_message: if stats.submitted > 0 {
-            stats.delivered as f64 / stats.submitted as f64
-        } else {
-            0.0
-        },
         profile_expects: profile.expected_flow(users),
         without_lists: (lists == 0).then(|| profile.expected_flow_without_lists(users)),
+        ..MailFlow::default()
     }
+    .with_rates(users as u64, real_hours, sim_hours)
 }
 
 /// The result of a finished run (the counters are final: deliveries still

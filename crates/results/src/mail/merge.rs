@@ -450,12 +450,6 @@ fn merge_flow(inputs: &[Input], users: u64) -> MailFlow {
         .collect();
     let sim_hours = first.window.simulated_day_s / 3600.0;
     let real_hours = first.window.day_s / 3600.0;
-    let per = |n: u64, d: f64| n as f64 / d;
-    let users_f = users.max(1) as f64;
-    let rates = |d: f64| FlowRates {
-        submitted: per(submitted, d),
-        delivered: per(delivered, d),
-    };
     // What the profile expects per user: the generators' expectations
     // (each for its own slice), weighted by their users.
     let wavg = |f: fn(&ExpectedFlowRef) -> f64| {
@@ -479,25 +473,15 @@ fn merge_flow(inputs: &[Input], users: u64) -> MailFlow {
         expected_deliveries: sum(|f| f.expected_deliveries),
         delivered,
         server_deliveries: server.map(|v| v.iter().sum()),
-        per_user_per_day: if users > 0 {
-            rates(users_f)
-        } else {
-            FlowRates::default()
-        },
-        per_hour_real: rates(real_hours.max(1e-9)),
-        per_simulated_hour: rates(sim_hours.max(1e-9)),
-        recipients_per_message: if submitted > 0 {
-            delivered as f64 / submitted as f64
-        } else {
-            0.0
-        },
         profile_expects: expects,
         // Lighter only when no generator had lists (they share one target).
         without_lists: (inputs.iter())
             .all(|i| i.r().mail_flow.without_lists.is_some())
             .then_some(first.mail_flow.without_lists)
             .flatten(),
+        ..MailFlow::default()
     }
+    .with_rates(users, real_hours, sim_hours)
 }
 
 type ExpectedFlowRef = crate::mail::profile::ExpectedFlow;

@@ -162,6 +162,32 @@ pub struct MailFlow {
 }
 
 impl MailFlow {
+    /// The flow with its rates derived from its counts: per user per day
+    /// (one simulated day per user; none without users), per real hour of a
+    /// day of `real_hours`, per simulated hour of a day of `sim_hours`, and
+    /// the recipients per message.
+    pub fn with_rates(self, users: u64, real_hours: f64, sim_hours: f64) -> MailFlow {
+        let rates = |d: f64| FlowRates {
+            submitted: self.submitted as f64 / d,
+            delivered: self.delivered as f64 / d,
+        };
+        MailFlow {
+            per_user_per_day: if users > 0 {
+                rates(users as f64)
+            } else {
+                FlowRates::default()
+            },
+            per_hour_real: rates(real_hours.max(1e-9)),
+            per_simulated_hour: rates(sim_hours.max(1e-9)),
+            recipients_per_message: if self.submitted > 0 {
+                self.delivered as f64 / self.submitted as f64
+            } else {
+                0.0
+            },
+            ..self
+        }
+    }
+
     /// "the day is lighter …" when the run had no distribution lists and
     /// the profile sends to lists, else None.
     pub fn lighter_day(&self) -> Option<String> {

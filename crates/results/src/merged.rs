@@ -27,6 +27,20 @@ impl<H> Default for Merged<H> {
     }
 }
 
+/// One input of a typed merge: a result of kind `R`, where it came from, and
+/// its intervals `I` (intervals.jsonl beside it).
+pub struct MergeInput<'a, R, I> {
+    pub source: String,
+    pub result: &'a R,
+    pub intervals: &'a [I],
+}
+
+/// A merged result (with `merged` set) and its aligned intervals.
+pub struct MergeOutput<R, I> {
+    pub result: R,
+    pub intervals: Vec<I>,
+}
+
 /// The one value all inputs share, else `mixed: a; b`.
 pub fn common_or_mixed<'a>(vals: impl Iterator<Item = &'a str>) -> String {
     let set: BTreeSet<&str> = vals.collect();

@@ -23,7 +23,7 @@ use crate::mail::judge::{self, Criteria, Figures};
 use crate::mail::profile::{Profile, TaskKind};
 use crate::mail::run::*;
 use crate::mail::steady::{QueueJudgement, SteadySection, Window, section};
-use crate::merged::{Merged, common_or_mixed, host_labels, merged_header};
+use crate::merged::{MergeInput, MergeOutput, Merged, common_or_mixed, host_labels, merged_header};
 use crate::verdict::{RunHeader, Status, Verdict};
 use mailbench_base::{Error, Result};
 use mailbench_metrics::LatencyHist;
@@ -35,17 +35,10 @@ pub const MAX_SAMPLES: usize = 50;
 
 /// One input of a merge: a mail-run result, where it came from, and its
 /// intervals (intervals.jsonl beside it).
-pub struct MailMergeInput<'a> {
-    pub source: String,
-    pub result: &'a MailRunResult,
-    pub intervals: &'a [MailInterval],
-}
+pub type MailMergeInput<'a> = MergeInput<'a, MailRunResult, MailInterval>;
 
 /// A merged mail result (with `merged` set) and its intervals.
-pub struct MailMergeOutput {
-    pub result: MailRunResult,
-    pub intervals: Vec<MailInterval>,
-}
+pub type MailMergeOutput = MergeOutput<MailRunResult, MailInterval>;
 
 impl MailMergeOutput {
     pub fn merged(&self) -> &Merged<MailHost> {

@@ -3,7 +3,7 @@
 //! counts, and percentiles come from added histograms (never averaged).
 //! Per-host sections are kept (`merged.hosts`).
 
-use crate::merged::{Merged, host_labels, merged_header, prefixed, weighted};
+use crate::merged::{self, Merged, host_labels, merged_header, prefixed, weighted};
 use crate::storage::init::InitSummary;
 use crate::storage::run::{HostPerf, IntervalRecord, StorageResult, Totals, Window};
 use crate::storage::spec::Thresholds;
@@ -39,17 +39,10 @@ pub type StorageMerged = Merged<HostSection>;
 
 /// One input of a merge: a storage-run result, where it came from, and its
 /// intervals (intervals.jsonl beside it).
-pub struct MergeInput<'a> {
-    pub source: String,
-    pub result: &'a StorageResult,
-    pub intervals: &'a [IntervalRecord],
-}
+pub type MergeInput<'a> = merged::MergeInput<'a, StorageResult, IntervalRecord>;
 
 /// The merged result (with `merged` set) and its aligned intervals.
-pub struct MergeOutput {
-    pub result: StorageResult,
-    pub intervals: Vec<IntervalRecord>,
-}
+pub type MergeOutput = merged::MergeOutput<StorageResult, IntervalRecord>;
 
 impl MergeOutput {
     pub fn merged(&self) -> &StorageMerged {

@@ -67,71 +67,29 @@ pub async fn provision(
     stop: mailbench_base::interrupt::Interrupt,
 ) -> SetupReport {
     let t0 = Instant::now();
-    let report = Arc::new(Mutex::new(SetupReport {
-        users: topo.users.len(),
-        lists: topo.lists.len(),
-        ..Default::default()
-    }));
-    let msggen = Arc::new(Generator::new(&profile.sizes, seed));
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers = concurrency.max(1).min(topo.users.len().max(1));
+    let job = Arc::new(Provisioning {
+        report: Mutex::new(SetupReport {
+            users: topo.users.len(),
+            lists: topo.lists.len(),
+            ..Default::default()
+        }),
+        msggen: Generator::new(&profile.sizes, seed),
+        next: std::sync::atomic::AtomicUsize::new(0),
+        target,
+        topo,
+        profile,
+        seed,
+        log,
+        stop: stop.clone(),
+    });
     let mut set = tokio::task::JoinSet::new();
-    for _ in 0..concurrency.max(1).min(topo.users.len().max(1)) {
-        let stop = stop.clone();
-        let (target, topo, profile, report, msggen, next, log) = (
-            target.clone(),
-            topo.clone(),
-            profile.clone(),
-            report.clone(),
-            msggen.clone(),
-            next.clone(),
-            log.clone(),
-        );
-        set.spawn(async move {
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= topo.users.len() || stop.raised() {
-                    break;
-                }
-                let mut rng = SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x5851_F42D));
-                let mut f = UserFigures::default();
-                let r = provision_user(
-                    &target, &topo, &profile, &msggen, i, &mut rng, &mut f, &stop,
-                )
-                .await;
-                let mut rep = match report.lock() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
-                // What was stored counts even when the user failed later on.
-                rep.folders_created += f.folders_created;
-                rep.messages_appended += f.appended;
-                rep.bytes_appended += f.bytes;
-                rep.messages_present += f.present;
-                if rep.mailboxes.is_none() {
-                    rep.mailboxes = f.mailboxes.take();
-                }
-                match r {
-                    Ok(true) => rep.users_ok += 1,
-                    // Interrupted half-way: neither done nor failed.
-                    Ok(false) => {}
-                    Err(e) => {
-                        *rep.errors_by_kind.entry(e.kind).or_default() += 1;
-                        if rep.error_samples.len() < 20 {
-                            let line = format!("{}: {e}", topo.users[i]);
-                            log.line(format!("setup error: {line}"));
-                            rep.error_samples.push(line);
-                        }
-                    }
-                }
-                let done = rep.users_ok + rep.errors_by_kind.values().sum::<u64>() as usize;
-                if done.is_multiple_of(100) {
-                    log.line(format!("setup: {done}/{} users", topo.users.len()));
-                }
-            }
-        });
+    for _ in 0..workers {
+        let job = job.clone();
+        set.spawn(async move { job.work().await });
     }
     wait_or_stop(&mut set, &stop).await;
-    let mut rep = match report.lock() {
+    let mut rep = match job.report.lock() {
         Ok(g) => g.clone(),
         Err(p) => p.into_inner().clone(),
     };
@@ -142,6 +100,71 @@ pub async fn provision(
         0.0
     };
     rep
+}
+
+/// What every worker of a setup shares: the server, the users and the
+/// profile, the next user to provision, and the report they add to.
+struct Provisioning {
+    target: Arc<Target>,
+    topo: Arc<Topology>,
+    profile: Arc<Profile>,
+    msggen: Generator,
+    seed: u64,
+    log: TestLog,
+    stop: mailbench_base::interrupt::Interrupt,
+    next: std::sync::atomic::AtomicUsize,
+    report: Mutex<SetupReport>,
+}
+
+impl Provisioning {
+    /// One worker: provisions the next user not taken yet until none is
+    /// left or `stop` is raised.
+    async fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= self.topo.users.len() || self.stop.raised() {
+                break;
+            }
+            let mut rng = SmallRng::seed_from_u64(self.seed ^ (i as u64).wrapping_mul(0x5851_F42D));
+            let mut f = UserFigures::default();
+            let r = self.user(i, &mut rng, &mut f).await;
+            self.record(i, f, r);
+        }
+    }
+
+    /// Adds what user `i` stored and how its provisioning ended to the report.
+    fn record(&self, i: usize, mut f: UserFigures, r: OpResult<bool>) {
+        let mut rep = match self.report.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        // What was stored counts even when the user failed later on.
+        rep.folders_created += f.folders_created;
+        rep.messages_appended += f.appended;
+        rep.bytes_appended += f.bytes;
+        rep.messages_present += f.present;
+        if rep.mailboxes.is_none() {
+            rep.mailboxes = f.mailboxes.take();
+        }
+        match r {
+            Ok(true) => rep.users_ok += 1,
+            // Interrupted half-way: neither done nor failed.
+            Ok(false) => {}
+            Err(e) => {
+                *rep.errors_by_kind.entry(e.kind).or_default() += 1;
+                if rep.error_samples.len() < 20 {
+                    let line = format!("{}: {e}", self.topo.users[i]);
+                    self.log.line(format!("setup error: {line}"));
+                    rep.error_samples.push(line);
+                }
+            }
+        }
+        let done = rep.users_ok + rep.errors_by_kind.values().sum::<u64>() as usize;
+        if done.is_multiple_of(100) {
+            self.log
+                .line(format!("setup: {done}/{} users", self.topo.users.len()));
+        }
+    }
 }
 
 /// How long users being provisioned may take to finish their current
@@ -185,90 +208,93 @@ struct UserFigures {
     mailboxes: Option<Mailboxes>,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn provision_user(
-    target: &Target,
-    topo: &Topology,
-    profile: &Profile,
-    msggen: &Generator,
-    i: usize,
-    rng: &mut SmallRng,
-    f: &mut UserFigures,
-    stop: &mailbench_base::interrupt::Interrupt,
-) -> OpResult<bool> {
-    let me = &topo.users[i];
-    let mut c = target.imap_login(me).await?;
-    let boxes = discover(&mut c).await?;
-    f.mailboxes = Some(boxes.clone());
-    let now = unix_now();
-    for (folder, want) in folder_plan(profile, &boxes) {
-        if !boxes.listed(&folder) && !is_inbox(&folder) {
-            let (st, resp) = c.cmd_status(&boxes.create_command(&c, &folder)).await?;
-            if st == imap::Status::Ok {
-                f.folders_created += 1;
-            } else if !resp.text.to_ascii_lowercase().contains("exists") {
-                return Err(crate::wire::OpError::new(
-                    ErrorKind::Rejected,
-                    format!("CREATE {folder} refused: {}", resp.text),
-                ));
-            }
-        }
-        if want == 0 {
-            continue;
-        }
-        let r = c
-            .cmd(
-                "STATUS",
-                &format!("STATUS {} (MESSAGES)", imap::mailbox(&folder)),
-            )
-            .await?;
-        let have = status_messages(&r.untagged).unwrap_or(0);
-        f.present += u64::from(have.min(want));
-        for n in have..want {
-            if stop.raised() {
-                c.logout().await;
-                return Ok(false);
-            }
-            let from_idx = if topo.users.len() > 1 {
-                let mut j = rng.random_range(0..topo.users.len() - 1);
-                if j >= i {
-                    j += 1;
+impl Provisioning {
+    /// Provisions user `i`: its folders, topped up to the profile's message
+    /// counts; `f` holds what was stored so far. Ok(false) when `stop` ended it
+    /// half-way.
+    async fn user(&self, i: usize, rng: &mut SmallRng, f: &mut UserFigures) -> OpResult<bool> {
+        let Provisioning {
+            target,
+            topo,
+            profile,
+            msggen,
+            stop,
+            ..
+        } = self;
+        let me = &topo.users[i];
+        let mut c = target.imap_login(me).await?;
+        let boxes = discover(&mut c).await?;
+        f.mailboxes = Some(boxes.clone());
+        let now = unix_now();
+        for (folder, want) in folder_plan(profile, &boxes) {
+            if !boxes.listed(&folder) && !is_inbox(&folder) {
+                let (st, resp) = c.cmd_status(&boxes.create_command(&c, &folder)).await?;
+                if st == imap::Status::Ok {
+                    f.folders_created += 1;
+                } else if !resp.text.to_ascii_lowercase().contains("exists") {
+                    return Err(crate::wire::OpError::new(
+                        ErrorKind::Rejected,
+                        format!("CREATE {folder} refused: {}", resp.text),
+                    ));
                 }
-                j
-            } else {
-                i
-            };
-            let to = vec![me.clone()];
-            let env = Envelope {
-                from: &topo.users[from_idx],
-                to: &to,
-                subject: format!("Initial {folder} {n}").into(),
-                track: None,
-                in_reply_to: None,
-                references: Vec::new(),
-                message_id: crate::message::message_id(&["setup", me, &folder, &n.to_string()]),
-                date: now - rng.random_range(0..30 * 86400),
-            };
-            let msg = if folder == boxes.calendar() {
-                let start = now + rng.random_range(-3 * 86400..14 * 86400i64);
-                // Whole-hour starts in working hours.
-                let start = start - start.rem_euclid(3600);
-                msggen.calendar(rng, &env, start, 60, false)
-            } else {
-                msggen.mail(rng, &env)
-            };
-            let flags = if is_inbox(&folder) && n + 5 >= want {
-                ""
-            } else {
-                "\\Seen"
-            };
-            c.append(&folder, flags, &msg).await?;
-            f.appended += 1;
-            f.bytes += msg.len() as u64;
+            }
+            if want == 0 {
+                continue;
+            }
+            let r = c
+                .cmd(
+                    "STATUS",
+                    &format!("STATUS {} (MESSAGES)", imap::mailbox(&folder)),
+                )
+                .await?;
+            let have = status_messages(&r.untagged).unwrap_or(0);
+            f.present += u64::from(have.min(want));
+            for n in have..want {
+                if stop.raised() {
+                    c.logout().await;
+                    return Ok(false);
+                }
+                let from_idx = if topo.users.len() > 1 {
+                    let mut j = rng.random_range(0..topo.users.len() - 1);
+                    if j >= i {
+                        j += 1;
+                    }
+                    j
+                } else {
+                    i
+                };
+                let to = vec![me.clone()];
+                let env = Envelope {
+                    from: &topo.users[from_idx],
+                    to: &to,
+                    subject: format!("Initial {folder} {n}").into(),
+                    track: None,
+                    in_reply_to: None,
+                    references: Vec::new(),
+                    message_id: crate::message::message_id(&["setup", me, &folder, &n.to_string()]),
+                    date: now - rng.random_range(0..30 * 86400),
+                };
+                let msg = if folder == boxes.calendar() {
+                    let start = now + rng.random_range(-3 * 86400..14 * 86400i64);
+                    // Whole-hour starts in working hours.
+                    let start = start - start.rem_euclid(3600);
+                    msggen.calendar(rng, &env, start, 60, false)
+                } else {
+                    msggen.mail(rng, &env)
+                };
+                let flags = if is_inbox(&folder) && n + 5 >= want {
+                    ""
+                } else {
+                    "\\Seen"
+                };
+                c.append(&folder, flags, &msg).await?;
+                f.appended += 1;
+                f.bytes += msg.len() as u64;
+            }
         }
+        c.logout().await;
+        Ok(true)
     }
-    c.logout().await;
-    Ok(true)
 }
 
 /// How long setup may take at most before it is called stuck (bounded loops).

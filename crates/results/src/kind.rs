@@ -73,6 +73,18 @@ macro_rules! kinds {
                     $(AnyResult::$variant(r) => serde_json::to_value(r),)+
                 }
             }
+
+            pub fn header(&self) -> &RunHeader {
+                match self {
+                    $(AnyResult::$variant(r) => &r.run,)+
+                }
+            }
+
+            pub fn verdict(&self) -> &Verdict {
+                match self {
+                    $(AnyResult::$variant(r) => &r.verdict,)+
+                }
+            }
         }
 
         /// A result serializes as its kind's type (result.json).
@@ -158,32 +170,6 @@ impl AnyResult {
         }
         upgrade_v1(kind, &mut v);
         AnyResult::typed(kind, v).map_err(|e| LoadError::Invalid(kind, e.to_string()))
-    }
-
-    pub fn header(&self) -> &RunHeader {
-        match self {
-            AnyResult::StorageRun(r) => &r.run,
-            AnyResult::StorageInit(r) => &r.run,
-            AnyResult::StorageVerify(r) => &r.run,
-            AnyResult::StorageBackup(r) => &r.run,
-            AnyResult::StorageRecover(r) => &r.run,
-            AnyResult::MailRun(r) => &r.run,
-            AnyResult::MailSetup(r) => &r.run,
-            AnyResult::MailSweep(r) => &r.run,
-        }
-    }
-
-    pub fn verdict(&self) -> &Verdict {
-        match self {
-            AnyResult::StorageRun(r) => &r.verdict,
-            AnyResult::StorageInit(r) => &r.verdict,
-            AnyResult::StorageVerify(r) => &r.verdict,
-            AnyResult::StorageBackup(r) => &r.verdict,
-            AnyResult::StorageRecover(r) => &r.verdict,
-            AnyResult::MailRun(r) => &r.verdict,
-            AnyResult::MailSetup(r) => &r.verdict,
-            AnyResult::MailSweep(r) => &r.verdict,
-        }
     }
 }
 

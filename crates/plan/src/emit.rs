@@ -84,7 +84,7 @@ fn header_comment(plan: &Plan, s: &ServerPlan) -> String {
         i.failure,
         num(i.headroom_pct, 0),
         plan.guidance.version,
-        plan.disk.preset,
+        plan.disk.model.preset,
         plan.disk.raid,
         plan.disk.raid_group
     ));

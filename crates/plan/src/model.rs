@@ -1,7 +1,7 @@
 //! The sizing computation: inputs + rules -> per mailbox, per database, per server, per
 //! group and total figures, the copy layout under the declared failure, and warnings.
 
-use crate::input::{DatabaseSpec, Failure, Input};
+use crate::input::{DatabaseSpec, Disk, Failure, Input};
 use crate::layout::{Layout, Load, site_letter};
 use crate::rules::{GuidanceRules, RaidRule, Rules, raid_cost};
 use mailbench_base::{ByteSize, Error, Result};
@@ -23,13 +23,9 @@ pub struct GuidanceInfo {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DiskInfo {
-    pub preset: String,
-    pub description: String,
-    pub source: String,
-    pub capacity: u64,
-    pub iops: f64,
-    pub capacity_overridden: bool,
-    pub iops_overridden: bool,
+    /// The disk model as the inputs give it.
+    #[serde(flatten)]
+    pub model: Disk,
     pub raid: String,
     pub raid_group: u32,
     pub write_penalty: u32,
@@ -648,13 +644,7 @@ fn disk_info(input: &Input, raid: &RaidRule, read_share: f64) -> DiskInfo {
     let penalty = raid.penalty;
     let cost = raid_cost(read_share, penalty);
     DiskInfo {
-        preset: input.disk.preset.clone(),
-        description: input.disk.description.clone(),
-        source: input.disk.source.clone(),
-        capacity: input.disk.capacity,
-        iops: input.disk.iops,
-        capacity_overridden: input.disk.capacity_overridden,
-        iops_overridden: input.disk.iops_overridden,
+        model: input.disk.clone(),
         raid: input.raid.clone(),
         raid_group: input.raid_group,
         write_penalty: penalty,

@@ -197,14 +197,17 @@ fn section_disk_model(p: &Plan, out: &mut Vec<Section>) {
     out.push(Section {
         title: "Disk model".into(),
         blocks: vec![pairs(&[
-            ("disk", format!("{} ({})", dk.preset, dk.description)),
+            (
+                "disk",
+                format!("{} ({})", dk.model.preset, dk.model.description),
+            ),
             (
                 "capacity",
                 format!(
                     "{} ({} bytes){}",
-                    size(dk.capacity),
-                    int(dk.capacity),
-                    if dk.capacity_overridden {
+                    size(dk.model.capacity),
+                    int(dk.model.capacity),
+                    if dk.model.capacity_overridden {
                         ", from --disk-capacity"
                     } else {
                         ", preset"
@@ -215,15 +218,15 @@ fn section_disk_model(p: &Plan, out: &mut Vec<Section>) {
                 "random IOPS per disk",
                 format!(
                     "{}{}",
-                    num(dk.iops, 0),
-                    if dk.iops_overridden {
+                    num(dk.model.iops, 0),
+                    if dk.model.iops_overridden {
                         ", from --disk-iops"
                     } else {
                         ", preset"
                     }
                 ),
             ),
-            ("preset source", dk.source.clone()),
+            ("preset source", dk.model.source.clone()),
             (
                 "RAID",
                 format!(

@@ -64,8 +64,8 @@ const SETPRIV: &str = "/usr/bin/setpriv";
 const GUARD: &str = r#"read _; [ "$(readlink /proc/$1/cwd)" = "$2" ] && kill -TERM "$1""#;
 
 /// Starts the guard of Postfix's master `pid` (queue folder `queue`), in
-/// its own process group (Ctrl-C does not reach it). Dropped first on a
-/// normal stop (`LocalServer::stop`).
+/// its own process group (Ctrl-C does not reach it). Stopped after Postfix
+/// on a normal stop (`LocalServer::stop`).
 pub(super) fn postfix_guard(pid: u32, queue: &Path) -> Result<Child> {
     let queue = queue
         .canonicalize()

@@ -304,15 +304,18 @@ impl LocalServer {
     }
 
     /// Stops both servers (our children, through their handles) and waits
-    /// (bounded) for them to exit.
+    /// (bounded) for them to exit. Postfix's guard goes after Postfix: should
+    /// mailbench die in between (a third Ctrl-C), the guard still stops a
+    /// master that is running, and never signals one that has gone (it checks
+    /// the PID's folder).
     pub fn stop(&mut self) {
-        if let Some(mut g) = self.postfix_guard.take() {
-            let _ = g.kill();
-            let _ = g.wait();
-        }
         if let Some(mut c) = self.postfix.take() {
             stop_child(&mut c, "postfix");
             self.log.line("local target: postfix stopped");
+        }
+        if let Some(mut g) = self.postfix_guard.take() {
+            let _ = g.kill();
+            let _ = g.wait();
         }
         if let Some(mut c) = self.dovecot.take() {
             stop_child(&mut c, "dovecot");

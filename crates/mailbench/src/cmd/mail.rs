@@ -86,6 +86,10 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         quiet: global.quiet,
         verbose: global.verbose,
     };
+    // The local target's servers of a run stop after its result is written
+    // (Dovecot takes about a second to stop; a third Ctrl-C meanwhile would
+    // end the process before the result was on disk).
+    let mut servers = None;
     let (dir, result) = match cmd {
         MailCommand::Setup(_) => {
             let (dir, r) = mailbench_mail::setup_command(resolved, &out)?;
@@ -98,6 +102,7 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
                 return r;
             }
             let run = mailbench_mail::run_command(resolved, &out)?;
+            servers = Some(run.servers);
             (run.dir, AnyResult::MailRun(Box::new(run.result)))
         }
         MailCommand::Sweep(a) => {
@@ -128,7 +133,11 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         mailbench_report::summary::render(&result),
         dir.path.display()
     );
-    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    let written = mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text));
+    if let Some(s) = servers {
+        s.stop();
+    }
+    written?;
     Ok(result.verdict().exit_status())
 }
 

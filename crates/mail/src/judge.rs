@@ -9,15 +9,9 @@ mod tests {
     use super::*;
     use crate::profile::{Profile, ProfileExt, TaskKind};
     use mailbench_results::Status;
-    use std::time::Duration;
 
     fn criteria() -> Criteria {
-        Criteria {
-            max_score_ms: 1000.0,
-            max_error_rate_pct: 0.0,
-            delivery_pct: 95.0,
-            delivery_within: Duration::from_secs(60),
-        }
+        Criteria::PUBLISHED
     }
 
     #[test]

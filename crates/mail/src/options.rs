@@ -355,7 +355,11 @@ impl ResolveExt for Resolved {
         });
         let op_timeout = s.op_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
         let (server_metrics, server_disk) = server_sources(r)?;
-        let delivery_pct = r.delivery_pct.map(|p| p.0).unwrap_or(95.0);
+        let published = mailbench_results::mail::judge::Criteria::PUBLISHED;
+        let delivery_pct = r
+            .delivery_pct
+            .map(|p| p.0)
+            .unwrap_or(published.delivery_pct);
         check_ranges(o)?;
         let steady = r
             .steady
@@ -388,12 +392,15 @@ impl ResolveExt for Resolved {
             ramp_up,
             drain: r.drain.map(|d| d.0).unwrap_or(Duration::from_secs(120)),
             interval,
-            max_error_rate_pct: r.max_error_rate.map(|p| p.0).unwrap_or(0.0),
-            max_score_ms: r.max_response_time_ms.unwrap_or(1000.0),
+            max_error_rate_pct: r
+                .max_error_rate
+                .map(|p| p.0)
+                .unwrap_or(published.max_error_rate_pct),
+            max_score_ms: r.max_response_time_ms.unwrap_or(published.max_score_ms),
             delivery_within: r
                 .delivery_within
                 .map(|d| d.0)
-                .unwrap_or(Duration::from_secs(60)),
+                .unwrap_or(published.delivery_within),
             delivery_pct,
             skip_setup: r.skip_setup.unwrap_or(false),
             idle: !r.no_idle.unwrap_or(false),

@@ -35,6 +35,18 @@ pub struct Criteria {
     pub delivery_within: Duration,
 }
 
+impl Criteria {
+    /// The published rule's thresholds, the defaults of `mail run`: a
+    /// weighted 95th percentile of at most 1,000 ms, no errors, 95 % of the
+    /// deliveries within 60 s (docs/mail-load.md, "Verdict (PRODUCT.md §4)").
+    pub const PUBLISHED: Criteria = Criteria {
+        max_score_ms: 1000.0,
+        max_error_rate_pct: 0.0,
+        delivery_pct: 95.0,
+        delivery_within: Duration::from_secs(60),
+    };
+}
+
 /// The figures a verdict is made from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Figures {
@@ -231,12 +243,7 @@ mod tests {
     use super::*;
 
     fn criteria() -> Criteria {
-        Criteria {
-            max_score_ms: 1000.0,
-            max_error_rate_pct: 0.0,
-            delivery_pct: 95.0,
-            delivery_within: Duration::from_secs(60),
-        }
+        Criteria::PUBLISHED
     }
 
     /// A run stopped early: nothing arrived in time, the queue still holds

@@ -37,40 +37,42 @@ pub fn run_recover(
 ) -> Result<RecoverResult> {
     let started = Instant::now();
     let mut header = RunHeader::begin("storage-recover");
-    let log = &dir.log;
-    let mut res = RecoverResult {
-        run: header.clone(),
-        verdict: Verdict::from_reasons(Vec::new()),
-        spec: spec.clone(),
-        log_files_wanted: log_files,
-        prior_recovery: Vec::new(),
-        generation: Vec::new(),
-        instances: Vec::new(),
-        verify: None,
-        errors: Vec::new(),
+    let mut t = Test {
+        spec,
+        log: &dir.log,
+        interrupt,
+        phase,
+        res: RecoverResult {
+            run: header.clone(),
+            verdict: Verdict::from_reasons(Vec::new()),
+            spec: spec.clone(),
+            log_files_wanted: log_files,
+            prior_recovery: Vec::new(),
+            generation: Vec::new(),
+            instances: Vec::new(),
+            verify: None,
+            errors: Vec::new(),
+        },
+        o: Outcome::default(),
     };
-    let mut o = Outcome::default();
-    create_databases(spec, log, interrupt, phase, &mut o)?;
-    replay_earlier_crash(spec, log, interrupt, phase, &mut res, &mut o);
-    if interrupt.raised() {
-        o.interrupted = true;
+    t.create_databases()?;
+    t.replay_earlier_crash();
+    t.o.interrupted |= interrupt.raised();
+    if log_files > 0 && !t.o.interrupted && t.o.errors.is_empty() {
+        t.crash_and_replay(log_files)?;
     }
-    if log_files > 0 && !o.interrupted && o.errors.is_empty() {
-        crash_and_replay(spec, log_files, log, interrupt, phase, &mut res, &mut o)?;
-    }
-    if interrupt.raised() {
-        o.interrupted = true;
-    }
+    t.o.interrupted |= interrupt.raised();
     let readable = spec
         .instances
         .iter()
         .all(|i| read_header(&i.db_path).is_ok());
-    if !o.interrupted && readable {
-        verify_after(spec, log, interrupt, phase, &mut res, &mut o);
+    if !t.o.interrupted && readable {
+        t.verify_after();
     }
     if let Some(note) = mailbench_io::uring::fixed_buffers_note() {
-        log.line(format!("warning: {note}"));
+        t.log.line(format!("warning: {note}"));
     }
+    let Test { mut res, o, .. } = t;
     res.verdict = verdict(&res, &o, log_files);
     res.errors = o.errors;
     header.finish(started.elapsed());
@@ -78,121 +80,107 @@ pub fn run_recover(
     Ok(res)
 }
 
-/// The check of every page and log block after the replay, unless the user
-/// said `--no-verify` (`[storage] verify = false`), with `--log-files 0` too:
-/// then the log says so and the result has no checksum statistics.
-fn verify_after(
-    spec: &StorageSpec,
-    log: &TestLog,
-    interrupt: &Interrupt,
-    phase: PhaseFn<'_>,
-    res: &mut RecoverResult,
-    o: &mut Outcome,
-) {
-    if !spec.verify {
-        log.line("verification skipped (--no-verify): pages and log blocks were not checked");
-        return;
-    }
-    phase("verifying every page and log block");
-    match verify::verify_all(spec, interrupt) {
-        Ok(v) => res.verify = Some(v),
-        Err(Error::Interrupted) => o.interrupted = true,
-        Err(e) => o.errors.push(format!("verification: {e}")),
-    }
+/// One `storage recover` test under way: what its phases read (the spec, the
+/// test log, the stop switch, the progress lines) and what they fill in (the
+/// result, the outcome so far).
+struct Test<'a> {
+    spec: &'a StorageSpec,
+    log: &'a TestLog,
+    interrupt: &'a Interrupt,
+    phase: PhaseFn<'a>,
+    res: RecoverResult,
+    o: Outcome,
 }
 
-/// Databases: existing ones (maybe unclean) are used as they are; missing or
-/// partly created ones are created (resumed).
-fn create_databases(
-    spec: &StorageSpec,
-    log: &TestLog,
-    interrupt: &Interrupt,
-    phase: PhaseFn<'_>,
-    o: &mut Outcome,
-) -> Result<()> {
-    let any_missing = spec.instances.iter().any(|i| !i.db_path.exists());
-    if any_missing || spec.instances.iter().any(|i| init_incomplete(&i.db_path)) {
-        phase("creating databases");
-        match init::init_all(spec, log, interrupt) {
-            Ok(_) => {}
-            Err(Error::Interrupted) => o.interrupted = true,
-            Err(Error::Runtime(m)) => o.errors.push(m),
+impl Test<'_> {
+    /// The check of every page and log block after the replay, unless the
+    /// user said `--no-verify` (`[storage] verify = false`), with
+    /// `--log-files 0` too: then the log says so and the result has no
+    /// checksum statistics.
+    fn verify_after(&mut self) {
+        if !self.spec.verify {
+            self.log
+                .line("verification skipped (--no-verify): pages and log blocks were not checked");
+            return;
+        }
+        (self.phase)("verifying every page and log block");
+        match verify::verify_all(self.spec, self.interrupt) {
+            Ok(v) => self.res.verify = Some(v),
+            Err(Error::Interrupted) => self.o.interrupted = true,
+            Err(e) => self.o.errors.push(format!("verification: {e}")),
+        }
+    }
+
+    /// Databases: existing ones (maybe unclean) are used as they are; missing
+    /// or partly created ones are created (resumed).
+    fn create_databases(&mut self) -> Result<()> {
+        let insts = &self.spec.instances;
+        let any_missing = insts.iter().any(|i| !i.db_path.exists());
+        if any_missing || insts.iter().any(|i| init_incomplete(&i.db_path)) {
+            (self.phase)("creating databases");
+            match init::init_all(self.spec, self.log, self.interrupt) {
+                Ok(_) => {}
+                Err(Error::Interrupted) => self.o.interrupted = true,
+                Err(Error::Runtime(m)) => self.o.errors.push(m),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every instance's log replayed, each described in test.log, its errors
+    /// (named by instance) added to the outcome.
+    fn replay_logged(&mut self) -> Vec<ReplayResult> {
+        let results = replay_all(self.spec, self.interrupt);
+        for r in &results {
+            self.log.line(describe(r));
+            self.o
+                .errors
+                .extend(r.errors.iter().map(|e| format!("{}: {e}", r.name)));
+        }
+        results
+    }
+
+    /// Databases left unclean by an earlier crash: their logs replayed first.
+    fn replay_earlier_crash(&mut self) {
+        let unclean = !self.o.interrupted
+            && self.o.errors.is_empty()
+            && self
+                .spec
+                .instances
+                .iter()
+                .any(|i| read_header(&i.db_path).map(|h| !h.clean).unwrap_or(false));
+        if unclean {
+            (self.phase)("replaying the logs left by an earlier crash");
+            self.log.line("phase: recovery of databases left unclean");
+            self.res.prior_recovery = self.replay_logged();
+        }
+    }
+
+    /// The test proper: `log_files` new log files generated per database with
+    /// the checkpoint held, the load stopped as a crash would, then every
+    /// instance replayed at once.
+    fn crash_and_replay(&mut self, log_files: u64) -> Result<()> {
+        (self.phase)(&format!(
+            "generating {log_files} log files per database (checkpoint held), then stopping as a crash would"
+        ));
+        self.log.line("phase: log generation");
+        match generate(self.spec, log_files, self.log, self.interrupt) {
+            Ok((g, errs, intr)) => {
+                self.res.generation = g;
+                self.o.errors.extend(errs);
+                self.o.interrupted |= intr;
+            }
+            Err(Error::Runtime(m)) => self.o.errors.push(m),
             Err(e) => return Err(e),
         }
-    }
-    Ok(())
-}
-
-/// Every instance's log replayed, each described in test.log, its errors
-/// (named by instance) added to the outcome.
-fn replay_logged(
-    spec: &StorageSpec,
-    log: &TestLog,
-    interrupt: &Interrupt,
-    o: &mut Outcome,
-) -> Vec<ReplayResult> {
-    let results = replay_all(spec, interrupt);
-    for r in &results {
-        log.line(describe(r));
-        o.errors
-            .extend(r.errors.iter().map(|e| format!("{}: {e}", r.name)));
-    }
-    results
-}
-
-/// Databases left unclean by an earlier crash: their logs replayed first.
-fn replay_earlier_crash(
-    spec: &StorageSpec,
-    log: &TestLog,
-    interrupt: &Interrupt,
-    phase: PhaseFn<'_>,
-    res: &mut RecoverResult,
-    o: &mut Outcome,
-) {
-    let unclean = !o.interrupted
-        && o.errors.is_empty()
-        && spec
-            .instances
-            .iter()
-            .any(|i| read_header(&i.db_path).map(|h| !h.clean).unwrap_or(false));
-    if unclean {
-        phase("replaying the logs left by an earlier crash");
-        log.line("phase: recovery of databases left unclean");
-        res.prior_recovery = replay_logged(spec, log, interrupt, o);
-    }
-}
-
-/// The test proper: `log_files` new log files generated per database with the
-/// checkpoint held, the load stopped as a crash would, then every instance
-/// replayed at once.
-fn crash_and_replay(
-    spec: &StorageSpec,
-    log_files: u64,
-    log: &TestLog,
-    interrupt: &Interrupt,
-    phase: PhaseFn<'_>,
-    res: &mut RecoverResult,
-    o: &mut Outcome,
-) -> Result<()> {
-    phase(&format!(
-        "generating {log_files} log files per database (checkpoint held), then stopping as a crash would"
-    ));
-    log.line("phase: log generation");
-    match generate(spec, log_files, log, interrupt) {
-        Ok((g, errs, intr)) => {
-            res.generation = g;
-            o.errors.extend(errs);
-            o.interrupted |= intr;
+        if !self.o.interrupted && self.o.errors.is_empty() {
+            (self.phase)("replaying the logs (soft recovery)");
+            self.log.line("phase: soft recovery");
+            self.res.instances = self.replay_logged();
         }
-        Err(Error::Runtime(m)) => o.errors.push(m),
-        Err(e) => return Err(e),
+        Ok(())
     }
-    if !o.interrupted && o.errors.is_empty() {
-        phase("replaying the logs (soft recovery)");
-        log.line("phase: soft recovery");
-        res.instances = replay_logged(spec, log, interrupt, o);
-    }
-    Ok(())
 }
 
 /// The verdict: interrupted, or the reasons found in the replays (damaged

@@ -315,6 +315,38 @@ pub fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Renames `from` to `to` only if `to` does not exist (`renameat2` with
+/// `RENAME_NOREPLACE`): `AlreadyExists` when it does, and an error too on file
+/// systems without that flag (callers then keep to plain creation and removal).
+pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: f and t are valid NUL-terminated paths; no pointer is kept.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes the names in folder `dir` durable (fsync of the folder itself): a
+/// rename is on disk only once its folder is.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 /// Asks the CPU to bring `bytes` into its caches ahead of their use (one hint
 /// per 64-byte line; no effect on what the program computes). The storage
 /// engine touches rows of pages that sat in memory untouched for seconds: a
@@ -586,5 +618,24 @@ mod tests {
     fn engine_choice_parses() {
         assert_eq!("uring".parse::<EngineChoice>(), Ok(EngineChoice::Uring));
         assert!("spdk".parse::<EngineChoice>().unwrap_err().contains("spdk"));
+    }
+
+    #[test]
+    fn rename_noreplace_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        std::fs::write(&a, b"old").unwrap();
+        std::fs::write(&b, b"live").unwrap();
+        let e = rename_noreplace(&a, &b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&b).unwrap(), b"live");
+        rename_noreplace(&a, &c).unwrap();
+        assert!(!a.exists());
+        assert_eq!(std::fs::read(&c).unwrap(), b"old");
+        sync_dir(dir.path()).unwrap();
     }
 }

@@ -125,6 +125,7 @@ fn a_short_run_writes_results_that_match_its_verdict() {
         log.contains("phase: measured window") && log.contains("shut down clean"),
         "{log}"
     );
+    log_files_are_reused(t.path(), &log);
     // Every interval's histograms can be recovered and add up to the total.
     let mut sum = 0u64;
     for line in std::fs::read_to_string(run.join("intervals.jsonl"))
@@ -151,6 +152,30 @@ fn a_short_run_writes_results_that_match_its_verdict() {
     let run2 = only_run_dir(t.path());
     let r2 = read_json(&run2.join("result.json"));
     assert_eq!(r2["init"]["databases"][0]["action"], "opened");
+}
+
+/// Circular logging reuses the log files behind a checkpoint (the run lasts
+/// several checkpoints), and a clean shutdown leaves only the log's last two
+/// generation files and the checkpoint.
+fn log_files_are_reused(dir: &Path, log: &str) {
+    let reused: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.split("log files: ").nth(1))
+        .map(|t| {
+            let n = t.split(" created, ").nth(1).unwrap();
+            n.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(reused.len(), 2, "one log-files line per database: {log}");
+    assert!(reused.iter().all(|n| *n > 0), "no log file reused: {log}");
+    for db in ["DB01", "DB02"] {
+        let logs = dir.join("data").join(format!("{db}-logs"));
+        let gens = mailbench_storage::verify::log_generations(&logs);
+        assert!(
+            gens.len() <= 2,
+            "{db}: files made ready were left behind: {gens:?}"
+        );
+    }
 }
 
 #[test]

@@ -6,16 +6,69 @@
 use crate::format::{self, LOG_BLOCK, LOG_BLOCK_DATA, LOG_BLOCK_HEADER, Record, UPDATE_HEADER};
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, BufPool};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Blocks a new staging buffer has room for (it doubles when a flush in flight
 /// lets more accumulate).
 const SEGMENT_BLOCKS: usize = 64;
 /// Staging buffers kept for reuse per size.
 const BUFFERS_KEPT: usize = 4;
+
+/// Log files made ready ahead for generations not begun yet. Circular logging
+/// reuses the files behind a checkpoint, as ESE does with its next log file
+/// (`edbtmp`, written in full before it is used): the checkpoint thread renames
+/// them to the next generations' names and makes the names durable, and the
+/// log opens them when it reaches those generations. A log write then lands in
+/// blocks already written once, not in freshly allocated ones that the file
+/// system must convert (and, for `O_DSYNC`, journal) on every write.
+#[derive(Debug, Default)]
+pub struct Ready {
+    /// Generations whose files are ready, their names durable.
+    generations: BTreeSet<u64>,
+    /// The newest generation whose file the log opened: names above are free.
+    opened: u64,
+}
+
+impl Ready {
+    /// The first generation name free for a file made ready now.
+    pub fn next_free(&self) -> u64 {
+        self.opened
+            .max(self.generations.last().copied().unwrap_or(0))
+            + 1
+    }
+
+    /// Records files made ready (those the log passed meanwhile are left out:
+    /// it opened or created its own under those names).
+    pub fn add(&mut self, gens: &[u64]) {
+        let opened = self.opened;
+        self.generations
+            .extend(gens.iter().copied().filter(|g| *g > opened));
+    }
+
+    pub fn len(&self) -> usize {
+        self.generations.len()
+    }
+
+    pub fn opened(&self) -> u64 {
+        self.opened
+    }
+
+    /// A log that opened generations up to `opened` and has no file ready.
+    #[cfg(test)]
+    pub(crate) fn opened_up_to(opened: u64) -> Ready {
+        Ready {
+            opened,
+            ..Ready::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.generations.is_empty()
+    }
+}
 
 /// Appended blocks of one generation not yet handed to a write, laid out as
 /// they go to disk: each 4 KiB block has room for its header, then its data.
@@ -51,6 +104,10 @@ pub struct LogWriter {
     closed: Vec<u64>,
     pool: BufPool,
     pub bytes_appended: u64,
+    ready: Arc<Mutex<Ready>>,
+    /// Generation files created, and reused from behind a checkpoint.
+    pub files_created: u64,
+    pub files_reused: u64,
 }
 
 /// One log write to submit; its buffer comes back through [`LogWriter::recycle`].
@@ -87,6 +144,9 @@ impl LogWriter {
             closed: Vec::new(),
             pool: BufPool::new(BUFFERS_KEPT),
             bytes_appended: 0,
+            ready: Arc::default(),
+            files_created: 0,
+            files_reused: 0,
         };
         // The staging buffers' memory faulted in now, not on the first flushes.
         w.pool.prefill(SEGMENT_BLOCKS * LOG_BLOCK);
@@ -112,6 +172,13 @@ impl LogWriter {
             return Ok(());
         }
         let path = Self::path_of(&self.dir, generation);
+        if self.take_ready(generation)
+            && let Some(f) = self.open_ready(&path)
+        {
+            self.files.insert(generation, Arc::new(f));
+            self.files_reused += 1;
+            return Ok(());
+        }
         // A leftover file of that name (from an earlier run) is removed first so
         // its blocks cannot be mistaken for this run's (only when there is one:
         // a file system's look-up of a missing name is not free).
@@ -126,7 +193,42 @@ impl LogWriter {
         mailbench_io::preallocate(&f, self.file_size)
             .map_err(|e| Error::io("cannot allocate log file", &path, e))?;
         self.files.insert(generation, Arc::new(f));
+        self.files_created += 1;
         Ok(())
+    }
+
+    /// Marks `generation` opened (no file is made ready under its name from
+    /// now on) and says whether a file was ready for it.
+    fn take_ready(&mut self, generation: u64) -> bool {
+        let Ok(mut r) = self.ready.lock() else {
+            return false;
+        };
+        r.opened = r.opened.max(generation);
+        r.generations.retain(|g| *g >= generation);
+        r.generations.remove(&generation)
+    }
+
+    /// Opens a file made ready, if it is whole (else it is created anew).
+    fn open_ready(&self, path: &Path) -> Option<File> {
+        let f = mailbench_io::open_file(path, false, self.direct, true).ok()?;
+        let len = f.metadata().ok()?.len();
+        (len == self.file_size).then_some(f)
+    }
+
+    /// What the checkpoint thread shares with the log: the files made ready.
+    pub fn ready(&self) -> Arc<Mutex<Ready>> {
+        self.ready.clone()
+    }
+
+    /// Removes the files made ready and not used (at the end of a run).
+    pub fn remove_ready(&mut self) {
+        let gens = match self.ready.lock() {
+            Ok(mut r) => std::mem::take(&mut r.generations),
+            Err(_) => return,
+        };
+        for g in gens {
+            let _ = std::fs::remove_file(Self::path_of(&self.dir, g));
+        }
     }
 
     pub fn generation(&self) -> u64 {
@@ -396,6 +498,48 @@ mod tests {
             );
         }
         assert!(w.file(4).is_some() && w.file(5).is_some());
+    }
+
+    /// A file made ready for a generation is opened as it is (its old blocks
+    /// kept: they belong to another generation, the end of the log when
+    /// read); a generation with none is created; a file made ready for a
+    /// generation the log already opened is not handed over; the files made
+    /// ready and never used go at the end.
+    #[test]
+    fn ready_files_are_opened_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = 64 * 1024u64;
+        let mut w = LogWriter::create(dir.path(), 5, fs, 1, false).unwrap();
+        assert_eq!((w.files_created, w.files_reused), (2, 0));
+        let ready = w.ready();
+        let mut r = ready.lock().unwrap();
+        assert_eq!(r.next_free(), 3, "generations 1 and 2 are the log's");
+        for g in [2, 3, 4] {
+            std::fs::write(LogWriter::path_of(dir.path(), g), vec![0xA5u8; fs as usize]).unwrap();
+        }
+        r.add(&[2, 3, 4]);
+        assert_eq!(r.len(), 2, "generation 2 is the log's own");
+        drop(r);
+        let data = vec![7u8; 5000];
+        while w.generation() < 2 {
+            w.append(&Record::Update {
+                txn: 1,
+                page_no: 1,
+                offset: 64,
+                data: &data,
+            })
+            .unwrap();
+        }
+        assert_eq!((w.files_created, w.files_reused), (2, 1));
+        let kept = std::fs::read(LogWriter::path_of(dir.path(), 3)).unwrap();
+        assert!(
+            kept.iter().all(|b| *b == 0xA5),
+            "generation 3's file was reused"
+        );
+        assert_eq!(ready.lock().unwrap().next_free(), 5);
+        w.remove_ready();
+        assert!(!LogWriter::path_of(dir.path(), 4).exists());
+        assert!(LogWriter::path_of(dir.path(), 3).exists());
     }
 
     /// Records laid straight into reused staging buffers read back as the same

@@ -3,12 +3,14 @@
 
 use super::{Instance, InstanceSetup, K_LOG_WRITE, K_PAGE_WRITE, K_SYNC, Slab, io_error_text, tag};
 use crate::format;
+use crate::log::{LogWriter, Ready};
 use crate::stats::Class;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoRequest, OpKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -89,28 +91,37 @@ pub(super) struct Checkpoints {
 }
 
 impl Checkpoints {
-    pub(super) fn new(now: Instant, lsn: u64, log_dir: &Path) -> Checkpoints {
+    pub(super) fn new(
+        now: Instant,
+        lsn: u64,
+        log_dir: &Path,
+        ready: Arc<Mutex<Ready>>,
+    ) -> Checkpoints {
         Checkpoints {
             sync_in_flight: None,
             last: now,
             lsn,
-            files: CheckpointFiles::start(log_dir.join(CHECKPOINT_FILE)),
+            files: CheckpointFiles::start(log_dir.to_path_buf(), ready),
         }
     }
 }
 
 const CHECKPOINT_FILE: &str = "checkpoint.chk";
 
+/// Files made ready ahead for the log, at most (each one a log file the folder
+/// held before its checkpoint: the folder never grows by them).
+const MAX_READY: usize = 32;
+
 /// A checkpoint to make durable: its file's bytes, then the log files behind it
-/// to remove.
+/// to reuse or remove.
 struct CheckpointJob {
     lsn: u64,
     bytes: Vec<u8>,
     remove: Vec<PathBuf>,
 }
 
-/// Writes checkpoint files (write, fsync, rename) and removes the log files
-/// behind them on a thread of its own, one checkpoint after the other, as ESE
+/// Writes checkpoint files (write, fsync, rename) and reuses or removes the log
+/// files behind them ([`retire`]) on a thread of its own, one checkpoint after the other, as ESE
 /// does this file work beside its sessions: on the instance's thread each took
 /// 1-7 ms of waiting for the file system's journal, with the thread's I/O
 /// completions unserved meanwhile. The rules hold as before: a job is given
@@ -126,18 +137,17 @@ struct CheckpointFiles {
 }
 
 impl CheckpointFiles {
-    fn start(path: PathBuf) -> Option<CheckpointFiles> {
+    fn start(dir: PathBuf, ready: Arc<Mutex<Ready>>) -> Option<CheckpointFiles> {
         let (jobs, job_rx) = channel::<CheckpointJob>();
         let (done_tx, done) = channel();
+        let path = dir.join(CHECKPOINT_FILE);
         let thread = std::thread::Builder::new()
             .name("mb-checkpoint".into())
             .spawn(move || {
                 for job in job_rx {
                     let r = mailbench_base::rundir::write_atomic(&path, &job.bytes)
                         .map(|()| {
-                            for old in &job.remove {
-                                let _ = std::fs::remove_file(old);
-                            }
+                            retire(&dir, &job.remove, &ready);
                             job.lsn
                         })
                         .map_err(|e| e.to_string());
@@ -175,6 +185,67 @@ impl CheckpointFiles {
         self.writing = None;
         self.done.try_iter().collect()
     }
+}
+
+/// The log files behind a written checkpoint: each renamed to the next free
+/// generation's name and made ready for the log (up to [`MAX_READY`]), the
+/// rest removed. The new names are made durable (one fsync of the folder)
+/// before the log may use them: a file holding new log blocks must never come
+/// back under its old name after a power loss. (The checkpoint file's rename
+/// goes before these renames; a journaling file system keeps that order.)
+fn retire(dir: &Path, old: &[PathBuf], ready: &Mutex<Ready>) {
+    if old.is_empty() {
+        return;
+    }
+    let mut made: Vec<u64> = Vec::new();
+    for p in old {
+        match reuse(dir, p, ready, &made) {
+            Some(g) => made.push(g),
+            None => {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    if made.is_empty() {
+        return;
+    }
+    let synced = mailbench_io::sync_dir(dir).is_ok();
+    let Ok(mut r) = ready.lock() else {
+        return;
+    };
+    if synced {
+        r.add(&made);
+        return;
+    }
+    // Names that may not survive a power loss are not used: removed, under
+    // the lock, so the log cannot reach one of them meanwhile (a name it
+    // passed already holds its own file).
+    for g in made.into_iter().filter(|g| *g > r.opened()) {
+        let _ = std::fs::remove_file(LogWriter::path_of(dir, g));
+    }
+}
+
+/// Renames `old` to the first generation name above the log's and above the
+/// files made ready (`made`: this checkpoint's, not yet handed over). None when
+/// enough files are ready or the file system refuses the rename.
+fn reuse(dir: &Path, old: &Path, ready: &Mutex<Ready>, made: &[u64]) -> Option<u64> {
+    let mut g = {
+        let r = ready.lock().ok()?;
+        if r.len() + made.len() >= MAX_READY {
+            return None;
+        }
+        r.next_free().max(made.last().map_or(0, |m| m + 1))
+    };
+    // A name taken meanwhile (the log created that generation itself) is
+    // skipped; the log opens generations in order, so a few tries suffice.
+    for _ in 0..8 {
+        match mailbench_io::rename_noreplace(old, &LogWriter::path_of(dir, g)) {
+            Ok(()) => return Some(g),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => g += 1,
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 impl Drop for CheckpointFiles {
@@ -559,6 +630,7 @@ impl Instance {
         match r {
             Ok(()) => {
                 self.log.remove_before(lsn / self.log.file_size());
+                self.log.remove_ready();
                 true
             }
             Err(e) => {
@@ -600,5 +672,35 @@ mod tests {
             [false, false, true, true, true, false, false, false],
             "hysteresis between the thresholds"
         );
+    }
+
+    /// The files behind a checkpoint are renamed to the next free generations
+    /// (skipping one the log created itself) and handed over; past the limit
+    /// of files made ready, they are removed.
+    #[test]
+    fn retired_log_files_become_the_next_generations() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let name = |g| LogWriter::path_of(d, g);
+        for g in [1, 2, 6] {
+            std::fs::write(name(g), format!("generation {g}")).unwrap();
+        }
+        let ready = Mutex::new(Ready::opened_up_to(5));
+        retire(d, &[name(1), name(2)], &ready);
+        assert!(!name(1).exists() && !name(2).exists());
+        assert_eq!(std::fs::read_to_string(name(6)).unwrap(), "generation 6");
+        assert_eq!(std::fs::read_to_string(name(7)).unwrap(), "generation 1");
+        assert_eq!(std::fs::read_to_string(name(8)).unwrap(), "generation 2");
+        assert_eq!(ready.lock().unwrap().len(), 2);
+        assert_eq!(ready.lock().unwrap().next_free(), 9);
+
+        let full = Mutex::new(Ready::opened_up_to(100));
+        full.lock()
+            .unwrap()
+            .add(&(101..101 + MAX_READY as u64).collect::<Vec<_>>());
+        std::fs::write(name(3), "generation 3").unwrap();
+        retire(d, &[name(3)], &full);
+        assert!(!name(3).exists(), "removed, not reused");
+        assert!(!name(101 + MAX_READY as u64).exists());
     }
 }

@@ -143,6 +143,8 @@ pub enum Event {
         instance: usize,
         clean: bool,
         io_engine: String,
+        /// Log generation files created, and reused from behind a checkpoint.
+        log_files: (u64, u64),
     },
 }
 
@@ -268,6 +270,7 @@ impl Instance {
         )?;
         let now = Instant::now();
         let checkpoint_lsn = log.next_lsn();
+        let ready = log.ready();
         let mut inst = Instance {
             ps,
             db: Arc::new(db),
@@ -284,7 +287,7 @@ impl Instance {
             work: sessions::Workload::new(&s),
             pacing: sessions::Pacing::new(t0, now),
             wb: flusher::WriteBack::new(&s, now),
-            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn, &s.log_dir),
+            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn, &s.log_dir, ready),
             bg: maintenance::Background::new(s.copies, now),
             interval: Stats::default(),
             total_ios: 0,
@@ -378,6 +381,7 @@ impl Instance {
             instance: self.s.index,
             clean,
             io_engine: self.io.name(),
+            log_files: (self.log.files_created, self.log.files_reused),
         });
         clean
     }

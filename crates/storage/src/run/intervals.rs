@@ -67,12 +67,16 @@ impl Load {
                 self.errors.push(message);
             }
             Event::Finished {
-                instance, clean: c, ..
+                instance,
+                clean: c,
+                log_files: (created, reused),
+                ..
             } => {
                 self.finished[instance] = true;
                 self.clean[instance] = c;
                 log.line(format!(
-                    "{}: stopped, {}",
+                    "{}: stopped, {}; log files: {created} created, {reused} reused from behind \
+                     a checkpoint",
                     spec.instances[instance].name,
                     if c {
                         "shut down clean"

@@ -121,12 +121,12 @@ struct CheckpointJob {
 }
 
 /// Writes checkpoint files (write, fsync, rename) and reuses or removes the log
-/// files behind them ([`retire`]) on a thread of its own, one checkpoint after the other, as ESE
-/// does this file work beside its sessions: on the instance's thread each took
-/// 1-7 ms of waiting for the file system's journal, with the thread's I/O
-/// completions unserved meanwhile. The rules hold as before: a job is given
-/// only after the database sync its LSN rests on completed, and its log files
-/// are removed only after its checkpoint file is written.
+/// files behind them ([`retire`]) on a thread of its own, one checkpoint after
+/// the other, as ESE does this file work beside its sessions: on the instance's
+/// thread each took 1-7 ms of waiting for the file system's journal, with the
+/// thread's I/O completions unserved meanwhile. The rules hold as before: a job
+/// is given only after the database sync its LSN rests on completed, and its
+/// log files are reused or removed only after its checkpoint file is written.
 struct CheckpointFiles {
     jobs: Option<Sender<CheckpointJob>>,
     /// The LSN written (or why it could not be), per job, in order.

@@ -19,9 +19,9 @@ const BUFFERS_KEPT: usize = 4;
 
 /// Log files made ready ahead for generations not begun yet. Circular logging
 /// reuses the files behind a checkpoint, as ESE does with its next log file
-/// (`edbtmp`, written in full before it is used): the checkpoint thread renames
-/// them to the next generations' names and makes the names durable, and the
-/// log opens them when it reaches those generations. A log write then lands in
+/// (`edbtmp`: an old log file taken back, or a new one filled before use): the
+/// checkpoint thread renames them to the next generations' names and makes the
+/// names durable, and the log opens them when it reaches those generations. A log write then lands in
 /// blocks already written once, not in freshly allocated ones that the file
 /// system must convert (and, for `O_DSYNC`, journal) on every write.
 #[derive(Debug, Default)]
@@ -48,7 +48,8 @@ impl Ready {
             .extend(gens.iter().copied().filter(|g| *g > opened));
     }
 
-    pub fn len(&self) -> usize {
+    /// How many files are ready.
+    pub fn count(&self) -> usize {
         self.generations.len()
     }
 
@@ -63,10 +64,6 @@ impl Ready {
             opened,
             ..Ready::default()
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.generations.is_empty()
     }
 }
 
@@ -518,7 +515,7 @@ mod tests {
             std::fs::write(LogWriter::path_of(dir.path(), g), vec![0xA5u8; fs as usize]).unwrap();
         }
         r.add(&[2, 3, 4]);
-        assert_eq!(r.len(), 2, "generation 2 is the log's own");
+        assert_eq!(r.count(), 2, "generation 2 is the log's own");
         drop(r);
         let data = vec![7u8; 5000];
         while w.generation() < 2 {

@@ -231,7 +231,7 @@ fn retire(dir: &Path, old: &[PathBuf], ready: &Mutex<Ready>) {
 fn reuse(dir: &Path, old: &Path, ready: &Mutex<Ready>, made: &[u64]) -> Option<u64> {
     let mut g = {
         let r = ready.lock().ok()?;
-        if r.len() + made.len() >= MAX_READY {
+        if r.count() + made.len() >= MAX_READY {
             return None;
         }
         r.next_free().max(made.last().map_or(0, |m| m + 1))
@@ -691,7 +691,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(name(6)).unwrap(), "generation 6");
         assert_eq!(std::fs::read_to_string(name(7)).unwrap(), "generation 1");
         assert_eq!(std::fs::read_to_string(name(8)).unwrap(), "generation 2");
-        assert_eq!(ready.lock().unwrap().len(), 2);
+        assert_eq!(ready.lock().unwrap().count(), 2);
         assert_eq!(ready.lock().unwrap().next_free(), 9);
 
         let full = Mutex::new(Ready::opened_up_to(100));

@@ -154,20 +154,33 @@ fn a_short_run_writes_results_that_match_its_verdict() {
     assert_eq!(r2["init"]["databases"][0]["action"], "opened");
 }
 
-/// Circular logging reuses the log files behind a checkpoint (the run lasts
-/// several checkpoints), and a clean shutdown leaves only the log's last two
-/// generation files and the checkpoint.
+/// The log's files: formatted ahead before the first checkpoint frees any
+/// (only the first two generations are created as the log reaches them), then
+/// the files behind a checkpoint reused (the run lasts several checkpoints);
+/// a clean shutdown leaves only the log's last two generation files and the
+/// checkpoint.
 fn log_files_are_reused(dir: &Path, log: &str) {
-    let reused: Vec<u64> = log
+    // "log files: C created, F formatted ahead, R reused from behind a checkpoint"
+    let counts: Vec<[u64; 3]> = log
         .lines()
         .filter_map(|l| l.split("log files: ").nth(1))
         .map(|t| {
-            let n = t.split(" created, ").nth(1).unwrap();
-            n.split(' ').next().unwrap().parse().unwrap()
+            let n: Vec<u64> = t
+                .split(", ")
+                .map(|p| p.split(' ').next().unwrap().parse().unwrap())
+                .collect();
+            [n[0], n[1], n[2]]
         })
         .collect();
-    assert_eq!(reused.len(), 2, "one log-files line per database: {log}");
-    assert!(reused.iter().all(|n| *n > 0), "no log file reused: {log}");
+    assert_eq!(counts.len(), 2, "one log-files line per database: {log}");
+    for [created, formatted, reused] in &counts {
+        assert!(*reused > 0, "no log file reused: {log}");
+        assert!(*formatted > 0, "no log file formatted ahead: {log}");
+        assert!(
+            *created >= 2,
+            "the first two generations are created: {log}"
+        );
+    }
     for db in ["DB01", "DB02"] {
         let logs = dir.join("data").join(format!("{db}-logs"));
         let gens = mailbench_storage::verify::log_generations(&logs);

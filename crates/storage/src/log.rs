@@ -1,12 +1,12 @@
 //! The transaction log of one instance: records appended to 4 KiB blocks,
 //! written sequentially to fixed-size generation files with O_DIRECT|O_DSYNC,
 //! one write in flight at a time (so one flush serves every commit that waited
-//! for it: group commit), circular: files behind the checkpoint are removed.
+//! for it: group commit), circular: files behind the checkpoint are reused or removed.
 
 use crate::format::{self, LOG_BLOCK, LOG_BLOCK_DATA, LOG_BLOCK_HEADER, Record, UPDATE_HEADER};
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, BufPool};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -17,35 +17,48 @@ const SEGMENT_BLOCKS: usize = 64;
 /// Staging buffers kept for reuse per size.
 const BUFFERS_KEPT: usize = 4;
 
-/// Log files made ready ahead for generations not begun yet. Circular logging
-/// reuses the files behind a checkpoint, as ESE does with its next log file
-/// (`edbtmp`: an old log file taken back, or a new one filled before use): the
-/// checkpoint thread renames them to the next generations' names and makes the
-/// names durable, and the log opens them when it reaches those generations. A log write then lands in
-/// blocks already written once, not in freshly allocated ones that the file
-/// system must convert (and, for `O_DSYNC`, journal) on every write.
+/// Where a file made ready comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A log file behind a checkpoint, renamed.
+    Reused,
+    /// A new file written with zeros ahead of the log (no file was free).
+    Formatted,
+}
+
+/// Log files made ready ahead for generations not begun yet, as ESE makes its
+/// next log file (`edbtmp`) ready: an old log file taken back under circular
+/// logging, or a new one filled before use. The checkpoint thread renames the
+/// files behind a checkpoint to the next generations' names, or, when none is
+/// free, writes new files with zeros ahead of the log; it makes the names
+/// durable, and the log opens the files when it reaches those generations. A
+/// log write then lands in blocks already written once, not in freshly
+/// allocated ones that the file system must convert (and, for `O_DSYNC`,
+/// journal) on every write.
 #[derive(Debug, Default)]
 pub struct Ready {
     /// Generations whose files are ready, their names durable.
-    generations: BTreeSet<u64>,
+    generations: BTreeMap<u64, Origin>,
     /// The newest generation whose file the log opened: names above are free.
     opened: u64,
+    /// The run is ending: no more files are formatted ahead.
+    closing: bool,
 }
 
 impl Ready {
     /// The first generation name free for a file made ready now.
     pub fn next_free(&self) -> u64 {
         self.opened
-            .max(self.generations.last().copied().unwrap_or(0))
+            .max(self.generations.last_key_value().map_or(0, |(g, _)| *g))
             + 1
     }
 
     /// Records files made ready (those the log passed meanwhile are left out:
     /// it opened or created its own under those names).
-    pub fn add(&mut self, gens: &[u64]) {
+    pub fn add(&mut self, gens: &[u64], origin: Origin) {
         let opened = self.opened;
         self.generations
-            .extend(gens.iter().copied().filter(|g| *g > opened));
+            .extend(gens.iter().filter(|g| **g > opened).map(|g| (*g, origin)));
     }
 
     /// How many files are ready.
@@ -55,6 +68,15 @@ impl Ready {
 
     pub fn opened(&self) -> u64 {
         self.opened
+    }
+
+    /// Whether the run is ending (no file is to be formatted ahead).
+    pub fn closing(&self) -> bool {
+        self.closing
+    }
+
+    pub fn close(&mut self) {
+        self.closing = true;
     }
 
     /// A log that opened generations up to `opened` and has no file ready.
@@ -102,9 +124,19 @@ pub struct LogWriter {
     pool: BufPool,
     pub bytes_appended: u64,
     ready: Arc<Mutex<Ready>>,
-    /// Generation files created, and reused from behind a checkpoint.
-    pub files_created: u64,
-    pub files_reused: u64,
+    /// Generation files opened, by where they came from.
+    pub counts: LogFiles,
+}
+
+/// How the log came by its generation files in a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogFiles {
+    /// Created when the log reached them (allocated, never written).
+    pub created: u64,
+    /// Formatted ahead (written with zeros) by the checkpoint thread.
+    pub formatted: u64,
+    /// Files behind a checkpoint, renamed and reused.
+    pub reused: u64,
 }
 
 /// One log write to submit; its buffer comes back through [`LogWriter::recycle`].
@@ -142,8 +174,7 @@ impl LogWriter {
             pool: BufPool::new(BUFFERS_KEPT),
             bytes_appended: 0,
             ready: Arc::default(),
-            files_created: 0,
-            files_reused: 0,
+            counts: LogFiles::default(),
         };
         // The staging buffers' memory faulted in now, not on the first flushes.
         w.pool.prefill(SEGMENT_BLOCKS * LOG_BLOCK);
@@ -169,39 +200,49 @@ impl LogWriter {
             return Ok(());
         }
         let path = Self::path_of(&self.dir, generation);
-        if self.take_ready(generation)
+        if let Some(origin) = self.take_ready(generation)
             && let Some(f) = self.open_ready(&path)
         {
             self.files.insert(generation, Arc::new(f));
-            self.files_reused += 1;
+            match origin {
+                Origin::Reused => self.counts.reused += 1,
+                Origin::Formatted => self.counts.formatted += 1,
+            }
             return Ok(());
         }
-        // A leftover file of that name (from an earlier run) is removed first so
-        // its blocks cannot be mistaken for this run's (only when there is one:
-        // a file system's look-up of a missing name is not free).
-        let f = match mailbench_io::create_new_file_with(&path, self.direct, true) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let _ = std::fs::remove_file(&path);
-                mailbench_io::open_file(&path, true, self.direct, true)
-            }
-            r => r,
-        }
-        .map_err(|e| Error::io("cannot create log file", &path, e))?;
+        let f = self
+            .create_own(&path)
+            .map_err(|e| Error::io("cannot create log file", &path, e))?;
         mailbench_io::preallocate(&f, self.file_size)
             .map_err(|e| Error::io("cannot allocate log file", &path, e))?;
         self.files.insert(generation, Arc::new(f));
-        self.files_created += 1;
+        self.counts.created += 1;
         Ok(())
     }
 
+    /// Creates a new file at `path`, always one of its own: a leftover of that
+    /// name (from an earlier run, or one the checkpoint thread made ready too
+    /// late for this generation) is removed first, so its blocks cannot be
+    /// mistaken for this run's and no other thread writes into the file.
+    fn create_own(&self, path: &Path) -> std::io::Result<File> {
+        let mut tries = 0;
+        loop {
+            match mailbench_io::create_new_file_with(path, self.direct, true) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 4 => {
+                    tries += 1;
+                    let _ = std::fs::remove_file(path);
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Marks `generation` opened (no file is made ready under its name from
-    /// now on) and says whether a file was ready for it.
-    fn take_ready(&mut self, generation: u64) -> bool {
-        let Ok(mut r) = self.ready.lock() else {
-            return false;
-        };
+    /// now on) and says where its ready file came from, if one is ready.
+    fn take_ready(&mut self, generation: u64) -> Option<Origin> {
+        let mut r = self.ready.lock().ok()?;
         r.opened = r.opened.max(generation);
-        r.generations.retain(|g| *g >= generation);
+        r.generations.retain(|g, _| *g >= generation);
         r.generations.remove(&generation)
     }
 
@@ -223,7 +264,7 @@ impl LogWriter {
             Ok(mut r) => std::mem::take(&mut r.generations),
             Err(_) => return,
         };
-        for g in gens {
+        for g in gens.into_keys() {
             let _ = std::fs::remove_file(Self::path_of(&self.dir, g));
         }
     }
@@ -242,6 +283,11 @@ impl LogWriter {
 
     pub fn file_size(&self) -> u64 {
         self.file_size
+    }
+
+    /// Whether the log's files are written with O_DIRECT.
+    pub fn direct(&self) -> bool {
+        self.direct
     }
 
     pub fn writing(&self) -> bool {
@@ -499,7 +545,7 @@ mod tests {
 
     /// A file made ready for a generation is opened as it is (its old blocks
     /// kept: they belong to another generation, the end of the log when
-    /// read); a generation with none is created; a file made ready for a
+    /// read) and counted by where it came from; a generation with none is created; a file made ready for a
     /// generation the log already opened is not handed over; the files made
     /// ready and never used go at the end.
     #[test]
@@ -507,18 +553,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fs = 64 * 1024u64;
         let mut w = LogWriter::create(dir.path(), 5, fs, 1, false).unwrap();
-        assert_eq!((w.files_created, w.files_reused), (2, 0));
+        let counts = |created, formatted, reused| LogFiles {
+            created,
+            formatted,
+            reused,
+        };
+        assert_eq!(w.counts, counts(2, 0, 0));
         let ready = w.ready();
         let mut r = ready.lock().unwrap();
         assert_eq!(r.next_free(), 3, "generations 1 and 2 are the log's");
-        for g in [2, 3, 4] {
+        for g in [2, 3, 4, 5] {
             std::fs::write(LogWriter::path_of(dir.path(), g), vec![0xA5u8; fs as usize]).unwrap();
         }
-        r.add(&[2, 3, 4]);
-        assert_eq!(r.count(), 2, "generation 2 is the log's own");
+        r.add(&[2, 3], Origin::Reused);
+        r.add(&[4, 5], Origin::Formatted);
+        assert_eq!(r.count(), 3, "generation 2 is the log's own");
         drop(r);
         let data = vec![7u8; 5000];
-        while w.generation() < 2 {
+        while w.generation() < 3 {
             w.append(&Record::Update {
                 txn: 1,
                 page_no: 1,
@@ -527,16 +579,16 @@ mod tests {
             })
             .unwrap();
         }
-        assert_eq!((w.files_created, w.files_reused), (2, 1));
-        let kept = std::fs::read(LogWriter::path_of(dir.path(), 3)).unwrap();
+        assert_eq!(w.counts, counts(2, 1, 1), "3 reused, 4 formatted ahead");
+        let kept = std::fs::read(LogWriter::path_of(dir.path(), 4)).unwrap();
         assert!(
             kept.iter().all(|b| *b == 0xA5),
-            "generation 3's file was reused"
+            "generation 4's file was opened as it was"
         );
-        assert_eq!(ready.lock().unwrap().next_free(), 5);
+        assert_eq!(ready.lock().unwrap().next_free(), 6);
         w.remove_ready();
-        assert!(!LogWriter::path_of(dir.path(), 4).exists());
-        assert!(LogWriter::path_of(dir.path(), 3).exists());
+        assert!(!LogWriter::path_of(dir.path(), 5).exists());
+        assert!(LogWriter::path_of(dir.path(), 4).exists());
     }
 
     /// Records laid straight into reused staging buffers read back as the same

@@ -3,7 +3,7 @@
 
 use super::{Instance, InstanceSetup, K_LOG_WRITE, K_PAGE_WRITE, K_SYNC, Slab, io_error_text, tag};
 use crate::format;
-use crate::log::{LogWriter, Ready};
+use crate::log::{LogWriter, Origin, Ready};
 use crate::stats::Class;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoRequest, OpKind};
@@ -91,17 +91,17 @@ pub(super) struct Checkpoints {
 }
 
 impl Checkpoints {
-    pub(super) fn new(
-        now: Instant,
-        lsn: u64,
-        log_dir: &Path,
-        ready: Arc<Mutex<Ready>>,
-    ) -> Checkpoints {
+    pub(super) fn new(now: Instant, lsn: u64, log: &LogWriter, log_dir: &Path) -> Checkpoints {
+        let ahead = Formatter::new(log_dir, log.file_size(), log.direct());
+        let files = CheckpointFiles::start(log_dir.to_path_buf(), log.ready(), ahead);
+        if let Some(f) = &files {
+            f.want_log_files();
+        }
         Checkpoints {
             sync_in_flight: None,
             last: now,
             lsn,
-            files: CheckpointFiles::start(log_dir.to_path_buf(), ready),
+            files,
         }
     }
 }
@@ -111,6 +111,17 @@ const CHECKPOINT_FILE: &str = "checkpoint.chk";
 /// Files made ready ahead for the log, at most (each one a log file the folder
 /// held before its checkpoint: the folder never grows by them).
 const MAX_READY: usize = 32;
+
+/// Files formatted ahead of the log, at most (ESE keeps one, `edbtmp`): made
+/// only while no file behind a checkpoint is free, in the first seconds of a run.
+const FORMAT_AHEAD: usize = 2;
+
+/// What the checkpoint thread is given: a checkpoint, or a sign that the log
+/// began a generation (a file may be wanted ahead).
+enum Job {
+    Checkpoint(CheckpointJob),
+    LogFiles,
+}
 
 /// A checkpoint to make durable: its file's bytes, then the log files behind it
 /// to reuse or remove.
@@ -128,23 +139,36 @@ struct CheckpointJob {
 /// is given only after the database sync its LSN rests on completed, and its
 /// log files are reused or removed only after its checkpoint file is written.
 struct CheckpointFiles {
-    jobs: Option<Sender<CheckpointJob>>,
+    jobs: Option<Sender<Job>>,
     /// The LSN written (or why it could not be), per job, in order.
     done: Receiver<std::result::Result<u64, String>>,
     thread: Option<JoinHandle<()>>,
     /// The LSN of the job given and not yet reported.
     writing: Option<u64>,
+    ready: Arc<Mutex<Ready>>,
 }
 
 impl CheckpointFiles {
-    fn start(dir: PathBuf, ready: Arc<Mutex<Ready>>) -> Option<CheckpointFiles> {
-        let (jobs, job_rx) = channel::<CheckpointJob>();
+    fn start(
+        dir: PathBuf,
+        ready: Arc<Mutex<Ready>>,
+        mut ahead: Formatter,
+    ) -> Option<CheckpointFiles> {
+        let (jobs, job_rx) = channel::<Job>();
         let (done_tx, done) = channel();
         let path = dir.join(CHECKPOINT_FILE);
+        let shared = ready.clone();
         let thread = std::thread::Builder::new()
             .name("mb-checkpoint".into())
             .spawn(move || {
                 for job in job_rx {
+                    let job = match job {
+                        Job::Checkpoint(job) => job,
+                        Job::LogFiles => {
+                            ahead.fill(&ready);
+                            continue;
+                        }
+                    };
                     let r = mailbench_base::rundir::write_atomic(&path, &job.bytes)
                         .map(|()| {
                             retire(&dir, &job.remove, &ready);
@@ -162,13 +186,24 @@ impl CheckpointFiles {
             done,
             thread: Some(thread),
             writing: None,
+            ready: shared,
         })
+    }
+
+    /// Asks the thread to format log files ahead if too few are ready.
+    fn want_log_files(&self) {
+        if let Some(j) = &self.jobs {
+            let _ = j.send(Job::LogFiles);
+        }
     }
 
     /// Hands a checkpoint to the thread; false if it is gone.
     fn give(&mut self, job: CheckpointJob) -> bool {
         let lsn = job.lsn;
-        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        let sent = self
+            .jobs
+            .as_ref()
+            .is_some_and(|j| j.send(Job::Checkpoint(job)).is_ok());
         if sent {
             self.writing = Some(lsn);
         }
@@ -178,6 +213,9 @@ impl CheckpointFiles {
     /// Waits for the job given (if any) and stops the thread; returns what the
     /// jobs not yet reported reported.
     fn finish(&mut self) -> Vec<std::result::Result<u64, String>> {
+        if let Ok(mut r) = self.ready.lock() {
+            r.close();
+        }
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -206,6 +244,12 @@ fn retire(dir: &Path, old: &[PathBuf], ready: &Mutex<Ready>) {
             }
         }
     }
+    publish(dir, made, ready, Origin::Reused);
+}
+
+/// Makes the names of files made ready durable (one fsync of the folder), then
+/// hands them to the log.
+fn publish(dir: &Path, made: Vec<u64>, ready: &Mutex<Ready>, origin: Origin) {
     if made.is_empty() {
         return;
     }
@@ -214,7 +258,7 @@ fn retire(dir: &Path, old: &[PathBuf], ready: &Mutex<Ready>) {
         return;
     };
     if synced {
-        r.add(&made);
+        r.add(&made, origin);
         return;
     }
     // Names that may not survive a power loss are not used: removed, under
@@ -246,6 +290,85 @@ fn reuse(dir: &Path, old: &Path, ready: &Mutex<Ready>, made: &[u64]) -> Option<u
         }
     }
     None
+}
+
+/// Writes new log files with zeros ahead of the log while too few files are
+/// ready, as ESE writes its next log file before use (`LGWriteTmpLog`): the
+/// log's writes then land in written blocks from a run's first second, before
+/// any checkpoint frees a file. A zeroed file reads as a new one does (a zero
+/// block is the end of the log), so the crash rules are those of a new file.
+pub(super) struct Formatter {
+    dir: PathBuf,
+    file_size: u64,
+    direct: bool,
+    /// Zeros to write from (allocated at the first file).
+    zeros: AlignedBuf,
+}
+
+/// The bytes of one write of a file being formatted, at most.
+const FORMAT_WRITE: u64 = 1 << 20;
+
+impl Formatter {
+    pub(super) fn new(dir: &Path, file_size: u64, direct: bool) -> Formatter {
+        Formatter {
+            dir: dir.to_path_buf(),
+            file_size,
+            direct,
+            zeros: AlignedBuf::empty(),
+        }
+    }
+
+    /// Formats files under the next free generation names until
+    /// [`FORMAT_AHEAD`] are ready, then hands them over. Stops at the first
+    /// failure: the log then creates its files itself, and reports a failure
+    /// that stops it.
+    fn fill(&mut self, ready: &Mutex<Ready>) {
+        let mut made: Vec<u64> = Vec::new();
+        // A name taken (by the log meanwhile, or by a file of another run) is
+        // skipped; a few tries suffice.
+        let mut above = 0;
+        for _ in 0..FORMAT_AHEAD + 8 {
+            let g = {
+                let Ok(r) = ready.lock() else { return };
+                if r.closing() || r.count() + made.len() >= FORMAT_AHEAD {
+                    break;
+                }
+                r.next_free().max(above + 1)
+            };
+            above = g;
+            match self.format(&LogWriter::path_of(&self.dir, g)) {
+                Ok(()) => made.push(g),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(_) => break,
+            }
+        }
+        publish(&self.dir, made, ready, Origin::Formatted);
+    }
+
+    /// Creates `path` (never over an existing file), allocates it whole, writes
+    /// zeros over it and makes its blocks durable. Removed again on a failure.
+    fn format(&mut self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let f = mailbench_io::create_new_file_with(path, self.direct, false)?;
+        let chunk = self.file_size.min(FORMAT_WRITE) as usize;
+        if self.zeros.len() != chunk {
+            self.zeros = AlignedBuf::new(chunk);
+        }
+        let r = (|| {
+            mailbench_io::preallocate(&f, self.file_size)?;
+            let mut at = 0;
+            while at < self.file_size {
+                let n = (self.file_size - at).min(chunk as u64) as usize;
+                f.write_all_at(&self.zeros.as_slice()[..n], at)?;
+                at += n as u64;
+            }
+            f.sync_data()
+        })();
+        if r.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        r
+    }
 }
 
 impl Drop for CheckpointFiles {
@@ -326,7 +449,13 @@ impl Instance {
         }
         if let Some(durable) = self.log.flush_segment_done() {
             self.commits_durable(durable);
-            for g in self.log.take_closed() {
+            let closed = self.log.take_closed();
+            if !closed.is_empty()
+                && let Some(f) = &self.ckpt.files
+            {
+                f.want_log_files();
+            }
+            for g in closed {
                 self.interval.counters.log_generations += 1;
                 self.log_closed(g);
             }
@@ -695,12 +824,44 @@ mod tests {
         assert_eq!(ready.lock().unwrap().next_free(), 9);
 
         let full = Mutex::new(Ready::opened_up_to(100));
-        full.lock()
-            .unwrap()
-            .add(&(101..101 + MAX_READY as u64).collect::<Vec<_>>());
+        full.lock().unwrap().add(
+            &(101..101 + MAX_READY as u64).collect::<Vec<_>>(),
+            Origin::Reused,
+        );
         std::fs::write(name(3), "generation 3").unwrap();
         retire(d, &[name(3)], &full);
         assert!(!name(3).exists(), "removed, not reused");
         assert!(!name(101 + MAX_READY as u64).exists());
+    }
+
+    /// While too few files are ready, new ones are written with zeros, whole,
+    /// under the next free names (a name taken by a file of another run is
+    /// skipped, never overwritten) and handed over; none once the run is ending.
+    #[test]
+    fn log_files_are_formatted_ahead_while_too_few_are_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let name = |g| LogWriter::path_of(d, g);
+        let fs = 3 * FORMAT_WRITE / 2;
+        std::fs::write(name(6), "another run's").unwrap();
+        let ready = Mutex::new(Ready::opened_up_to(5));
+        let mut f = Formatter::new(d, fs, false);
+        f.fill(&ready);
+        assert_eq!(std::fs::read_to_string(name(6)).unwrap(), "another run's");
+        for g in [7, 8] {
+            let bytes = std::fs::read(name(g)).unwrap();
+            assert_eq!(bytes.len() as u64, fs, "generation {g} whole");
+            assert!(bytes.iter().all(|b| *b == 0), "generation {g} zeroed");
+        }
+        assert!(!name(9).exists(), "{FORMAT_AHEAD} ahead at most");
+        assert_eq!(ready.lock().unwrap().count(), FORMAT_AHEAD);
+        assert_eq!(ready.lock().unwrap().next_free(), 9);
+        f.fill(&ready);
+        assert!(!name(9).exists(), "enough are ready");
+
+        let closing = Mutex::new(Ready::opened_up_to(20));
+        closing.lock().unwrap().close();
+        f.fill(&closing);
+        assert!(!name(21).exists(), "none once the run is ending");
     }
 }

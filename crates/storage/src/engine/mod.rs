@@ -26,7 +26,7 @@ mod zipf;
 
 use crate::cache::Cache;
 use crate::format::{self, DbHeader};
-use crate::log::LogWriter;
+use crate::log::{LogFiles, LogWriter};
 use crate::profile::Profile;
 use crate::stats::Stats;
 use mailbench_base::{Error, Result};
@@ -143,8 +143,8 @@ pub enum Event {
         instance: usize,
         clean: bool,
         io_engine: String,
-        /// Log generation files created, and reused from behind a checkpoint.
-        log_files: (u64, u64),
+        /// How the log came by its generation files.
+        log_files: LogFiles,
     },
 }
 
@@ -270,7 +270,7 @@ impl Instance {
         )?;
         let now = Instant::now();
         let checkpoint_lsn = log.next_lsn();
-        let ready = log.ready();
+        let ckpt = flusher::Checkpoints::new(now, checkpoint_lsn, &log, &s.log_dir);
         let mut inst = Instance {
             ps,
             db: Arc::new(db),
@@ -287,7 +287,7 @@ impl Instance {
             work: sessions::Workload::new(&s),
             pacing: sessions::Pacing::new(t0, now),
             wb: flusher::WriteBack::new(&s, now),
-            ckpt: flusher::Checkpoints::new(now, checkpoint_lsn, &s.log_dir, ready),
+            ckpt,
             bg: maintenance::Background::new(s.copies, now),
             interval: Stats::default(),
             total_ios: 0,
@@ -381,7 +381,7 @@ impl Instance {
             instance: self.s.index,
             clean,
             io_engine: self.io.name(),
-            log_files: (self.log.files_created, self.log.files_reused),
+            log_files: self.log.counts,
         });
         clean
     }

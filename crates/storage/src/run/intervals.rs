@@ -69,20 +69,23 @@ impl Load {
             Event::Finished {
                 instance,
                 clean: c,
-                log_files: (created, reused),
+                log_files: f,
                 ..
             } => {
                 self.finished[instance] = true;
                 self.clean[instance] = c;
                 log.line(format!(
-                    "{}: stopped, {}; log files: {created} created, {reused} reused from behind \
-                     a checkpoint",
+                    "{}: stopped, {}; log files: {} created, {} formatted ahead, {} reused from \
+                     behind a checkpoint",
                     spec.instances[instance].name,
                     if c {
                         "shut down clean"
                     } else {
                         "left needing recovery"
-                    }
+                    },
+                    f.created,
+                    f.formatted,
+                    f.reused
                 ));
             }
             Event::Interval {

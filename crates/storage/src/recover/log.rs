@@ -35,10 +35,9 @@ impl Replay {
 
     pub(super) fn submit_log_reads(&mut self) -> bool {
         let mut any = false;
-        while !self.log_done
-            && !self.no_more_files
-            && self.log_in_flight + self.chunks.len() < LOG_AHEAD
-        {
+        // `chunks` holds every chunk read ahead: in flight (a placeholder) or
+        // arrived and not yet decoded.
+        while !self.log_done && !self.no_more_files && self.chunks.len() < LOG_AHEAD {
             if self.sub_off >= self.fs {
                 self.sub_gen += 1;
                 self.sub_off = 0;

@@ -66,6 +66,7 @@ use std::time::Instant;
 pub const REPLAY_DEPTH: usize = 16;
 /// Log read size during replay.
 pub const LOG_READ: usize = 256 << 10;
+/// Log chunks read ahead during replay: in flight, or arrived and not yet decoded.
 const LOG_AHEAD: usize = 4;
 const QUEUE_BYTES: usize = 16 << 20;
 const READ_RUN_MAX: usize = 4;

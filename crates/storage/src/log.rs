@@ -545,9 +545,9 @@ mod tests {
 
     /// A file made ready for a generation is opened as it is (its old blocks
     /// kept: they belong to another generation, the end of the log when
-    /// read) and counted by where it came from; a generation with none is created; a file made ready for a
-    /// generation the log already opened is not handed over; the files made
-    /// ready and never used go at the end.
+    /// read) and counted by where it came from; a generation with none is
+    /// created; a file made ready for a generation the log already opened is
+    /// not handed over; the files made ready and never used go at the end.
     #[test]
     fn ready_files_are_opened_not_created() {
         let dir = tempfile::tempdir().unwrap();

@@ -320,8 +320,8 @@ impl Formatter {
 
     /// Formats files under the next free generation names until
     /// [`FORMAT_AHEAD`] are ready, then hands them over. Stops at the first
-    /// failure: the log then creates its files itself, and reports a failure
-    /// that stops it.
+    /// failure (ENOSPC, EIO): the log then creates its files itself, and
+    /// reports the error if it meets it too.
     fn fill(&mut self, ready: &Mutex<Ready>) {
         let mut made: Vec<u64> = Vec::new();
         // A name taken (by the log meanwhile, or by a file of another run) is

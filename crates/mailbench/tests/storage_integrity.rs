@@ -215,6 +215,17 @@ fn check_acks(dir: &Path, acks: &[String]) -> (usize, usize) {
     (checked, lost)
 }
 
+/// How soon after creation's start an Init kill comes at most: each earlier
+/// Init kill that came after creation had ended narrows it fourfold (120, 30,
+/// 7.5 ms), so a fast machine still sees a kill during creation.
+fn init_window(kills: &[Kill]) -> Duration {
+    let late = kills
+        .iter()
+        .filter(|k| k.moment == Moment::Init && k.phase != "init")
+        .count() as u32;
+    Duration::from_millis(120) / 4u32.pow(late.min(4))
+}
+
 #[test]
 fn sigkill_at_random_moments_then_recover_loses_nothing() {
     let t = tempfile::tempdir().unwrap();
@@ -237,14 +248,7 @@ fn sigkill_at_random_moments_then_recover_loses_nothing() {
         if moment == Moment::Init {
             let _ = std::fs::remove_dir_all(dir.join("data"));
         }
-        // Each Init kill that came after creation had ended narrows the next
-        // one's window fourfold: 120, 30, 7.5 ms.
-        let late_inits = kills
-            .iter()
-            .filter(|k| k.moment == Moment::Init && k.phase != "init")
-            .count() as u32;
-        let init_max = Duration::from_millis(120) / 4u32.pow(late_inits.min(4));
-        let (phase, acks) = run_and_kill(dir, moment, init_max, &mut rng);
+        let (phase, acks) = run_and_kill(dir, moment, init_window(&kills), &mut rng);
         let o = storage(dir, "recover", &["--log-files", "0", "--json"])
             .output()
             .unwrap();

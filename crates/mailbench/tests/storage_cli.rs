@@ -146,12 +146,23 @@ fn a_short_run_writes_results_that_match_its_verdict() {
     }
     assert_eq!(sum, reads, "measured intervals add up to the total");
 
-    // A second run on the same folder opens the databases instead of creating them.
-    let o = storage(t.path(), "run", &["--no-verify"]);
+    // A second run on the same folder opens the databases instead of creating
+    // them; both run on one I/O thread, and both do their work.
+    let o = storage(t.path(), "run", &["--no-verify", "--io-threads", "1"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run2 = only_run_dir(t.path());
     let r2 = read_json(&run2.join("result.json"));
     assert_eq!(r2["init"]["databases"][0]["action"], "opened");
+    let log2 = std::fs::read_to_string(run2.join("test.log")).unwrap();
+    assert!(log2.contains("1 I/O thread for 2 databases"), "{log2}");
+    for inst in r2["instances"].as_array().unwrap() {
+        assert_eq!(inst["clean_shutdown"], true, "{inst}");
+        assert!(
+            inst["transactional_iops"].as_f64().unwrap() > 0.0,
+            "every database on the shared thread ran: {inst}"
+        );
+    }
+    log_files_are_reused(t.path(), &log2);
 }
 
 /// The log's files: formatted ahead before the first checkpoint frees any
@@ -225,6 +236,11 @@ fn bad_input_exits_2_before_writing_anything() {
             vec!["--db-size=64MiB".into(), "--threads".into(), "0".into()],
             "",
             "threads",
+        ),
+        (
+            vec!["--db-size=64MiB".into(), "--io-threads".into(), "3".into()],
+            "",
+            "io_threads",
         ),
         (
             vec!["--db-size=64MiB".into(), "--type".into(), "soak".into()],

@@ -210,6 +210,9 @@ pub struct StorageSpec {
     #[schemars(with = "Option<String>")]
     pub shutdown_grace: Option<Duration>,
     pub io_engine: String,
+    /// I/O threads asked for (None: one per CPU, at most one per database).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_threads: Option<u32>,
     pub cache_max_per_db: u64,
     pub cache_min_per_db: u64,
     pub verify: bool,

@@ -1,14 +1,17 @@
 //! One database instance at work: sessions running transactions through the
 //! buffer cache and the log, write-back and checkpoints, background maintenance
-//! and log replication reads — all driven by one thread over an asynchronous I/O
+//! and log replication reads — all driven by a loop over an asynchronous I/O
 //! engine. Sessions are state machines, not threads: a session waits for its page
 //! reads or its commit while the loop serves the others (as ESE's sessions do).
+//! One I/O thread runs the loops of several instances over one shared engine
+//! when there are more instances than CPUs ([`group`]).
 //!
 //! The I/O shape the run reports is not configured anywhere: it emerges from the
 //! cache misses of the transactions, the write-back of dirty pages, the group
 //! commits of the log and the maintenance and replication streams.
 //!
-//! * this file: the instance, its loop, I/O completions and measurement;
+//! * this file: the instance, one turn of its loop, I/O completions and measurement;
+//! * [`group`]: the I/O threads, each running the turns of its instances;
 //! * [`sessions`]: transactions — planning, page reads, changes, commits, pacing;
 //! * [`flusher`]: the log flushes, write-back of dirty pages and checkpoints;
 //! * [`maintenance`]: background maintenance reads and log replication reads;
@@ -20,6 +23,7 @@
 //! blocks (docs/ARCHITECTURE.md, "Performance notes").
 
 mod flusher;
+mod group;
 mod maintenance;
 mod sessions;
 mod zipf;
@@ -30,7 +34,7 @@ use crate::log::{LogFiles, LogWriter};
 use crate::profile::Profile;
 use crate::stats::Stats;
 use mailbench_base::{Error, Result};
-use mailbench_io::{AlignedBuf, BufPool, EngineChoice, IoCompletion, IoEngine};
+use mailbench_io::{AlignedBuf, BufPool, EngineChoice, IoCompletion, IoRequest};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::fs::File;
@@ -39,6 +43,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
+
+pub use group::{IoThreads, start};
 
 /// Everything one instance needs to run.
 #[derive(Debug, Clone)]
@@ -158,14 +164,13 @@ pub const ABORT_DRAIN: Duration = Duration::from_millis(1500);
 /// The longest the loop waits with nothing to do and no timer due (stop switches
 /// are seen at least this often).
 const IDLE_WAIT: Duration = Duration::from_millis(50);
-/// Requests one `io_uring_enter` must carry for the kernel to plug the block
-/// layer (one doorbell for the batch instead of one per request).
-const PLUG_MIN: usize = 3;
 /// I/O buffers kept for reuse per size class.
 const BUFFERS_KEPT: usize = 32;
 
-// The kind of an I/O in its tag's top byte; below it, a slab id or stream index.
+// The kind of an I/O in its tag's top byte; below it, a slab id or stream index
+// (under bit 48: the byte between is the instance's place on its I/O thread).
 const TAG_SHIFT: u64 = 56;
+const ID_BITS: u32 = 48;
 const K_PAGE_READ: u64 = 1;
 const K_PAGE_WRITE: u64 = 2;
 const K_LOG_WRITE: u64 = 3;
@@ -174,7 +179,42 @@ const K_MAINT_READ: u64 = 5;
 const K_SYNC: u64 = 6;
 
 fn tag(kind: u64, id: usize) -> u64 {
+    debug_assert!(
+        (id as u64) < 1 << ID_BITS,
+        "I/O id {id} over {ID_BITS} bits"
+    );
     (kind << TAG_SHIFT) | id as u64
+}
+
+/// An instance's side of its thread's shared I/O engine: the requests it queued
+/// this turn (the thread hands them over after the turn) and how many of its
+/// requests are queued or in flight.
+#[derive(Default)]
+struct Outbox {
+    queued: Vec<IoRequest>,
+    in_flight: usize,
+}
+
+impl Outbox {
+    fn submit(&mut self, req: IoRequest) {
+        self.in_flight += 1;
+        self.queued.push(req);
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+/// What an instance's turn asks of its thread's wait: how many completions to
+/// wait for (0 or 1), for how long at most, whether to turn again at once, and
+/// whether it is aborting (its requests go at once, never held).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Plan {
+    min: usize,
+    timeout: Duration,
+    at_once: bool,
+    aborting: bool,
 }
 
 /// A tiny slab: ids stay stable while an operation is in flight.
@@ -216,7 +256,7 @@ pub struct Instance {
     s: InstanceSetup,
     ctl: Arc<Control>,
     events: Sender<Event>,
-    io: Box<dyn IoEngine>,
+    io: Outbox,
     db: Arc<File>,
     ps: usize,
     cache: Cache,
@@ -242,6 +282,8 @@ pub struct Instance {
     /// ended there.
     window_at: Option<Instant>,
     window_cut: bool,
+    /// When an aborting instance stops waiting for its I/O in flight.
+    abort_deadline: Option<Instant>,
 }
 
 impl Instance {
@@ -253,12 +295,6 @@ impl Instance {
     ) -> Result<Instance> {
         let db = mailbench_io::open_file(&s.db_path, false, s.direct, false)
             .map_err(|e| Error::io("cannot open database", &s.db_path, e))?;
-        let caps = mailbench_io::Capabilities {
-            o_direct: s.direct,
-            uring: mailbench_io::uring::available(),
-        };
-        let depth = (s.sessions * IO_DEPTH_PER_SESSION + IO_DEPTH_EXTRA).min(IO_DEPTH_MAX);
-        let io = mailbench_io::build(s.engine, caps, depth).map_err(Error::runtime)?;
         let ps = s.profile.page_size.0 as usize;
         let start_gen = next_generation(&s.log_dir);
         let log = LogWriter::create(
@@ -274,7 +310,7 @@ impl Instance {
         let mut inst = Instance {
             ps,
             db: Arc::new(db),
-            io,
+            io: Outbox::default(),
             cache: Cache::new(
                 s.cache_min_frames,
                 s.cache_max_frames,
@@ -299,6 +335,7 @@ impl Instance {
             published_cache: 0,
             window_at: None,
             window_cut: false,
+            abort_deadline: None,
             s,
             ctl,
             events,
@@ -313,8 +350,10 @@ impl Instance {
         Ok(inst)
     }
 
-    pub fn io_engine_name(&self) -> String {
-        self.io.name()
+    /// The I/Os this instance may have in flight at most: its share of its
+    /// thread's engine.
+    fn io_depth(&self) -> usize {
+        (self.s.sessions * IO_DEPTH_PER_SESSION + IO_DEPTH_EXTRA).min(IO_DEPTH_MAX)
     }
 
     fn write_header(&mut self, clean: bool) -> Result<()> {
@@ -345,34 +384,48 @@ impl Instance {
             && !self.ctl.abort.load(Ordering::Relaxed)
     }
 
-    /// Runs until stopped; returns whether the database was shut down clean.
-    pub fn run(mut self) -> bool {
-        let mut done = Vec::with_capacity(256);
-        let mut abort_deadline: Option<Instant> = None;
-        let mut held = false;
-        loop {
-            let now = Instant::now();
-            let aborting = self.ctl.abort.load(Ordering::Relaxed) || self.failed;
-            if aborting && abort_deadline.is_none() {
-                abort_deadline = Some(now + ABORT_DRAIN);
-            }
-            let progressed = self.step(now, aborting);
-            if self.finished(aborting, abort_deadline.is_some_and(|d| now >= d)) {
-                break;
-            }
-            let (min, timeout, at_once) = self.wait_plan(now, progressed, aborting);
-            done.clear();
-            held = !held && at_once && !aborting && self.hold_requests();
-            if held {
-                self.io.poll(&mut done);
-            } else {
-                self.io.wait(min, Some(timeout), &mut done);
-            }
-            prefetch_pages_read(&done);
-            for c in done.drain(..) {
-                self.complete(c);
-            }
+    /// One turn of the loop: serves what is due, then says how its thread
+    /// should wait; None once the instance is done (call [`Instance::finish`]).
+    /// The requests the turn queued are in `self.io` for the thread to hand over.
+    fn turn(&mut self, now: Instant) -> Option<Plan> {
+        let aborting = self.ctl.abort.load(Ordering::Relaxed) || self.failed;
+        if aborting && self.abort_deadline.is_none() {
+            self.abort_deadline = Some(now + ABORT_DRAIN);
         }
+        let progressed = self.step(now, aborting);
+        let overdue = self.abort_deadline.is_some_and(|d| now >= d);
+        if self.finished(aborting, overdue) {
+            return None;
+        }
+        let (min, timeout, at_once) = self.wait_plan(now, progressed, aborting);
+        Some(Plan {
+            min,
+            timeout,
+            at_once,
+            aborting,
+        })
+    }
+
+    /// Serves a batch of this instance's completions (emptied).
+    fn completed(&mut self, done: &mut Vec<IoCompletion>) {
+        assert!(
+            done.len() <= self.io.in_flight,
+            "{}: {} completions for {} requests in flight",
+            self.s.name,
+            done.len(),
+            self.io.in_flight
+        );
+        self.io.in_flight -= done.len();
+        prefetch_pages_read(done);
+        for c in done.drain(..) {
+            self.complete(c);
+        }
+    }
+
+    /// After the last turn: the checkpoint thread ends, the database is shut
+    /// down (clean unless aborted or failed), and the collector hears of it.
+    /// Returns whether the database was shut down clean.
+    fn finish(mut self, io_engine: &str) -> bool {
         self.finish_checkpoint_files();
         let clean =
             !self.failed && !self.ctl.abort.load(Ordering::Relaxed) && self.shutdown_clean();
@@ -380,7 +433,7 @@ impl Instance {
         let _ = self.events.send(Event::Finished {
             instance: self.s.index,
             clean,
-            io_engine: self.io.name(),
+            io_engine: io_engine.to_string(),
             log_files: self.log.counts,
         });
         clean
@@ -495,17 +548,6 @@ impl Instance {
             .map(|at| at.saturating_duration_since(now))
             .fold(IDLE_WAIT, Duration::min);
         (usize::from(self.io.in_flight() > 0), t, false)
-    }
-
-    /// Whether the requests this turn queued wait for the next turn's instead
-    /// of a system call of their own (asked only when the loop turns again at
-    /// once because a transaction can start now, never twice in a row): only one or two of
-    /// them — fewer than io_uring plugs the block layer for, so each would ring
-    /// the device's doorbell alone; with the next turn's they go as one batch,
-    /// started a turn's CPU time later (docs/ARCHITECTURE.md, "Performance
-    /// notes", ninth round).
-    fn hold_requests(&self) -> bool {
-        (1..PLUG_MIN).contains(&self.io.queued())
     }
 
     fn complete(&mut self, c: IoCompletion) {

@@ -48,14 +48,14 @@ pub(super) fn generate(
     if !errors.is_empty() {
         ctl.abort.store(true, Ordering::Relaxed);
     }
-    let handles: Vec<_> = opened
-        .into_iter()
-        .map(|inst| {
-            std::thread::Builder::new()
-                .name("mb-instance".into())
-                .spawn(move || inst.run())
-        })
-        .collect();
+    let handles = match crate::engine::start(opened, spec.io_threads) {
+        Ok(t) => t.handles,
+        Err(e) => {
+            errors.push(e);
+            ctl.abort.store(true, Ordering::Relaxed);
+            Vec::new()
+        }
+    };
     let mut g = Generation {
         out,
         finished: vec![false; spec.instances.len()],
@@ -65,7 +65,7 @@ pub(super) fn generate(
         t0,
     };
     g.watch(&rx, &ctl, log_files, log, interrupt);
-    for h in handles.into_iter().flatten() {
+    for h in handles {
         let _ = h.join();
     }
     for r in &g.out {

@@ -12,7 +12,7 @@ pub use progress::{LineProgress, LiveFigures, Progress};
 pub use result::{interrupted_before_start, judge};
 pub use warmup::{QUICK_MIN_WARMUP, cache_lower_bound, warmup_min, warmup_over};
 
-use crate::engine::{Control, Event, Instance, InstanceSetup};
+use crate::engine::{self, Control, Event, Instance, InstanceSetup};
 use crate::init::{self, InitSummary, read_header};
 use crate::spec::StorageSpec;
 use load::Load;
@@ -71,7 +71,7 @@ pub fn run(
     // Phase 2: the load. This process's CPU over the whole load is counted from
     // here: opening the instances maps their caches (faulted in at once).
     let self_cpu0 = process_cpu_s();
-    let running = match start_instances(setups, log, caps.o_direct) {
+    let running = match start_instances(setups, log, caps.o_direct, spec.io_threads) {
         Ok(r) => r,
         Err(why) => return finish_early(spec, dir, header, started, &why, Status::Error, init),
     };
@@ -152,16 +152,17 @@ struct Running {
     rx: Receiver<Event>,
     /// When the instances were opened: the origin of their intervals.
     t0: Instant,
-    handles: Vec<JoinHandle<bool>>,
+    handles: Vec<JoinHandle<()>>,
     io_engine: String,
 }
 
-/// Opens every instance and starts its thread; if any cannot be opened, none
-/// runs and the error names each that failed.
+/// Opens every instance and starts the I/O threads that run them; if any
+/// cannot be opened, none runs and the error names each that failed.
 fn start_instances(
     setups: Vec<InstanceSetup>,
     log: &TestLog,
     o_direct: bool,
+    io_threads: Option<u32>,
 ) -> std::result::Result<Running, String> {
     let (tx, rx) = channel::<Event>();
     let ctl = Arc::new(Control::default());
@@ -180,20 +181,16 @@ fn start_instances(
         drop(opened);
         return Err(errors.join("; "));
     }
-    let io_engine = opened
-        .first()
-        .map(|i| i.io_engine_name())
-        .unwrap_or_default();
-    log.line(format!("I/O engine {io_engine}, O_DIRECT {o_direct}"));
-    let handles = opened
-        .into_iter()
-        .filter_map(|inst| {
-            std::thread::Builder::new()
-                .name("mb-instance".into())
-                .spawn(move || inst.run())
-                .ok()
-        })
-        .collect();
+    let databases = opened.len();
+    let threads = engine::start(opened, io_threads)?;
+    let n = threads.handles.len();
+    log.line(format!(
+        "I/O engine {}, O_DIRECT {o_direct}, {n} I/O thread{} for {databases} database{}",
+        threads.io_engine,
+        if n == 1 { "" } else { "s" },
+        if databases == 1 { "" } else { "s" },
+    ));
+    let (handles, io_engine) = (threads.handles, threads.io_engine);
     Ok(Running {
         ctl,
         rx,

@@ -119,6 +119,10 @@ mailbench_base::options_struct! {
         /// auto, uring or threads.
         #[arg(long)]
         pub io_engine: Option<String>,
+        /// I/O threads that run the databases, each serving its share of them
+        /// over one I/O engine (default: one per CPU, at most one per database).
+        #[arg(long)]
+        pub io_threads: Option<u32>,
         /// Maximum database cache over all databases.
         #[arg(long, value_parser = ByteSize::parse)]
         pub cache_size: Option<ByteSize>,

@@ -81,6 +81,7 @@ impl SpecExt for StorageSpec {
         let target_iops = target_iops(&t)?;
         let (duration, sample_interval, warmup, shutdown_grace) = durations(&t, quick, test_type)?;
         let io_engine = io_engine(&t)?;
+        let io_threads = io_threads(&t, databases)?;
 
         let mut thresholds = profile.thresholds.for_type(test_type);
         if let Some(o) = t.thresholds {
@@ -117,6 +118,7 @@ impl SpecExt for StorageSpec {
             sample_interval,
             shutdown_grace: Some(shutdown_grace),
             io_engine,
+            io_threads,
             cache_max_per_db: cache_max,
             cache_min_per_db: cache_min,
             verify: t.verify.unwrap_or(true),
@@ -175,6 +177,18 @@ fn pages(db_bytes: u64, ps: u64) -> Result<u64> {
         )));
     }
     Ok(pages)
+}
+
+/// The I/O threads asked for, checked: at least one, at most one per database
+/// (None: one per CPU, decided where the run starts).
+fn io_threads(t: &StorageToml, databases: u32) -> Result<Option<u32>> {
+    match t.io_threads {
+        Some(n) if n == 0 || n > databases => Err(Error::usage(format!(
+            "`io_threads` = {n}: give 1 to {databases} (at most one thread per database), or leave \
+             it out for one per CPU"
+        ))),
+        n => Ok(n),
+    }
 }
 
 /// The I/O engine asked for (`auto` by default), checked.

@@ -147,6 +147,10 @@ fn flags_override_file_and_bad_values_name_their_key() {
     };
     let s = StorageSpec::resolve(flags, &c, Path::new("/tmp/x")).unwrap();
     assert_eq!(s.threads, 2);
+    assert_eq!(s.io_threads, None, "one I/O thread per CPU unless asked");
+    let c = cfg("[storage]\ndb_size = \"1GiB\"\ndatabases = 4\nio_threads = 2\n");
+    let s = StorageSpec::resolve(StorageToml::default(), &c, Path::new("/tmp/x")).unwrap();
+    assert_eq!(s.io_threads, Some(2));
 
     for (text, key) in [
         ("[storage]\ndb_size = \"1GiB\"\ncopies = 0\n", "copies"),
@@ -162,6 +166,14 @@ fn flags_override_file_and_bad_values_name_their_key() {
         (
             "[storage]\ndb_size = \"1GiB\"\nio_engine = \"spdk\"\n",
             "io_engine",
+        ),
+        (
+            "[storage]\ndb_size = \"1GiB\"\ndatabases = 2\nio_threads = 3\n",
+            "io_threads",
+        ),
+        (
+            "[storage]\ndb_size = \"1GiB\"\nio_threads = 0\n",
+            "io_threads",
         ),
         ("[storage]\ndb_size = \"64KiB\"\n", "too small"),
         (

@@ -3,8 +3,9 @@
 //! thread per instance meant a wake-up (and a context switch) per completion
 //! per instance; a thread that serves several instances takes their completions
 //! in one wait, and their requests to the kernel in one system call. ESE, too,
-//! issues the I/O of all its instances and databases from one I/O thread per
-//! process ("The IO Thread", dev/ese/src/os/osdisk.cxx in
+//! issues the I/O of all its instances and databases, and takes their
+//! completions, on one I/O thread per process ("The IO Thread":
+//! `ErrOSDiskIIOThreadInit` in dev/ese/src/os/osdisk.cxx of
 //! microsoft/Extensible-Storage-Engine; docs/storage.md, "The engine").
 
 use super::{Instance, Plan, TAG_SHIFT};

@@ -8,7 +8,7 @@
 //! `ErrOSDiskIIOThreadInit` in dev/ese/src/os/osdisk.cxx of
 //! microsoft/Extensible-Storage-Engine; docs/storage.md, "The engine").
 
-use super::{Instance, Plan, TAG_SHIFT};
+use super::{Instance, InstanceSetup, Plan, TAG_SHIFT, io_depth};
 use mailbench_io::{Capabilities, IoCompletion, IoEngine};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,35 +39,49 @@ pub fn thread_count(instances: usize, cpus: usize) -> usize {
         .max(instances.div_ceil(MEMBERS_MAX))
 }
 
-/// Starts `instances` on `threads` I/O threads (None: [`thread_count`] for
-/// this machine's CPUs; instance `i` on thread `i % n`), each with one engine
-/// for all its instances, of the kind the instances' setup chose. Nothing
-/// starts if an engine cannot be set up; the error says why.
-pub fn start(instances: Vec<Instance>, threads: Option<u32>) -> Result<IoThreads, String> {
-    let Some(first) = instances.first() else {
-        return Ok(IoThreads {
-            handles: Vec::new(),
-            io_engine: String::new(),
-        });
+/// The I/O threads' engines, one per thread, set up before any instance
+/// opens: opening marks a database in use, so an engine that cannot be set up
+/// must stop the run before that.
+pub struct IoEngines(Vec<Box<dyn IoEngine>>);
+
+/// The engines for the instances of `setups` on `threads` I/O threads (None:
+/// [`thread_count`] for this machine's CPUs; instance `i` on thread `i % n`),
+/// of the kind the setups chose, each as deep as its instances' shares. The
+/// error says why one cannot be set up.
+pub fn engines(setups: &[InstanceSetup], threads: Option<u32>) -> Result<IoEngines, String> {
+    let Some(first) = setups.first() else {
+        return Ok(IoEngines(Vec::new()));
     };
-    let choice = first.s.engine;
     let caps = Capabilities {
-        o_direct: first.s.direct,
+        o_direct: first.direct,
         uring: mailbench_io::uring::available(),
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n = match threads {
-        Some(t) => (t as usize).clamp(instances.len().div_ceil(MEMBERS_MAX), instances.len()),
-        None => thread_count(instances.len(), cpus),
+        Some(t) => (t as usize).clamp(setups.len().div_ceil(MEMBERS_MAX), setups.len()),
+        None => thread_count(setups.len(), cpus),
     };
+    (0..n)
+        .map(|t| {
+            let depth = setups.iter().skip(t).step_by(n).map(io_depth).sum();
+            mailbench_io::build(first.engine, caps, depth)
+        })
+        .collect::<Result<_, _>>()
+        .map(IoEngines)
+}
+
+/// Starts `instances` (opened from the setups `engines` was made for, in
+/// their order) on the threads of `engines`.
+pub fn start(instances: Vec<Instance>, engines: IoEngines) -> IoThreads {
+    let engines = engines.0;
+    let n = engines.len();
+    assert!(
+        n > 0 || instances.is_empty(),
+        "instances to run without an I/O thread"
+    );
     let mut groups: Vec<Vec<Instance>> = (0..n).map(|_| Vec::new()).collect();
     for (i, inst) in instances.into_iter().enumerate() {
         groups[i % n].push(inst);
-    }
-    let mut engines = Vec::with_capacity(n);
-    for g in &groups {
-        let depth = g.iter().map(Instance::io_depth).sum();
-        engines.push(mailbench_io::build(choice, caps, depth)?);
     }
     let io_engine = engines.first().map(|e| e.name()).unwrap_or_default();
     let handles = groups
@@ -80,7 +94,7 @@ pub fn start(instances: Vec<Instance>, threads: Option<u32>) -> Result<IoThreads
                 .ok()
         })
         .collect();
-    Ok(IoThreads { handles, io_engine })
+    IoThreads { handles, io_engine }
 }
 
 /// The thread's loop: every instance takes its turn, their requests go to the

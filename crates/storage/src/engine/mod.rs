@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-pub use group::{IoThreads, start};
+pub use group::{IoEngines, IoThreads, engines, start};
 
 /// Everything one instance needs to run.
 #[derive(Debug, Clone)]
@@ -217,6 +217,12 @@ pub(crate) struct Plan {
     aborting: bool,
 }
 
+/// The I/Os an instance of `s` may have in flight at most: its share of its
+/// thread's engine.
+fn io_depth(s: &InstanceSetup) -> usize {
+    (s.sessions * IO_DEPTH_PER_SESSION + IO_DEPTH_EXTRA).min(IO_DEPTH_MAX)
+}
+
 /// A tiny slab: ids stay stable while an operation is in flight.
 struct Slab<T> {
     items: Vec<Option<T>>,
@@ -348,12 +354,6 @@ impl Instance {
         inst.prefill_write_buffers();
         inst.prefill_read_buffers();
         Ok(inst)
-    }
-
-    /// The I/Os this instance may have in flight at most: its share of its
-    /// thread's engine.
-    fn io_depth(&self) -> usize {
-        (self.s.sessions * IO_DEPTH_PER_SESSION + IO_DEPTH_EXTRA).min(IO_DEPTH_MAX)
     }
 
     fn write_header(&mut self, clean: bool) -> Result<()> {

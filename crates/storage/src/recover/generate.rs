@@ -6,9 +6,9 @@ use super::GenerateResult;
 use crate::engine::{Control, Event, Instance, InstanceSetup};
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, StorageSpec};
-use mailbench_base::Result;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::TestLog;
+use mailbench_base::{Error, Result};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -23,17 +23,22 @@ pub(super) fn generate(
     interrupt: &Interrupt,
 ) -> Result<(Vec<GenerateResult>, Vec<String>, bool)> {
     let caps = mailbench_io::probe(&spec.volumes[0]);
+    let setups = (spec.instances.iter())
+        .map(|inst| instance_setup(spec, inst, caps.o_direct))
+        .collect::<Result<Vec<_>>>()?;
+    // The engines first: opening an instance marks its database in use.
+    let engines = crate::engine::engines(&setups, spec.io_threads).map_err(Error::runtime)?;
     let (tx, rx) = channel::<Event>();
     let ctl = Arc::new(Control::default());
     ctl.hold_checkpoint.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     let mut errors = Vec::new();
     let mut opened = Vec::new();
-    for inst in &spec.instances {
-        let setup = instance_setup(spec, inst, caps.o_direct)?;
+    for setup in setups {
+        let name = setup.name.clone();
         match Instance::open(setup, ctl.clone(), tx.clone(), t0) {
             Ok(i) => opened.push(i),
-            Err(e) => errors.push(format!("{}: {e}", inst.name)),
+            Err(e) => errors.push(format!("{name}: {e}")),
         }
     }
     drop(tx);
@@ -48,14 +53,7 @@ pub(super) fn generate(
     if !errors.is_empty() {
         ctl.abort.store(true, Ordering::Relaxed);
     }
-    let handles = match crate::engine::start(opened, spec.io_threads) {
-        Ok(t) => t.handles,
-        Err(e) => {
-            errors.push(e);
-            ctl.abort.store(true, Ordering::Relaxed);
-            Vec::new()
-        }
-    };
+    let handles = crate::engine::start(opened, engines).handles;
     let mut g = Generation {
         out,
         finished: vec![false; spec.instances.len()],

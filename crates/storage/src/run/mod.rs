@@ -156,14 +156,17 @@ struct Running {
     io_engine: String,
 }
 
-/// Opens every instance and starts the I/O threads that run them; if any
-/// cannot be opened, none runs and the error names each that failed.
+/// Sets the I/O threads' engines up, opens every instance and starts the
+/// threads that run them; if an engine cannot be set up or an instance cannot
+/// be opened, none runs and the error says why (an engine's before any
+/// database is marked in use).
 fn start_instances(
     setups: Vec<InstanceSetup>,
     log: &TestLog,
     o_direct: bool,
     io_threads: Option<u32>,
 ) -> std::result::Result<Running, String> {
+    let engines = engine::engines(&setups, io_threads)?;
     let (tx, rx) = channel::<Event>();
     let ctl = Arc::new(Control::default());
     let t0 = Instant::now();
@@ -182,7 +185,7 @@ fn start_instances(
         return Err(errors.join("; "));
     }
     let databases = opened.len();
-    let threads = engine::start(opened, io_threads)?;
+    let threads = engine::start(opened, engines);
     let n = threads.handles.len();
     log.line(format!(
         "I/O engine {}, O_DIRECT {o_direct}, {n} I/O thread{} for {databases} database{}",

@@ -111,11 +111,11 @@ fn run(instances: Vec<Instance>, mut io: Box<dyn IoEngine>) {
     let mut done = Vec::with_capacity(256);
     let mut held = false;
     loop {
-        let now = std::time::Instant::now();
         let mut plan: Option<Plan> = None;
         for (m, slot) in members.iter_mut().enumerate() {
             let Some(inst) = slot else { continue };
-            match inst.turn(now) {
+            // Each turn at its own time: the turns before it took theirs.
+            match inst.turn(std::time::Instant::now()) {
                 Some(p) => {
                     hand_over(inst, m, io.as_mut());
                     plan = Some(plan.map_or(p, |q| combine(q, p)));

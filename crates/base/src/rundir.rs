@@ -79,16 +79,28 @@ impl RunDir {
     }
 }
 
-/// Writes a file atomically: temporary name in the same folder, fsync, rename.
+/// Writes a file atomically: temporary name in the same folder, fsync, rename,
+/// fsync of the folder (a rename is on disk only once its folder is: without
+/// it, a crash could bring back the old file after its successor was used).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp-write");
+    let folder = folder_of(path);
     let res = (|| -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        File::open(folder)?.sync_all()
     })();
     res.map_err(|e| Error::io("cannot write", path, e))
+}
+
+/// The folder a file named `path` is in (`.` for a bare name).
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// The timestamped test log (`test.log`). Cheap to clone; lines from several
@@ -228,6 +240,27 @@ pub fn make_room(dir: &Path, name: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("result.json");
+        write_atomic(&p, b"first").unwrap();
+        write_atomic(&p, b"second").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert_eq!(folder_of(&p), t.path());
+        assert_eq!(folder_of(Path::new("result.json")), Path::new("."));
+    }
+
+    #[test]
+    fn an_atomic_write_into_a_missing_folder_names_the_file() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("gone/result.json");
+        let e = write_atomic(&p, b"x").unwrap_err().to_string();
+        assert!(e.contains("gone/result.json"), "{e}");
+    }
 
     #[test]
     fn run_folders_are_unique_and_logged() {

@@ -3,6 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+#[path = "common/mod.rs"]
+mod common;
+pub use common::{read_json, text};
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -84,15 +88,6 @@ pub fn mailbench_within(args: &[&str], env: &[(&str, &str)], limit: Duration) ->
     }
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// The only run folder `kind-*` under `out` (newest if several).
 pub fn run_folder(out: &Path, kind: &str) -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
@@ -115,12 +110,6 @@ pub fn result(out: &Path, kind: &str) -> serde_json::Value {
 /// The summary.txt of the only run folder `kind-*` under `out` (newest if several).
 pub fn summary(out: &Path, kind: &str) -> String {
     std::fs::read_to_string(run_folder(out, kind).join("summary.txt")).expect("summary.txt")
-}
-
-/// A JSON file (a result.json) read and parsed.
-pub fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("result.json");
-    serde_json::from_str(&text).expect("valid result.json")
 }
 
 /// The first entry in the folder `out` (the one run folder a command made).

@@ -6,6 +6,8 @@
 //! Ctrl-C to mpirun mid-sweep leaves the sweep so far on disk.
 #![cfg(feature = "mpi")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Both support modules include the shared `common` helpers.
+#![allow(clippy::duplicate_mod)]
 
 #[path = "mail_support.rs"]
 mod mail_support;
@@ -13,8 +15,8 @@ mod mpi_support;
 
 use mailbench_mail::local::LocalServer;
 use mpi_support::{
-    exe, interrupt, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge, run_job,
-    serial, start_instant, start_job, text, until, wait, write_script,
+    exe, interrupt, mpirun, only_run_dir, pid_wrapper, rank_results, read_json, report_merge,
+    run_job, serial, start_instant, start_job, text, until, wait, write_script,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -77,7 +79,7 @@ fn three_generators_share_the_users_of_one_mail_server() {
     ];
     set_up_the_users(&srv, tmp.path(), &common);
     let run = run_three_generators(&srv, &tmp.path().join("out"), &common);
-    let agg = json(&run.join("result.json"));
+    let agg = read_json(&run.join("result.json"));
     assert_eq!(agg["verdict"]["status"], "pass", "{}", agg["verdict"]);
     assert_eq!(agg["users"], 12);
     let slices = check_three_slices(&agg);
@@ -192,7 +194,7 @@ fn a_sweep_over_two_generators_runs_every_level_on_both() {
     let t = Instant::now();
     let sweep = sweep_on_two_ranks(&srv, &tmp.path().join("out"));
     let took = t.elapsed();
-    let v = json(&sweep.join("result.json"));
+    let v = read_json(&sweep.join("result.json"));
     check_the_sweep(&v);
     let summary = check_the_sweep_outputs(&sweep);
     let levels = v["levels"].as_array().unwrap();
@@ -285,7 +287,7 @@ fn check_a_level(sweep: &Path, level: &Value, want: &[(u64, u64)]) {
         .map(|r| start_instant(&ldir.join(format!("rank-{r}/test.log"))))
         .collect();
     assert_eq!(starts[0], starts[1], "level {n}");
-    let merged = json(&ldir.join("result.json"));
+    let merged = read_json(&ldir.join("result.json"));
     check_the_level_sums(&merged, &ranks, level);
     let mv = report_merge(&ldir, 2);
     for key in ["tasks", "mail_flow", "response_time", "steady", "verdict"] {
@@ -411,7 +413,7 @@ fn ctrl_c_to_mpirun_mid_sweep_writes_the_sweep_so_far() {
     let sweep = only_run_dir(&out, "mail-sweep");
     let f = sweep.join("result.json");
     assert!(f.exists(), "no sweep result after Ctrl-C\n{}", text(&o));
-    let v = json(&f);
+    let v = read_json(&f);
     assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
     assert_eq!(v["verdict"]["status"], "interrupted", "{}", v["verdict"]);
     assert_eq!(v["generators"]["count"], 2, "{}", v["generators"]);
@@ -470,7 +472,7 @@ fn a_generator_killed_mid_sweep_fails_the_sweep_keeping_the_levels_measured() {
     let (o, _) = wait(child, Duration::from_secs(60));
     assert!(!o.status.success(), "{}", text(&o));
     let sweep = only_run_dir(&out, "mail-sweep");
-    let v = json(&sweep.join("result.json"));
+    let v = read_json(&sweep.join("result.json"));
     assert_eq!(v["run"]["kind"], "mail-sweep", "{v}");
     assert_eq!(v["verdict"]["status"], "fail", "{}", v["verdict"]);
     let failures = v["generators"]["failures"].as_array().unwrap();
@@ -542,7 +544,7 @@ fn ctrl_c_to_mpirun_mid_mail_run_writes_the_results_interrupted() {
     let took = signalled.elapsed();
     let run = only_run_dir(&out, "mail-run");
     all_interrupted(&run, &o);
-    let merged = json(&run.join("result.json"));
+    let merged = read_json(&run.join("result.json"));
     assert_eq!(merged["users"], 4, "{merged}");
     assert_eq!(merged["merged"]["hosts"].as_array().unwrap().len(), 2);
     assert!(!o.status.success(), "{}", text(&o));
@@ -562,7 +564,7 @@ fn all_interrupted(run: &Path, o: &std::process::Output) {
         run.join("result.json"),
     ] {
         assert!(f.exists(), "no {} after Ctrl-C\n{}", f.display(), text(o));
-        let v = json(&f);
+        let v = read_json(&f);
         assert_eq!(v["run"]["kind"], "mail-run", "{}: {v}", f.display());
         let status = &v["verdict"]["status"];
         assert_eq!(status, "interrupted", "{}: {}", f.display(), v["verdict"]);

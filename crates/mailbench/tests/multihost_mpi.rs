@@ -11,8 +11,8 @@
 mod mpi_support;
 
 use mpi_support::{
-    exe, hostname, interrupt, json, mpirun, only_run_dir, pid_wrapper, rank_results, report_merge,
-    run_job, serial, start_instant, start_job, text, wait, write_script,
+    exe, hostname, interrupt, mpirun, only_run_dir, pid_wrapper, rank_results, read_json,
+    report_merge, run_job, serial, start_instant, start_job, text, wait, write_script,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -59,7 +59,7 @@ fn with_duration(args: &[&'static str], d: &'static str) -> Vec<&'static str> {
 
 /// `report merge` of the ranks' results must give the aggregate rank 0 wrote.
 fn check_equals_merge(run: &Path, ranks: usize) -> Value {
-    let agg = json(&run.join("result.json"));
+    let agg = read_json(&run.join("result.json"));
     let m = report_merge(run, ranks);
     for key in [
         "total",
@@ -142,7 +142,7 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
     let o = job("init", &[]);
     assert!(o.status.success(), "{}", text(&o));
     let init = only_run_dir(&out, "storage-init");
-    let v = json(&init.join("result.json"));
+    let v = read_json(&init.join("result.json"));
     assert_eq!(v["hosts"].as_array().unwrap().len(), 3, "{v}");
     for r in 0..3 {
         assert!(tmp.path().join(format!("data-{r}/DB01.mdb")).exists());
@@ -169,14 +169,14 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
     // verify: every rank checks its own databases.
     let o = job("verify", &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let v = json(&only_run_dir(&out, "storage-verify").join("result.json"));
+    let v = read_json(&only_run_dir(&out, "storage-verify").join("result.json"));
     assert_eq!(v["verdict"]["status"], "pass");
     assert_eq!(v["hosts"].as_array().unwrap().len(), 3);
     // backup: every rank reads (and copies) its own databases at once.
     let to = format!("{}/backup-{{rank}}", tmp.path().display());
     let o = job("backup", &["--to", &to]);
     assert!(o.status.success(), "{}", text(&o));
-    let v = json(&only_run_dir(&out, "storage-backup").join("result.json"));
+    let v = read_json(&only_run_dir(&out, "storage-backup").join("result.json"));
     assert_eq!(v["verdict"]["status"], "pass", "{v}");
     assert_eq!(v["hosts"].as_array().unwrap().len(), 3);
     let per_rank: f64 = v["hosts"]
@@ -193,7 +193,7 @@ fn three_ranks_init_run_verify_and_the_aggregate_equals_report_merge() {
     // recover: every rank generates log files, crashes and replays them.
     let o = job("recover", &["--log-files", "2"]);
     assert!(o.status.success(), "{}", text(&o));
-    let v = json(&only_run_dir(&out, "storage-recover").join("result.json"));
+    let v = read_json(&only_run_dir(&out, "storage-recover").join("result.json"));
     assert_eq!(v["verdict"]["status"], "pass", "{v}");
     assert!(
         v["totals"]["log_files_replayed"].as_u64().unwrap() >= 6,
@@ -315,7 +315,7 @@ fn killing_a_rank_fails_the_run_naming_its_host_in_bounded_time() {
     assert!(!o.status.success(), "{}", text(&o));
     assert!(took < Duration::from_secs(30), "took {took:?}");
     let run = only_run_dir(&out, "storage-run");
-    let v = json(&run.join("result.json"));
+    let v = read_json(&run.join("result.json"));
     assert_eq!(v["verdict"]["status"], "fail", "{v}");
     let first = v["verdict"]["reasons"][0].as_str().unwrap();
     let host = hostname();
@@ -357,11 +357,11 @@ fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
     interrupt(&child);
     let (o, _) = wait(child, Duration::from_secs(60));
     let run = only_run_dir(&out, "storage-init");
-    let v = json(&run.join("result.json"));
+    let v = read_json(&run.join("result.json"));
     assert_eq!(v["verdict"]["status"], "interrupted", "{v}\n{}", text(&o));
     assert_eq!(v["hosts"].as_array().unwrap().len(), 2, "{v}");
     for r in 0..2 {
-        let rv = json(&run.join(format!("rank-{r}/result.json")));
+        let rv = read_json(&run.join(format!("rank-{r}/result.json")));
         assert_eq!(rv["verdict"]["status"], "interrupted", "rank {r}: {rv}");
         assert!(creating(r), "rank {r}: the creation stays resumable");
     }
@@ -373,7 +373,7 @@ fn ctrl_c_during_a_multi_host_init_writes_an_interrupted_result() {
         .args(shape);
     let o = run_job(c, Duration::from_secs(100));
     assert!(o.status.success(), "{}", text(&o));
-    let v = json(&only_run_dir(&tmp.path().join("out2"), "storage-init").join("result.json"));
+    let v = read_json(&only_run_dir(&tmp.path().join("out2"), "storage-init").join("result.json"));
     for h in v["hosts"].as_array().unwrap() {
         assert_eq!(
             h["result"]["init"]["databases"][0]["action"], "resumed",

@@ -16,16 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use storage_support::{bin, interrupt_and_wait, lines, read_json, run_dirs_in, storage_at};
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use storage_support::{bin, interrupt_and_wait, lines, read_json, run_dirs_in, storage_at, text};
 
 const SMALL: &[&str] = &[
     "--databases",

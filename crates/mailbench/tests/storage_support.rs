@@ -4,9 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+#[path = "common/mod.rs"]
+mod common;
+pub use common::{read_json, text};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -47,20 +51,6 @@ pub fn spawn_quiet(mut c: Command) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-/// A JSON file (a result.json) read and parsed.
-pub fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-/// stdout then stderr, for messages.
-pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The run folders under `dir/results`, oldest first.

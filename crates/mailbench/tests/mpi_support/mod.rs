@@ -4,6 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
+#[path = "../common/mod.rs"]
+mod common;
+pub use common::{read_json, text};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -70,15 +74,6 @@ pub fn interrupt(child: &Child) {
     assert!(int.success());
 }
 
-pub fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 pub fn only_run_dir(out: &Path, prefix: &str) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
@@ -88,10 +83,6 @@ pub fn only_run_dir(out: &Path, prefix: &str) -> PathBuf {
         .collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     dirs[0].clone()
-}
-
-pub fn json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 pub fn hostname() -> String {
@@ -154,7 +145,7 @@ pub fn until(mut child: Child, what: &str, ready: impl Fn() -> bool) -> Child {
 /// The results every rank wrote under `dir` (`rank-{r}/result.json`).
 pub fn rank_results(dir: &Path, ranks: usize) -> Vec<Value> {
     (0..ranks)
-        .map(|r| json(&dir.join(format!("rank-{r}/result.json"))))
+        .map(|r| read_json(&dir.join(format!("rank-{r}/result.json"))))
         .collect()
 }
 
@@ -170,5 +161,5 @@ pub fn report_merge(dir: &Path, ranks: usize) -> Value {
     }
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    json(&only_run_dir(&merged_out, "report-merge").join("result.json"))
+    read_json(&only_run_dir(&merged_out, "report-merge").join("result.json"))
 }

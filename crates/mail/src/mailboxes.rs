@@ -11,6 +11,7 @@
 use crate::imap::{ImapConn, ListEntry, is_inbox, mailbox, parse_list, personal_namespace};
 use crate::wire::OpResult;
 use serde::Serialize;
+use mailbench_results::mail::run::MailboxLayout;
 
 /// The profile's names of the special mailboxes.
 pub const SENT: &str = "Sent";
@@ -39,20 +40,12 @@ impl Role {
     }
 }
 
-/// Where one user's mailboxes are on the server.
+/// Where one user's mailboxes are on the server: their layout (what the
+/// result reports) and the listing it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mailboxes {
-    /// Personal namespace prefix (`""`, `INBOX.`, ...).
-    pub prefix: String,
-    /// Hierarchy delimiter (None: the server has no hierarchy).
-    pub delimiter: Option<char>,
-    pub sent: String,
-    pub drafts: String,
-    pub deleted_items: String,
-    /// The server's \Junk mailbox, if it has one (the profile files nothing there).
-    pub junk: Option<String>,
-    /// Roles found by special-use attributes (the others are the profile's names).
-    pub special_use: Vec<&'static str>,
+    #[serde(flatten)]
+    pub layout: MailboxLayout,
     /// Every mailbox the listing answered.
     #[serde(skip)]
     pub listed: Vec<ListEntry>,
@@ -68,9 +61,9 @@ impl Mailboxes {
                 .map(|e| e.name.clone())
         };
         let mut special_use = Vec::new();
-        let mut pick = |role: Role, name: &'static str, default: &str| match find(role) {
+        let mut pick = |role: Role, name: &str, default: &str| match find(role) {
             Some(n) => {
-                special_use.push(name);
+                special_use.push(name.to_string());
                 n
             }
             None => format!("{prefix}{default}"),
@@ -80,9 +73,9 @@ impl Mailboxes {
         let deleted_items = pick(Role::Trash, "deleted_items", DELETED);
         let junk = find(Role::Junk);
         if junk.is_some() {
-            special_use.push("junk");
+            special_use.push("junk".to_string());
         }
-        Mailboxes {
+        let layout = MailboxLayout {
             prefix: prefix.to_string(),
             delimiter,
             sent,
@@ -90,8 +83,8 @@ impl Mailboxes {
             deleted_items,
             junk,
             special_use,
-            listed,
-        }
+        };
+        Mailboxes { layout, listed }
     }
 
     /// The server name of a profile mailbox other than the special ones.
@@ -99,7 +92,7 @@ impl Mailboxes {
         if is_inbox(name) {
             "INBOX".to_string()
         } else {
-            format!("{}{name}", self.prefix)
+            format!("{}{name}", self.layout.prefix)
         }
     }
 
@@ -131,11 +124,11 @@ impl Mailboxes {
 
     /// The special-use role of a server mailbox name, if it is one of ours.
     pub fn role_of(&self, name: &str) -> Option<Role> {
-        if name == self.sent {
+        if name == self.layout.sent {
             Some(Role::Sent)
-        } else if name == self.drafts {
+        } else if name == self.layout.drafts {
             Some(Role::Drafts)
-        } else if name == self.deleted_items {
+        } else if name == self.layout.deleted_items {
             Some(Role::Trash)
         } else {
             None
@@ -213,11 +206,11 @@ mod tests {
                 entry(&["\\Drafts", "\\Noselect"], "INBOX.Old Drafts"),
             ],
         );
-        assert_eq!(m.sent, "INBOX.Sent Messages");
-        assert_eq!(m.deleted_items, "INBOX.Trash");
-        assert_eq!(m.drafts, "INBOX.Drafts");
-        assert_eq!(m.junk.as_deref(), Some("INBOX.Spam"));
-        assert_eq!(m.special_use, vec!["sent", "deleted_items", "junk"]);
+        assert_eq!(m.layout.sent, "INBOX.Sent Messages");
+        assert_eq!(m.layout.deleted_items, "INBOX.Trash");
+        assert_eq!(m.layout.drafts, "INBOX.Drafts");
+        assert_eq!(m.layout.junk.as_deref(), Some("INBOX.Spam"));
+        assert_eq!(m.layout.special_use, vec!["sent", "deleted_items", "junk"]);
         assert_eq!(m.calendar(), "INBOX.Calendar");
         assert_eq!(m.folder(3), "INBOX.Folder 03");
         assert_eq!(m.named("inbox"), "INBOX");
@@ -228,12 +221,12 @@ mod tests {
         let plain = Mailboxes::from_listing("", Some('/'), vec![entry(&[], "INBOX")]);
         assert_eq!(
             (
-                plain.sent.as_str(),
-                plain.drafts.as_str(),
-                plain.deleted_items.as_str()
+                plain.layout.sent.as_str(),
+                plain.layout.drafts.as_str(),
+                plain.layout.deleted_items.as_str()
             ),
             ("Sent", "Drafts", "Deleted Items")
         );
-        assert!(plain.special_use.is_empty() && plain.junk.is_none());
+        assert!(plain.layout.special_use.is_empty() && plain.layout.junk.is_none());
     }
 }

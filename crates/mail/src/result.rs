@@ -84,15 +84,7 @@ pub(crate) fn setup_figures(r: &crate::setup::SetupReport) -> SetupFigures {
         error_samples: r.error_samples.clone(),
         seconds: r.seconds,
         appends_per_s: r.appends_per_s,
-        mailboxes: r.mailboxes.as_ref().map(|m| MailboxLayout {
-            prefix: m.prefix.clone(),
-            delimiter: m.delimiter,
-            sent: m.sent.clone(),
-            drafts: m.drafts.clone(),
-            deleted_items: m.deleted_items.clone(),
-            junk: m.junk.clone(),
-            special_use: m.special_use.iter().map(|s| s.to_string()).collect(),
-        }),
+        mailboxes: r.mailboxes.as_ref().map(|m| m.layout.clone()),
     }
 }
 

@@ -42,9 +42,9 @@ pub fn folder_plan(p: &Profile, m: &Mailboxes) -> Vec<(String, u32)> {
     let i = &p.initial;
     let mut v = vec![
         ("INBOX".to_string(), i.inbox),
-        (m.sent.clone(), i.sent),
-        (m.drafts.clone(), 0),
-        (m.deleted_items.clone(), i.deleted_items),
+        (m.layout.sent.clone(), i.sent),
+        (m.layout.drafts.clone(), 0),
+        (m.layout.deleted_items.clone(), i.deleted_items),
         (m.calendar(), i.calendar),
         (m.named(&format!("{SMART_PREFIX}Unread Mail")), 0),
     ];

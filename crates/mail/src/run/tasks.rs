@@ -158,7 +158,7 @@ impl User {
         let msg = self.compose(sh, &addrs, &idxs, "Status", |rng, env| {
             sh.msggen.mail(rng, &env)
         });
-        let sent = self.boxes()?.sent.clone();
+        let sent = self.boxes()?.layout.sent.clone();
         self.submit(sh, addrs, deliveries, msg, &sent).await?;
         Ok(Outcome::Done)
     }
@@ -226,7 +226,7 @@ impl User {
             sh.msggen.reply(rng, &env, &quoted)
         });
         let n = idxs.len() as u64;
-        let sent = self.boxes()?.sent.clone();
+        let sent = self.boxes()?.layout.sent.clone();
         self.submit(sh, addrs, n, msg, &sent).await?;
         let c = self.inbox_conn().await?;
         c.cmd(
@@ -260,7 +260,7 @@ impl User {
             sh.msggen.forward(rng, &env, &original)
         });
         let n = idxs.len() as u64;
-        let sent = self.boxes()?.sent.clone();
+        let sent = self.boxes()?.layout.sent.clone();
         self.submit(sh, addrs, n, msg, &sent).await?;
         let c = self.inbox_conn().await?;
         c.cmd(
@@ -280,7 +280,7 @@ impl User {
         let uid = self.inbox[i].uid;
         let folders = sh.profile.initial.folders;
         let dest = if delete || folders == 0 {
-            self.boxes()?.deleted_items.clone()
+            self.boxes()?.layout.deleted_items.clone()
         } else {
             let n = self.rng.random_range(1..=folders);
             self.boxes()?.folder(n)
@@ -304,7 +304,7 @@ impl User {
     /// Permanently Delete: in Deleted Items, flag the oldest message \Deleted and
     /// UID EXPUNGE it (from the Inbox when Deleted Items is empty).
     async fn t_perm_delete(&mut self) -> OpResult<Outcome> {
-        let deleted = self.boxes()?.deleted_items.clone();
+        let deleted = self.boxes()?.layout.deleted_items.clone();
         let c = self.conn()?;
         c.select(&deleted, false).await?;
         let uids = c.uid_search("SEARCH", "UID SEARCH ALL").await?;

@@ -10,8 +10,8 @@
 
 use crate::imap::{ImapConn, ListEntry, is_inbox, mailbox, parse_list, personal_namespace};
 use crate::wire::OpResult;
-use serde::Serialize;
 use mailbench_results::mail::run::MailboxLayout;
+use serde::Serialize;
 
 /// The profile's names of the special mailboxes.
 pub const SENT: &str = "Sent";

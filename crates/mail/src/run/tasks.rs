@@ -226,15 +226,8 @@ impl User {
             sh.msggen.reply(rng, &env, &quoted)
         });
         let n = idxs.len() as u64;
-        let sent = self.boxes()?.layout.sent.clone();
-        self.submit(sh, addrs, n, msg, &sent).await?;
-        let c = self.inbox_conn().await?;
-        c.cmd(
-            "STORE",
-            &format!("UID STORE {} +FLAGS.SILENT (\\Answered \\Seen)", orig.uid),
-        )
-        .await?;
-        Ok(Outcome::Done)
+        self.send_then_flag(sh, addrs, n, msg, orig.uid, "(\\Answered \\Seen)")
+            .await
     }
 
     /// Forward: fetch the whole original, send it attached (message/rfc822) to the
@@ -260,14 +253,26 @@ impl User {
             sh.msggen.forward(rng, &env, &original)
         });
         let n = idxs.len() as u64;
+        self.send_then_flag(sh, addrs, n, msg, uid, "($Forwarded)")
+            .await
+    }
+
+    /// The end of Reply and Forward: submit `msg` (a copy to Sent), then set
+    /// `flags` on the Inbox original `uid`.
+    async fn send_then_flag(
+        &mut self,
+        sh: &Shared,
+        addrs: Vec<String>,
+        n: u64,
+        msg: Vec<u8>,
+        uid: u32,
+        flags: &str,
+    ) -> OpResult<Outcome> {
         let sent = self.boxes()?.layout.sent.clone();
         self.submit(sh, addrs, n, msg, &sent).await?;
         let c = self.inbox_conn().await?;
-        c.cmd(
-            "STORE",
-            &format!("UID STORE {uid} +FLAGS.SILENT ($Forwarded)"),
-        )
-        .await?;
+        let store = format!("UID STORE {uid} +FLAGS.SILENT {flags}");
+        c.cmd("STORE", &store).await?;
         Ok(Outcome::Done)
     }
 

@@ -223,7 +223,7 @@ fn run_files(v: &serde_json::Value, out3: &std::path::Path, delivered: u64) {
     assert!(dir.join("summary.txt").is_file() && dir.join("test.log").is_file());
 }
 
-/// Processes whose command line names `dir` or whose working folder is
+/// Processes (`PID STATE COMMAND LINE`) whose command line names `dir` or whose working folder is
 /// inside it (Postfix's master works in its queue folder).
 fn servers_of(dir: &std::path::Path) -> Vec<String> {
     let d = dir.to_str().unwrap();
@@ -241,8 +241,36 @@ fn servers_of(dir: &std::path::Path) -> Vec<String> {
             let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
             String::from_utf8_lossy(&cmd).contains(d) || cwd.starts_with(dir)
         })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|e| describe_process(&e.path()))
         .collect()
+}
+
+#[test]
+fn a_process_is_described_by_its_pid_state_and_command_line() {
+    let me = std::path::PathBuf::from(format!("/proc/{}", std::process::id()));
+    let d = describe_process(&me);
+    let exe = std::env::current_exe().unwrap();
+    let mut parts = d.splitn(3, ' ');
+    assert_eq!(
+        parts.next(),
+        Some(std::process::id().to_string().as_str()),
+        "{d}"
+    );
+    // The main thread waits for the test threads: sleeping, or running.
+    assert!(matches!(parts.next(), Some("S" | "R")), "{d}");
+    let cmd = parts.next().unwrap_or_default();
+    assert!(cmd.starts_with(exe.to_str().unwrap()), "{d}");
+}
+
+/// `PID STATE COMMAND LINE` of the process at `/proc/PID`, for messages.
+fn describe_process(proc_dir: &std::path::Path) -> String {
+    let pid = proc_dir.file_name().unwrap().to_string_lossy().into_owned();
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    // The state is the field after the command name's closing parenthesis.
+    let state = stat.rsplit_once(") ").map_or("?", |(_, rest)| &rest[..1]);
+    let cmd = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
+    let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+    format!("{pid} {state} {}", cmd.trim_end())
 }
 
 /// Waits (bounded) until `path` holds `needle`.

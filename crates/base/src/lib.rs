@@ -4,6 +4,9 @@
 //! `mailbench-results`, with the result types.) Every other crate depends on this one; it depends on none
 //! of them.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod config;
 pub mod error;
 pub mod host;

@@ -9,6 +9,9 @@
 //! Requests own their [`AlignedBuf`] and get it back in the completion, so no
 //! buffer can be freed or reused while the kernel writes into it. This crate holds
 //! the project's only `unsafe` code.
+
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 #![allow(unsafe_code)]
 
 pub mod buf;

@@ -15,13 +15,13 @@ use crate::target::{
 };
 use crate::tls::Tls;
 use crate::topology::Topology;
+use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
 use mailbench_metrics::system::device_of;
 use mailbench_results::mail::run::*;
 use mailbench_results::verdict::{RunHeader, Verdict};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,13 +30,12 @@ mod control;
 
 use control::{CtlResult, controller};
 
-/// Where and how to report (from the common flags).
-#[derive(Debug, Clone)]
+/// What the run prints while it lasts (from the common flags): its live
+/// line per interval unless `quiet` or `json`.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Output {
-    pub base: PathBuf,
     pub json: bool,
     pub quiet: bool,
-    pub verbose: bool,
 }
 
 /// A prepared target: endpoints, credentials, and the local servers if any.
@@ -326,16 +325,13 @@ fn target_info(p: &Prepared) -> TargetInfo {
     }
 }
 
-/// `mailbench mail setup`: the folder and the typed result, which the caller
-/// writes through the runner.
-pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
+/// `mailbench mail setup` in the run folder `run` (the driver's), stopped
+/// when `intr` rises: the typed result, which the caller writes.
+pub fn setup(o: Resolved, run: &RunDir, intr: &Interrupt) -> Result<MailSetupResult> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o, &profile)?;
-    let intr = mailbench_base::interrupt::Interrupt::install()?;
     let mut header = RunHeader::begin("mail-setup");
-    let run = RunDir::create(&out.base, "mail-setup")?;
-    run.log.set_echo(out.verbose);
     run.log.line(format!(
         "mail setup: {} users, profile {}",
         o.users, profile.name
@@ -343,7 +339,7 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
     probe(&rt, &mut prepared, &run.log)?;
-    let report = provision_users(&rt, &o, &profile, &prepared, &run.log, &intr);
+    let report = provision_users(&rt, &o, &profile, &prepared, &run.log, intr);
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
     let failed = report.users - report.users_ok;
@@ -388,7 +384,7 @@ pub fn setup(o: Resolved, out: &Output) -> Result<(RunDir, MailSetupResult)> {
     run.log
         .line(format!("mail setup done: {}", verdict.label()));
     drop(prepared);
-    Ok((run, result))
+    Ok(result)
 }
 
 /// The verdict of a run stopped by Ctrl-C / SIGTERM.
@@ -399,22 +395,9 @@ fn interrupted_verdict(reason: String) -> Verdict {
     }
 }
 
-/// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that
-/// ran (`judge::weighted_p95_ms`, shared with `report merge`).
-pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'static str, f64>) {
-    crate::judge::weighted_p95_ms(profile, |k| {
-        stats
-            .ops
-            .get(k.name())
-            .filter(|s| s.count > 0)
-            .map(|s| s.hist.quantile_us(0.95))
-    })
-}
-
-/// A finished `mail run`: its folder (test.log and intervals.jsonl written)
-/// and its typed result, which the caller writes through the runner.
+/// A finished `mail run` (test.log and intervals.jsonl written in its
+/// folder): its typed result, which the caller writes.
 pub struct MailRun {
-    pub dir: RunDir,
     pub result: MailRunResult,
     /// The local target's servers, still running: they stop when this is
     /// dropped, after the caller wrote the result (Dovecot takes about a
@@ -432,26 +415,19 @@ impl Servers {
     pub fn stop(self) {}
 }
 
-/// `mailbench mail run`.
-pub fn run(o: Resolved, out: &Output) -> Result<MailRun> {
-    run_with(o, out, crate::hooks::RunHooks::default())
-}
-
-/// `mail run` with hooks: one host's share of a test over several hosts.
-pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) -> Result<MailRun> {
+/// `mailbench mail run` in the run folder `run` (the driver's), with the
+/// driver's hooks (the common start, each interval's figures, the interrupt).
+pub fn run(
+    o: Resolved,
+    run: &RunDir,
+    out: &Output,
+    mut hooks: crate::hooks::RunHooks,
+) -> Result<MailRun> {
     let profile = Profile::load(&o.profile)?;
     let started = std::time::Instant::now();
     validate(&o, &profile)?;
-    let intr = match hooks.interrupt.take() {
-        Some(i) => i,
-        None => mailbench_base::interrupt::Interrupt::install()?,
-    };
+    let intr = hooks.interrupt.clone();
     let mut header = RunHeader::begin("mail-run");
-    let run = match &hooks.dir {
-        Some(d) => RunDir::at(d)?,
-        None => RunDir::create(&out.base, "mail-run")?,
-    };
-    run.log.set_echo(out.verbose);
     run.log.line(format!(
         "mail run: {} users, profile {}, day {:?} (simulated {:?}), ramp-up {:?}",
         o.users, profile.name, o.day_length, profile.day, o.ramp_up
@@ -528,10 +504,9 @@ pub fn run_with(o: Resolved, out: &Output, mut hooks: crate::hooks::RunHooks) ->
         lists: prepared.topo.lists.len(),
         setup: setup_report.as_ref().map(crate::result::setup_figures),
     };
-    let result = run_result(&o, &profile, &run, &prepared, &shared, id, load)?;
+    let result = run_result(&o, &profile, run, &prepared, &shared, id, load)?;
     log_done(&run.log, &result);
     Ok(MailRun {
-        dir: run,
         result,
         servers: Servers {
             _prepared: prepared,
@@ -707,12 +682,4 @@ fn run_result(
 fn steady_window(o: &Resolved, profile: &Profile) -> Result<crate::steady::Window> {
     let spec: crate::steady::SteadySpec = o.steady.parse().map_err(Error::usage)?;
     spec.resolve(o.ramp_up, o.day_length, profile.day)
-}
-
-/// Default results folder.
-pub fn default_output(global: Option<&Path>, file: Option<&Path>) -> PathBuf {
-    global
-        .or(file)
-        .map(|p| p.to_path_buf())
-        .unwrap_or_else(|| PathBuf::from("./mailbench-results"))
 }

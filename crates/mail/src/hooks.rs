@@ -1,13 +1,12 @@
-//! What a caller can plug into `mail run` when the run is one host's share of
-//! a larger test (crates/multihost): the folder to write into, a wait before
-//! the users start (barrier + a common start time), each interval's figures,
-//! and the interrupt flag the coordinator raises to stop every host.
+//! What the driver plugs into `mail run` (crates/runner): a wait before the
+//! users start (barrier + a common start time), each interval's figures (to
+//! rank 0 of a test over several hosts), and the interrupt flag (Ctrl-C, or
+//! the coordinator stopping every host).
 
 use crate::stats::IntervalOps;
 use mailbench_base::Result;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::TestLog;
-use std::path::PathBuf;
 
 /// One sampling interval, as a caller sees it.
 pub struct IntervalView<'a> {
@@ -25,17 +24,15 @@ pub type BeforeLoad<'a> = Box<dyn FnOnce(&TestLog) -> Result<()> + 'a>;
 /// The callback of every sampling interval.
 pub type OnInterval<'a> = Box<dyn FnMut(&IntervalView) + 'a>;
 
-/// Hooks of `mail run`; the default changes nothing.
+/// Hooks of `mail run`; the default waits for nothing and is never
+/// interrupted.
 #[derive(Default)]
 pub struct RunHooks<'a> {
-    /// Write the results into this folder (created if needed) instead of
-    /// `OUTPUT/mail-run-<time>/`.
-    pub dir: Option<PathBuf>,
     /// Called once, after setup and the target check, right before the users
     /// start; an error ends the run (a runtime error, nothing measured).
     pub before_load: Option<BeforeLoad<'a>>,
     /// Called after every sampling interval.
     pub on_interval: Option<OnInterval<'a>>,
-    /// Stops the run like Ctrl-C when raised (instead of a fresh signal flag).
-    pub interrupt: Option<Interrupt>,
+    /// Stops the run when raised (Ctrl-C / SIGTERM, or the coordinator).
+    pub interrupt: Interrupt,
 }

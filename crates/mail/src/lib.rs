@@ -1,6 +1,9 @@
 //! Messaging load: users, profiles and protocol drivers against real IMAP/SMTP
 //! servers (`mailbench mail setup|run`). See docs/mail-load.md.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod command;
 pub mod hooks;
 pub mod imap;
@@ -26,5 +29,5 @@ pub mod topology;
 pub mod trace;
 pub mod wire;
 
-pub use command::{MailRun, Output, run as run_command, setup as setup_command};
+pub use command::{MailRun, Output};
 pub use options::{MailOptions, Resolved};

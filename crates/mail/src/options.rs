@@ -522,7 +522,7 @@ fn users_of(s: &SetupOptions) -> Result<(usize, usize, String)> {
 fn server_sources(r: &RunOptions) -> Result<(Vec<String>, Vec<String>)> {
     let server_metrics = r.server_metrics.clone().unwrap_or_default();
     for u in &server_metrics {
-        crate::servermetrics::check_url(u)?;
+        check_url(u)?;
     }
     let server_disk = r.server_disk.clone().unwrap_or_default();
     if let Some(bad) = server_disk.iter().find(|d| d.is_empty() || d.contains('/')) {
@@ -627,6 +627,19 @@ fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>
         ))),
         Some(n) => Ok(n),
         None => Ok(left),
+    }
+}
+
+/// Checks a `--server-metrics` URL before anything is written.
+pub fn check_url(url: &str) -> Result<()> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') => Ok(()),
+        _ => Err(Error::usage(format!(
+            "--server-metrics `{url}`: give an http:// or https:// URL of a Prometheus endpoint, e.g. http://mail.example.org:9100/metrics"
+        ))),
     }
 }
 

@@ -121,7 +121,7 @@ pub(crate) fn build(
     m: Measured,
 ) -> MailRunResult {
     let users = id.users as f64;
-    let (score, weights) = crate::command::weighted_p95_ms(profile, stats);
+    let (score, weights) = weighted_p95_ms(profile, stats);
     let sim_hours = profile.day.as_secs_f64() / 3600.0;
     let mut warnings = run_warnings(&id, o, profile, stats, &m);
     let server = m.server.map(|(section, w)| {
@@ -317,4 +317,16 @@ pub fn failures(r: &MailRunResult) -> Vec<(&'static str, String)> {
         return Vec::new();
     }
     judge::failures(&figures(r, false), &r.config.criteria())
+}
+
+/// Weighted 95th-percentile score: Σ(weight × p95) / Σweight over tasks that
+/// ran (`judge::weighted_p95_ms`, shared with `report merge`).
+pub fn weighted_p95_ms(profile: &Profile, stats: &Stats) -> (f64, BTreeMap<&'static str, f64>) {
+    crate::judge::weighted_p95_ms(profile, |k| {
+        stats
+            .ops
+            .get(k.name())
+            .filter(|s| s.count > 0)
+            .map(|s| s.hist.quantile_us(0.95))
+    })
 }

@@ -47,19 +47,6 @@ impl Source {
     }
 }
 
-/// Checks a `--server-metrics` URL before anything is written.
-pub fn check_url(url: &str) -> Result<()> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    match rest {
-        Some(r) if !r.is_empty() && !r.starts_with('/') => Ok(()),
-        _ => Err(Error::usage(format!(
-            "--server-metrics `{url}`: give an http:// or https:// URL of a Prometheus endpoint, e.g. http://mail.example.org:9100/metrics"
-        ))),
-    }
-}
-
 // ---- the exposition format -> one sample ------------------------------------
 
 /// What an endpoint turned out to be.
@@ -711,10 +698,10 @@ mod tests {
 
     #[test]
     fn urls_are_checked() {
-        assert!(check_url("http://127.0.0.1:9100/metrics").is_ok());
-        assert!(check_url("https://mail.example.org:9100/metrics").is_ok());
+        assert!(crate::options::check_url("http://127.0.0.1:9100/metrics").is_ok());
+        assert!(crate::options::check_url("https://mail.example.org:9100/metrics").is_ok());
         for bad in ["ftp://x", "127.0.0.1:9100", "http://", "http:///metrics"] {
-            assert!(check_url(bad).is_err(), "{bad}");
+            assert!(crate::options::check_url(bad).is_err(), "{bad}");
         }
     }
 }

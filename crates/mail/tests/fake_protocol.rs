@@ -8,7 +8,9 @@ mod fake;
 
 use fake::{Fake, FakeConfig};
 use mailbench_base::ExitStatus;
-use mailbench_mail::command::{Output, run_with, setup};
+use mailbench_base::interrupt::Interrupt;
+use mailbench_base::rundir::RunDir;
+use mailbench_mail::command::{Output, run, setup};
 use mailbench_mail::hooks::RunHooks;
 use mailbench_mail::options::{Dur, MailOptions, ResolveExt, Resolved, RunOptions, SetupOptions};
 use mailbench_mail::profile::ProfileExt;
@@ -58,13 +60,15 @@ impl Env {
     }
 }
 
-fn out(base: &Path) -> Output {
-    Output {
-        base: base.to_path_buf(),
-        json: false,
-        quiet: true,
-        verbose: false,
-    }
+/// A quiet run (no live line).
+const OUT: Output = Output {
+    json: false,
+    quiet: true,
+};
+
+/// A run folder of the test's own in `base`.
+fn run_dir(base: &Path) -> RunDir {
+    RunDir::at(&base.join("run")).unwrap()
 }
 
 fn resolve(o: &MailOptions) -> Resolved {
@@ -74,18 +78,14 @@ fn resolve(o: &MailOptions) -> Resolved {
 
 fn do_setup(o: &MailOptions) -> (ExitStatus, Value) {
     let base = tempfile::tempdir().unwrap();
-    let (_dir, result) = setup(resolve(o), &out(base.path())).unwrap();
+    let result = setup(resolve(o), &run_dir(base.path()), &Interrupt::never()).unwrap();
     let st = result.verdict.exit_status();
     (st, serde_json::to_value(&result).unwrap())
 }
 
 fn do_run(o: &MailOptions) -> (ExitStatus, Value) {
     let base = tempfile::tempdir().unwrap();
-    let hooks = RunHooks {
-        interrupt: Some(mailbench_base::interrupt::Interrupt::never()),
-        ..Default::default()
-    };
-    let run = run_with(resolve(o), &out(base.path()), hooks).unwrap();
+    let run = run(resolve(o), &run_dir(base.path()), &OUT, RunHooks::default()).unwrap();
     let st = run.result.verdict.exit_status();
     (st, serde_json::to_value(&run.result).unwrap())
 }
@@ -494,7 +494,8 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
     let mut o = env.options(&fake, 2, "loadsim-light");
     o.setup.trace_imap = Some(trace.clone());
     let base = tempfile::tempdir().unwrap();
-    let (dir, result) = setup(resolve(&o), &out(base.path())).unwrap();
+    let dir = run_dir(base.path());
+    let result = setup(resolve(&o), &dir, &Interrupt::never()).unwrap();
     let v = serde_json::to_string(&result).unwrap();
     check("setup result", &v);
     assert!(v.contains("you said: LOGIN"), "{v}");
@@ -516,15 +517,12 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
     let mut o = short_day(env.options(&fake, 2, &profile), 3);
     o.setup.sieve = Some(format!("sieve://127.0.0.1:{}", fake.sieve_port));
     let base = tempfile::tempdir().unwrap();
-    let hooks = RunHooks {
-        interrupt: Some(mailbench_base::interrupt::Interrupt::never()),
-        ..Default::default()
-    };
-    let run = run_with(resolve(&o), &out(base.path()), hooks).unwrap();
+    let rdir = run_dir(base.path());
+    let run = run(resolve(&o), &rdir, &OUT, RunHooks::default()).unwrap();
     let v = serde_json::to_string(&run.result).unwrap();
     check("run result", &v);
     let samples = run.result.errors.samples.join("\n");
     assert!(samples.contains("you said: AUTH PLAIN ***"), "{samples}");
     assert!(samples.contains("you said: AUTHENTICATE"), "{samples}");
-    check("run folder", &files(&run.dir.path));
+    check("run folder", &files(&rdir.path));
 }

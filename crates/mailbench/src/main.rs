@@ -2,6 +2,9 @@
 //! turns their outcome into the exit code (0 pass, 1 fail, 2 usage, 3 runtime,
 //! 130 interrupted). No workload logic lives here.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +42,21 @@ pub struct Global {
     /// Echo the test log on stderr.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+}
+
+impl Global {
+    /// The common flags for the driver: `--output`, else the file's `output`
+    /// key, else `./mailbench-results`.
+    pub fn common(&self, cfg: &mailbench_base::config::ConfigFile) -> mailbench_runner::Common {
+        mailbench_runner::Common {
+            output: (self.output.clone())
+                .or(cfg.output.clone())
+                .unwrap_or_else(|| PathBuf::from("./mailbench-results")),
+            json: self.json,
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
+    }
 }
 
 // Parsed once per process: the variants' sizes do not matter.

@@ -39,41 +39,36 @@ const RULE: &[(&str, &[&str])] = &[
         "mailbench-report",
         &["mailbench-base", "mailbench-metrics", "mailbench-results"],
     ),
+    // The transport of a test over ranks: MPI or one process, and the side
+    // channel; it knows nothing of commands.
+    (
+        "mailbench-multihost",
+        &["mailbench-base", "mailbench-results"],
+    ),
+    // The driver: every command's run over the world, above the workloads
+    // and the transport.
     (
         "mailbench-runner",
         &[
             "mailbench-base",
-            "mailbench-metrics",
             "mailbench-results",
             "mailbench-storage",
             "mailbench-mail",
-            "mailbench-plan",
             "mailbench-report",
+            "mailbench-multihost",
         ],
     ),
-    (
-        "mailbench-multihost",
-        &[
-            "mailbench-base",
-            "mailbench-metrics",
-            "mailbench-results",
-            "mailbench-storage",
-            "mailbench-mail",
-            "mailbench-runner",
-        ],
-    ),
+    // The binary: flags, dispatch, exit codes.
     (
         "mailbench",
         &[
             "mailbench-base",
-            "mailbench-metrics",
             "mailbench-results",
             "mailbench-storage",
             "mailbench-mail",
             "mailbench-plan",
             "mailbench-report",
             "mailbench-runner",
-            "mailbench-multihost",
         ],
     ),
 ];

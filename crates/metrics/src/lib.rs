@@ -4,6 +4,9 @@
 //! (/proc/diskstats), and the server host's figures in one form whether a
 //! Prometheus exporter or /proc reported them.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod hist;
 pub mod server;
 pub mod system;

@@ -1,8 +1,8 @@
-//! Many hosts as one test (PRODUCT.md §5). Each rank is one host's share of
-//! the test: launched by `mpirun`, Slurm's `srun` or an MPI operator (cargo
-//! feature `mpi`), or started together with `--start-at` and merged afterwards
-//! (no MPI). Rank 0 gathers every rank's result and writes one result with
-//! per-host sections and the exact aggregate (`report merge`).
+//! The transport of a test over ranks (docs/multihost.md): each rank is one
+//! host's share of the test, launched by `mpirun`, Slurm's `srun` or an MPI
+//! operator (cargo feature `mpi`), or this process alone ([`Single`], a world
+//! of one). The driver (`mailbench-runner`) runs every command over a world;
+//! this crate knows nothing of commands.
 //!
 //! Pieces:
 //! - [`Transport`]: rank, size, host, barrier, broadcast and gather to rank 0,
@@ -11,16 +11,14 @@
 //! - [`watch`]: a TCP side channel from every rank to rank 0 carrying
 //!   heartbeats, live interval figures and failures, so a rank whose process
 //!   dies is named within a second;
-//! - [`storage`]: `storage init|run|verify|backup|recover` as one distributed
-//!   test (and the machinery every distributed command shares);
-//! - [`mail`]: `mail run` with each rank driving its slice of the users;
-//! - [`mail_sweep`]: `mail sweep` with every level on every rank.
+//! - the start instant (`--start-at`, [`wait_until`]) and path templates
+//!   (`{rank}`, `{host}`).
 
-pub mod mail;
-pub mod mail_sweep;
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 #[cfg(feature = "mpi")]
 mod mpi_transport;
-pub mod storage;
 pub mod watch;
 
 use mailbench_base::{Error, Result};

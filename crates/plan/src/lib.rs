@@ -6,6 +6,9 @@
 //! [`model::Plan`], which [`render`] prints as text or Markdown, serde as JSON, and
 //! [`emit`] turns into a storage test config.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod emit;
 pub mod input;
 pub mod layout;

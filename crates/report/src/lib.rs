@@ -7,6 +7,9 @@
 //! The report never needs a workload to run: everything comes from
 //! result.json and the intervals.jsonl and test.log beside it.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod compare;
 pub mod fmt;
 pub mod html;

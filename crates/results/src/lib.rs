@@ -7,9 +7,14 @@
 //! Workloads (storage, mail) fill these types; `report` and the runner read
 //! them. This crate depends only on `base` and `metrics`.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod kind;
+pub mod live;
 pub mod mail;
 pub mod merged;
+pub mod rank_failure;
 pub mod ranks;
 pub mod storage;
 pub mod verdict;

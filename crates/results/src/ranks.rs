@@ -12,15 +12,7 @@ use crate::verdict::{RunHeader, Verdict};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A rank that failed, in words that name it (the side channel's message).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RankFailure {
-    pub rank: usize,
-    pub host: String,
-    pub reason: String,
-    /// RFC 3339 UTC, when rank 0 learnt of it.
-    pub at: String,
-}
+pub use crate::rank_failure::RankFailure;
 
 /// What became of a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -4,20 +4,11 @@
 //! the same files.
 
 use mailbench_base::rundir::{RunDir, write_atomic};
-use mailbench_base::{Error, Result};
+use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_results::AnyResult;
 use mailbench_results::verdict::Verdict;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// What the common flags say about the terminal.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Output {
-    /// One JSON object on stdout instead of the text.
-    pub json: bool,
-    /// Nothing on stdout but the JSON object.
-    pub quiet: bool,
-}
 
 /// Writes the run's files into `dir`, in order: result.json, summary.txt,
 /// report.html (from result.json and the intervals.jsonl and test.log beside
@@ -64,29 +55,63 @@ pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) 
     }
 }
 
-/// [`write_files`], then what the run says on stdout: the `--json` line, or
-/// `text` (the summary and where the results are, unless given).
-pub fn finish(dir: &RunDir, result: &AnyResult, out: &Output, text: Option<String>) -> Result<()> {
+/// [`write_files`], then what the run says on stdout ([`print`]).
+pub fn finish(dir: &RunDir, result: &AnyResult, common: &crate::Common) -> Result<()> {
     write_files(dir, result)?;
-    if out.json {
-        println!("{}", json_line(result, &dir.path));
-    } else if !out.quiet {
-        let text = text.unwrap_or_else(|| default_text(result, &dir.path));
-        println!("{}", text.trim_end());
-    }
+    print(&Outcome::of_result(result, dir.path.clone()), common);
     Ok(())
 }
 
-/// The summary, the verdict with its reasons, and the folder.
-pub fn default_text(result: &AnyResult, dir: &Path) -> String {
-    let v = result.verdict();
-    let mut s = mailbench_report::summary::render(result);
-    s.push_str(&format!("\nVerdict: {}\n", v.label()));
-    for r in &v.reasons {
-        s.push_str(&format!("  - {r}\n"));
+/// What a run hands back for stdout and the exit code: rank 0's aggregate or
+/// this rank's own result.
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub dir: PathBuf,
+    pub verdict: Verdict,
+    /// The `--json` line.
+    pub line: String,
+    /// summary.txt.
+    pub summary: String,
+}
+
+impl Outcome {
+    pub fn new(verdict: Verdict, line: String, dir: PathBuf, summary: String) -> Outcome {
+        Outcome {
+            status: verdict.exit_status(),
+            verdict,
+            line,
+            dir,
+            summary,
+        }
     }
-    s.push_str(&format!("Results: {}\n", dir.display()));
-    s
+
+    /// The outcome of a result of a known kind: its verdict, `--json` line
+    /// and summary.
+    pub fn of_result(r: &AnyResult, dir: PathBuf) -> Outcome {
+        let line = json_line(r, &dir);
+        let summary = mailbench_report::summary::render(r);
+        Outcome::new(r.verdict().clone(), line, dir, summary)
+    }
+}
+
+/// What a run says on stdout, the one place: the `--json` line, or the
+/// summary (which states the verdict) and where the results are; nothing
+/// with `-q`.
+pub fn print(outcome: &Outcome, common: &crate::Common) {
+    if common.json {
+        println!("{}", outcome.line);
+    } else if !common.quiet {
+        println!("{}", text(outcome));
+    }
+}
+
+/// The summary and the results folder.
+pub fn text(outcome: &Outcome) -> String {
+    format!(
+        "{}\nResults: {}",
+        outcome.summary.trim_end(),
+        outcome.dir.display()
+    )
 }
 
 /// The `--json` line of a run: the verdict and the folder, and the figures a

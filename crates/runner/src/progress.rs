@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 
 /// Forwards every call to each part in order.
 #[derive(Default)]
-pub struct FanOut {
-    pub parts: Vec<Box<dyn Progress>>,
+pub struct FanOut<'a> {
+    pub parts: Vec<Box<dyn Progress + 'a>>,
 }
 
-impl FanOut {
-    pub fn push(&mut self, p: Box<dyn Progress>) {
+impl<'a> FanOut<'a> {
+    pub fn push(&mut self, p: Box<dyn Progress + 'a>) {
         self.parts.push(p);
     }
 }
 
-impl Progress for FanOut {
+impl Progress for FanOut<'_> {
     fn phase(&mut self, text: &str) {
         for p in &mut self.parts {
             p.phase(text);

@@ -2,6 +2,9 @@
 //! (pages, buffer cache, transaction log, checkpoints, maintenance, replication)
 //! and the storage tests built on it.
 
+// A dependency declared but unused fails the build (dev-dependencies excepted).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod backup;
 pub mod cache;
 pub mod engine;

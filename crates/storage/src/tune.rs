@@ -26,15 +26,20 @@ pub fn windows(spec: &StorageSpec) -> (Duration, Duration) {
     }
 }
 
-/// Runs the tuning steps in `dir/tuning/`; returns the steps and the threads chosen.
-/// Each step's result is handed to `write` with its folder (the caller
-/// writes it through the one output path).
+/// Where the tuning steps go: each step's folder (`folder(threads)`, made by
+/// the driver) and its result written there through the one output path.
+pub struct Steps<'a> {
+    pub folder: &'a mut dyn FnMut(u32) -> Result<RunDir>,
+    pub write: &'a mut dyn FnMut(&RunDir, &StorageResult) -> Result<()>,
+}
+
+/// Runs the tuning steps; returns the steps and the threads chosen.
 pub fn tune(
     spec: &StorageSpec,
     dir: &RunDir,
     interrupt: &Interrupt,
     progress: &mut dyn Progress,
-    write: &mut dyn FnMut(&RunDir, &StorageResult) -> Result<()>,
+    out: &mut Steps,
 ) -> Result<(Vec<TuningStep>, u32)> {
     let (transient, stable) = windows(spec);
     let mut steps: Vec<TuningStep> = Vec::new();
@@ -53,9 +58,9 @@ pub fn tune(
         s.sample_interval = s.sample_interval.min(stable / 3);
         progress.phase(&format!("tuning: trying {threads} threads"));
         dir.log.line(format!("tuning: trying {threads} threads"));
-        let sub = RunDir::create(&dir.path.join("tuning"), &format!("threads-{threads}"))?;
+        let sub = (out.folder)(threads)?;
         let r: StorageResult = run(&s, &sub, interrupt, progress, false)?;
-        write(&sub, &r)?;
+        (out.write)(&sub, &r)?;
         let passed = r.verdict.status == Status::Pass;
         dir.log.line(format!(
             "tuning: {threads} threads {} at {:.0} IOPS",

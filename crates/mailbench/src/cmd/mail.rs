@@ -1,12 +1,12 @@
 //! `mailbench mail`: each command takes the groups of `[mail]` options it
 //! uses (defined once, with their keys, in `mailbench_mail::options`); flags
-//! win over the `[mail]` section of `--config`.
+//! win over the `[mail]` section of `--config`. The commands run in the
+//! driver (`mailbench_runner::{mail, sweep}`), on one host or over MPI ranks.
 use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::{ExitStatus, Result};
 use mailbench_mail::options::{MailOptions, ResolveExt, Resolved, SetupOptions, Users};
 use mailbench_mail::profile::{Profile, ProfileExt};
-use mailbench_results::AnyResult;
 
 // Parsed once per process: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
@@ -61,88 +61,34 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         MailCommand::Run(a) => a.options.clone(),
         MailCommand::Sweep(a) => a.options.clone(),
     };
-    match &cmd {
+    let plan = match &cmd {
         // The sweep provisions and checks for its largest level.
         MailCommand::Sweep(a) => {
             let plan = sweep_levels(a, &from_file)?;
             flags.setup.users = plan.levels.last().map(|n| Users::from(*n as usize));
+            Some(plan)
         }
         // One number of users, checked before anything else.
         _ => {
             if let Some(u) = &flags.setup.users {
                 u.count()?;
             }
+            None
         }
-    }
+    };
     let opts = from_file.clone().overlay(flags);
     let profile = Profile::load(opts.setup.profile.as_deref().unwrap_or("mmb3"))?;
     let resolved = Resolved::resolve(&opts, profile.day)?;
-    let out = mailbench_mail::Output {
-        base: mailbench_mail::command::default_output(
-            global.output.as_deref(),
-            file.output.as_deref(),
-        ),
-        json: global.json,
-        quiet: global.quiet,
-        verbose: global.verbose,
-    };
-    // The local target's servers of a run stop after its result is written
-    // (Dovecot takes about a second to stop; a third Ctrl-C meanwhile would
-    // end the process before the result was on disk).
-    let mut servers = None;
-    let (dir, result) = match cmd {
-        MailCommand::Setup(_) => {
-            let (dir, r) = mailbench_mail::setup_command(resolved, &out)?;
-            (dir, AnyResult::MailSetup(Box::new(r)))
+    let common = global.common(&file);
+    let start_at = opts.run.start_at.as_deref();
+    match (cmd, plan) {
+        (MailCommand::Setup(_), _) => mailbench_runner::mail::setup(resolved, &common),
+        (MailCommand::Sweep(_), Some(plan)) => {
+            mailbench_runner::sweep::sweep(resolved, plan, start_at, &common)
         }
-        MailCommand::Run(_) => {
-            if let Some(r) =
-                super::multihost::mail(&resolved, opts.run.start_at.as_deref(), &out.base, global)
-            {
-                return r;
-            }
-            let run = mailbench_mail::run_command(resolved, &out)?;
-            servers = Some(run.servers);
-            (run.dir, AnyResult::MailRun(Box::new(run.result)))
-        }
-        MailCommand::Sweep(a) => {
-            let plan = sweep_levels(&a, &from_file)?;
-            let start_at = opts.run.start_at.as_deref();
-            if let Some(r) =
-                super::multihost::mail_sweep(&resolved, &plan, start_at, &out.base, global)
-            {
-                return r;
-            }
-            if a.options.run.start_at.is_some() {
-                return Err(mailbench_base::Error::usage(
-                    "--start-at in `mail sweep` is the first level's start over MPI ranks \
-                     (`mpirun ... mailbench mail sweep`); on one host a sweep starts each \
-                     level when the previous ends",
-                ));
-            }
-            let s = sweep::Sweep {
-                base: resolved,
-                plan,
-                out,
-            };
-            return sweep::run(s, global);
-        }
-    };
-    let text = format!(
-        "{}\nresults: {}",
-        mailbench_report::summary::render(&result),
-        dir.path.display()
-    );
-    let written = mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text));
-    if let Some(s) = servers {
-        s.stop();
+        _ => mailbench_runner::mail::run(resolved, start_at, &common),
     }
-    written?;
-    Ok(result.verdict().exit_status())
 }
-
-#[path = "mail_sweep.rs"]
-mod sweep;
 
 /// The levels of `mail sweep` (`--users`, else `users` in `[mail]`) and the
 /// search, checked before anything is written.

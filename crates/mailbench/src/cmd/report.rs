@@ -152,11 +152,8 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
         }
         all.push(doc);
     }
-    let base = global
-        .output
-        .clone()
-        .or(cfg.output.clone())
-        .unwrap_or_else(|| PathBuf::from("./mailbench-results"));
+    let common = global.common(&cfg);
+    let base = common.output.clone();
     if matches!(all.first(), Some(Doc::Mail(_))) {
         let docs: Vec<MailDoc> = all
             .into_iter()
@@ -165,7 +162,7 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
                 _ => None,
             })
             .collect();
-        return merge_mail(&docs, &base, global);
+        return merge_mail(&docs, &base, &common);
     }
     let docs: Vec<StorageDoc> = all
         .into_iter()
@@ -184,7 +181,7 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
     )?;
     let status = pass_or_fail(&out.result.verdict);
     let result = AnyResult::StorageRun(Box::new(out.result));
-    mailbench_runner::finish(&dir, &result, &super::storage::out(global), None)?;
+    mailbench_runner::finish(&dir, &result, &common)?;
     Ok(status)
 }
 
@@ -198,7 +195,7 @@ fn merge_dir<H, I: serde::Serialize>(
     verdict: &mailbench_results::Verdict,
     intervals: &[I],
 ) -> Result<RunDir> {
-    let dir = RunDir::create(base, "report-merge")?;
+    let dir = mailbench_runner::new_run_folder(base, "report-merge")?;
     for (i, s) in m.sources.iter().enumerate() {
         dir.log.line(format!("merge: source {}: {s}", i + 1));
     }
@@ -226,7 +223,11 @@ fn pass_or_fail(v: &mailbench_results::Verdict) -> ExitStatus {
 }
 
 /// `report merge` of mail-run results (one per load generator).
-fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Result<ExitStatus> {
+fn merge_mail(
+    docs: &[MailDoc],
+    base: &std::path::Path,
+    common: &mailbench_runner::Common,
+) -> Result<ExitStatus> {
     let out = mailmerge::merge_typed(docs)?;
     let dir = merge_dir(
         base,
@@ -237,12 +238,7 @@ fn merge_mail(docs: &[MailDoc], base: &std::path::Path, global: &Global) -> Resu
     )?;
     let status = pass_or_fail(&out.result.verdict);
     let result = AnyResult::MailRun(Box::new(out.result));
-    let text = format!(
-        "{}\nResults: {}",
-        mailbench_report::summary::render(&result),
-        dir.path.display()
-    );
-    mailbench_runner::finish(&dir, &result, &super::storage::out(global), Some(text))?;
+    mailbench_runner::finish(&dir, &result, common)?;
     Ok(status)
 }
 

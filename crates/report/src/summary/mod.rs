@@ -5,6 +5,7 @@ pub mod backup;
 pub mod init;
 pub mod mail;
 pub mod mail_sweep;
+pub mod per_rank;
 pub mod recover;
 pub mod server;
 pub mod storage;

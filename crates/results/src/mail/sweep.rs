@@ -45,7 +45,7 @@ pub struct SweepGenerators {
     /// The host of each rank (index = rank).
     pub hosts: Vec<String>,
     /// Ranks that failed during the sweep (the sweep ended there).
-    pub failures: Vec<crate::ranks::RankFailure>,
+    pub failures: Vec<crate::rank_failure::RankFailure>,
 }
 
 /// The levels asked for.

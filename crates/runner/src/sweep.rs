@@ -1,15 +1,17 @@
-//! `mail sweep` as one test over ranks: every level runs on every rank (a
-//! load generator), each driving its slice of the level's users against
-//! the same server; the ranks start each level at one instant (a barrier,
-//! then rank 0's start time); rank 0 gathers the level's results, merges
-//! them exactly (as `report merge`), judges the merge as one run, takes
-//! the `--find-max` decision and tells every rank the next level, so all
-//! ranks run the same levels. Rank 0 writes the one `mail-sweep` result.
+//! `mail sweep`, written once for any number of ranks: a series of mail runs
+//! at growing user counts against one server, provisioned once for the
+//! largest level; with `--find-max`, a search for the largest count that
+//! passes every criterion (the rules are `mail::sweep`'s). Every level runs
+//! on every rank (a load generator), each driving its slice of the level's
+//! users; the ranks start each level at one instant; rank 0 takes the
+//! level's results (one rank's own, or the exact merge of several, judged as
+//! one run), decides the next level and tells every rank, so all ranks run
+//! the same levels. Rank 0 writes the one `mail-sweep` result.
 //!
-//! Folders: `<sweep>/rank-N/` (the rank's test.log, its provisioning and,
-//! for the local target, its own server), `<sweep>/level-000020-users/`
-//! (the level's merged mail-run result) with `rank-N/` inside (each
-//! generator's own result of the level).
+//! Folders: `<sweep>/level-000020-users/` holds the level's result (one
+//! rank), or the merged result with `rank-N/` inside (each generator's own);
+//! with several ranks `<sweep>/rank-N/` holds a rank's test.log, its
+//! provisioning and, for the local target, its own server.
 //!
 //! Ctrl-C: Open MPI's `mpirun` does not pass SIGINT on; it waits
 //! `odls_base_sigkill_timeout` (1 s), sends the ranks SIGTERM, waits as long
@@ -20,17 +22,18 @@
 //! that far.
 
 use crate::mail::{hooks, local_dir_of, share_of};
-use crate::storage::{Ctx, Outcome};
-use crate::watch::{Coordinator, Failure};
+use crate::output::Outcome;
+use crate::world::{Command, Common, Place, Run, drive, new_run_folder};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog, write_atomic};
-use mailbench_base::{Error, Result};
+use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_mail::options::Resolved;
 use mailbench_mail::profile::{Profile, ProfileExt};
 use mailbench_mail::sweep::{
     Progress, build, level_dir_name, level_line, level_of, next_of, not_run,
 };
-use mailbench_results::mail::run::TargetInfo;
+use mailbench_multihost::watch::{Coordinator, Failure};
+use mailbench_results::mail::run::{MailRunResult, TargetInfo};
 use mailbench_results::mail::sweep::{SweepGenerators, SweepLevel, SweepPlan};
 use mailbench_results::ranks::{Ranks, WithRanks};
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
@@ -44,6 +47,32 @@ use std::time::{Duration, Instant};
 /// How long a rank that was interrupted still waits for rank 0's word
 /// (rank 0 gathers, merges and writes in that time).
 const INTERRUPTED_GRACE: Duration = Duration::from_secs(60);
+
+/// `mail sweep` on this rank of the world: `base` holds every option (its
+/// users the largest level), `plan` the levels or the search.
+pub fn sweep(
+    base: Resolved,
+    plan: SweepPlan,
+    start: Option<&str>,
+    common: &Common,
+) -> Result<ExitStatus> {
+    let at = crate::mail::start_at(start)?;
+    let resolve = |p: &Place| {
+        if at.is_some() && p.size == 1 {
+            return Err(Error::usage(
+                "--start-at in `mail sweep` is the first level's start over MPI ranks \
+                 (`mpirun ... mailbench mail sweep`); on one host a sweep starts each \
+                 level when the previous ends",
+            ));
+        }
+        let o = base_for_rank(base.clone(), &plan, p.rank, p.size, p.host)?;
+        mailbench_mail::command::check(&o)?;
+        Ok(o)
+    };
+    drive(Command::MailSweep, common, at, &resolve, |run, o| {
+        run_sweep(run, o, plan.clone())
+    })
+}
 
 /// This rank's options for a sweep over `size` generators: every level must
 /// give every generator at least one user (the smallest is checked: the
@@ -94,11 +123,10 @@ enum Step {
 }
 
 /// The sweep on this rank; rank 0 also writes the sweep's result.
-pub(crate) fn run(ctx: Ctx, base: Resolved, plan: SweepPlan) -> Result<Outcome> {
+fn run_sweep(run: Run, base: Resolved, plan: SweepPlan) -> Result<Outcome> {
     let started = Instant::now();
     let header = RunHeader::begin("mail-sweep");
-    let rdir = ctx.rank_dir()?;
-    rdir.log.set_echo(ctx.opts.verbose);
+    let rdir = run.rank_dir()?;
     let profile = Profile::load(&base.profile)?;
     let config = base.clone();
     let mut base = base;
@@ -109,21 +137,21 @@ pub(crate) fn run(ctx: Ctx, base: Resolved, plan: SweepPlan) -> Result<Outcome> 
             let _ = std::fs::remove_dir_all(d);
         }
     };
-    if let Err(e) = provision(&ctx, &mut base, &rdir) {
+    if let Err(e) = provision(&run, &mut base, &rdir) {
         // Every rank knows (and says so): end together.
         remove_local();
         rdir.log.line(format!("the sweep ended: {e}"));
-        close(ctx)?;
+        run.close()?;
         return Err(e);
     }
-    let net = (ctx.rank == 0).then(|| {
+    let net = (run.rank == 0).then(|| {
         Net::new(Standing {
             header: header.clone(),
             started,
             config: config.clone(),
             plan: plan.clone(),
             profile: profile.clone(),
-            hosts: ctx.hosts.clone(),
+            hosts: run.hosts.clone(),
             levels: Vec::new(),
             target: None,
             running: None,
@@ -131,10 +159,10 @@ pub(crate) fn run(ctx: Ctx, base: Resolved, plan: SweepPlan) -> Result<Outcome> 
     });
     let p = std::thread::scope(|s| {
         if let Some(n) = &net {
-            let (coord, interrupt, top) = (ctx.coord.as_ref(), &ctx.interrupt, &ctx.top);
+            let (coord, interrupt, top) = (run.coord.as_ref(), &run.interrupt, &run.top);
             s.spawn(move || n.watch(coord, interrupt, top));
         }
-        let p = levels(&ctx, &base, &plan, &rdir, net.as_ref());
+        let p = levels(&run, &base, &plan, &rdir, net.as_ref());
         if let Some(n) = &net {
             n.stop.store(true, Ordering::Relaxed);
         }
@@ -142,38 +170,25 @@ pub(crate) fn run(ctx: Ctx, base: Resolved, plan: SweepPlan) -> Result<Outcome> 
     });
     remove_local();
     match p {
-        Ok(p) if ctx.rank == 0 => conclude(ctx, header, started, config, plan, profile, p),
-        Ok(_) => end_of_member(ctx),
+        Ok(p) if run.rank == 0 => conclude(run, header, started, config, plan, profile, p),
+        Ok(_) => end_of_member(run),
         Err(e) => {
             // This rank alone: tell the others to stop.
             rdir.log.line(format!("the sweep ended: {e}"));
-            if let Some(m) = &ctx.member {
+            if let Some(m) = &run.member {
                 m.fail(&e.to_string());
             }
-            if let Some(c) = &ctx.coord {
-                c.stop_all(&format!("rank 0 on host {}: {e}", ctx.host));
+            if let Some(c) = &run.coord {
+                c.stop_all(&format!("rank 0 on host {}: {e}", run.host));
             }
             Err(e)
         }
     }
 }
 
-/// The side channel closed on every rank: the others say they are done
-/// before rank 0 stops listening, so no one takes the close for a failure.
-fn close(ctx: Ctx) -> Result<()> {
-    if let Some(m) = ctx.member {
-        m.done();
-    }
-    ctx.t.barrier(&mut || Ok(()))?;
-    if let Some(c) = ctx.coord {
-        c.finish();
-    }
-    Ok(())
-}
-
 /// The local target without `--local-dir`: a folder of this rank's own
-/// (`rank-N/local-target`), so its mailboxes carry from level to level;
-/// returned to be removed at the end.
+/// (`local-target` in its folder), so its mailboxes carry from level to
+/// level; returned to be removed at the end.
 fn own_local_target(base: &mut Resolved, rdir: &RunDir) -> Option<PathBuf> {
     if base.target != "local" || base.local_dir.is_some() {
         return None;
@@ -188,46 +203,43 @@ fn own_local_target(base: &mut Resolved, rdir: &RunDir) -> Option<PathBuf> {
 /// largest level (together they set up every user). The local target:
 /// each rank's own server gets every user of the largest level. Every
 /// rank learns whether all succeeded.
-fn provision(ctx: &Ctx, base: &mut Resolved, rdir: &RunDir) -> Result<()> {
-    let mine = if base.skip_setup || ctx.interrupt.raised() {
+fn provision(run: &Run, base: &mut Resolved, rdir: &RunDir) -> Result<()> {
+    let mine = if base.skip_setup || run.interrupt.raised() {
         Ok(())
     } else {
-        ctx.phase("provisioning");
-        provision_rank(ctx, base, rdir)
+        run.phase("provisioning");
+        provision_rank(run, base, rdir)
     };
     base.skip_setup = true;
-    all_ok(ctx, "provisioning", mine)
+    run.all_ok("provisioning", mine)
 }
 
-fn provision_rank(ctx: &Ctx, base: &Resolved, rdir: &RunDir) -> Result<()> {
+fn provision_rank(run: &Run, base: &Resolved, rdir: &RunDir) -> Result<()> {
     let o = if base.target == "local" {
         base.clone()
     } else {
-        share_of(base.clone(), ctx.rank, ctx.size)?
+        share_of(base.clone(), run.rank, run.size)?
     };
     rdir.log.line(format!(
         "setup: provisioning users {}..{} once",
         o.first_user,
         o.first_user + o.users.saturating_sub(1)
     ));
-    if !ctx.opts.quiet && ctx.rank == 0 {
-        eprintln!(
-            "mail sweep: {} load generator(s): provisioning {} users once",
-            ctx.size, base.users
-        );
+    if !run.common.json {
+        run.say(&format!(
+            "mail sweep: provisioning {} users once{}",
+            base.users,
+            run.over_generators()
+        ));
     }
-    let out = mailbench_mail::Output {
-        base: rdir.path.clone(),
-        quiet: true,
-        json: false,
-        verbose: ctx.opts.verbose,
-    };
     let users = o.users;
-    let (sdir, r) = mailbench_mail::setup_command(o, &out)?;
+    let sdir = new_run_folder(&rdir.path, "mail-setup")?;
+    sdir.log.set_echo(run.common.verbose);
+    let r = mailbench_mail::command::setup(o, &sdir, &run.interrupt)?;
     let status = r.verdict.status;
     let reasons = r.verdict.reasons.join("; ");
-    mailbench_runner::write_files(&sdir, &AnyResult::MailSetup(Box::new(r)))?;
-    if status != Status::Pass && !ctx.interrupt.raised() {
+    crate::output::write_files(&sdir, &AnyResult::MailSetup(Box::new(r)))?;
+    if status != Status::Pass && !run.interrupt.raised() {
         return Err(Error::runtime(format!(
             "provisioning {users} users failed ({reasons}): see {}",
             sdir.path.display()
@@ -236,44 +248,10 @@ fn provision_rank(ctx: &Ctx, base: &Resolved, rdir: &RunDir) -> Result<()> {
     Ok(())
 }
 
-/// Every rank's outcome of a step to rank 0, rank 0's verdict back to all:
-/// an error on any rank is an error on every rank, naming each.
-fn all_ok(ctx: &Ctx, what: &str, mine: Result<()>) -> Result<()> {
-    let msg: Option<String> = mine.err().map(|e| e.to_string());
-    let bytes = serde_json::to_vec(&msg).map_err(|e| Error::runtime(e.to_string()))?;
-    let skip = || {
-        ctx.coord
-            .as_ref()
-            .map(|c| c.failed_ranks())
-            .unwrap_or_default()
-    };
-    let gathered = ctx.t.gather(&bytes, &skip, &mut || ctx.check())?;
-    let joined: Option<String> = if ctx.rank == 0 {
-        let errs: Vec<String> = (gathered.into_iter().enumerate())
-            .filter_map(|(r, g)| {
-                let m = serde_json::from_slice::<Option<String>>(&g?).ok()??;
-                let h = ctx.hosts.get(r).map(String::as_str).unwrap_or("?");
-                Some(format!("rank {r} on host {h}: {m}"))
-            })
-            .collect();
-        (!errs.is_empty()).then(|| errs.join("; "))
-    } else {
-        None
-    };
-    let bytes = serde_json::to_vec(&joined).map_err(|e| Error::runtime(e.to_string()))?;
-    let back: Option<String> =
-        serde_json::from_slice(&ctx.t.broadcast(&bytes, &mut || ctx.check())?)
-            .map_err(|e| Error::runtime(format!("{what} outcome from rank 0: {e}")))?;
-    match back {
-        Some(m) => Err(Error::runtime(format!("{what} failed: {m}"))),
-        None => Ok(()),
-    }
-}
-
 /// The levels, in lockstep: rank 0 names the next, every rank runs its
-/// slice of it, rank 0 gathers and judges. Rank 0's progress is the sweep's.
+/// slice of it, rank 0 takes it. Rank 0's progress is the sweep's.
 fn levels(
-    ctx: &Ctx,
+    run: &Run,
     base: &Resolved,
     plan: &SweepPlan,
     rdir: &RunDir,
@@ -281,28 +259,27 @@ fn levels(
 ) -> Result<Progress> {
     let mut p = Progress::default();
     for index in 0u64.. {
-        let step = if ctx.rank == 0 {
-            decide(ctx, plan, &mut p)
+        let step = if run.rank == 0 {
+            decide(run, plan, &mut p)
         } else {
             None
         };
-        let Some(users) = next(ctx, step)? else { break };
+        let Some(users) = next(run, step)? else { break };
         if let Some(n) = net {
             n.update(&p, Some(users));
         }
-        let part = run_level(ctx, base, users, index, rdir);
-        let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
-        ctx.phase("the gathering of a level's results");
-        let skip = || {
-            ctx.coord
-                .as_ref()
-                .map(|c| c.failed_ranks())
-                .unwrap_or_default()
-        };
-        // Rank 0 waits for every rank that has not failed; the others only send.
-        let gathered = ctx.t.gather(&bytes, &skip, &mut || Ok(()))?;
-        if ctx.rank == 0 {
-            take_level(ctx, users, gathered, &mut p)?;
+        let (part, own) = run_level(run, base, users, index, rdir);
+        if run.size == 1 {
+            take_own(run, users, part, own, &mut p);
+        } else {
+            let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
+            run.phase("the gathering of a level's results");
+            let skip = || run.failed_ranks();
+            // Rank 0 waits for every rank that has not failed; the others only send.
+            let gathered = run.t.gather(&bytes, &skip, &mut || Ok(()))?;
+            if run.rank == 0 {
+                take_level(run, users, gathered, &mut p)?;
+            }
         }
         if let Some(n) = net {
             n.update(&p, None);
@@ -321,7 +298,7 @@ struct Standing {
     hosts: Vec<String>,
     levels: Vec<SweepLevel>,
     target: Option<TargetInfo>,
-    /// The level the ranks are running (not yet gathered).
+    /// The level the ranks are running (not yet taken).
     running: Option<u64>,
 }
 
@@ -367,7 +344,7 @@ impl Net {
                         path: top.to_path_buf(),
                         log,
                     };
-                    mailbench_runner::write_files(&dir, &r)?;
+                    crate::output::write_files(&dir, &r)?;
                     dir.log.line(format!(
                         "the sweep so far ({n} levels finished): {}",
                         r.verdict().label()
@@ -416,29 +393,35 @@ impl Net {
         };
         let mut header = st.header.clone();
         header.finish(st.started.elapsed());
-        let generators = SweepGenerators {
-            count: st.hosts.len(),
-            hosts: st.hosts.clone(),
-            failures,
-        };
+        let generators = generators(&st.hosts, failures);
         let r = build(
             header,
             st.config.clone(),
             st.plan.clone(),
             st.profile.clone(),
             p,
-            Some(generators),
+            generators,
         );
         (AnyResult::MailSweep(Box::new(r)), finished)
     }
 }
 
+/// The sweep's generators when several ran every level together (none for
+/// one: its result is a one-generator sweep's).
+fn generators(hosts: &[String], failures: Vec<Failure>) -> Option<SweepGenerators> {
+    (hosts.len() > 1).then(|| SweepGenerators {
+        count: hosts.len(),
+        hosts: hosts.to_vec(),
+        failures,
+    })
+}
+
 /// Rank 0: the next level, or None when the sweep is over.
-fn decide(ctx: &Ctx, plan: &SweepPlan, p: &mut Progress) -> Option<u64> {
+fn decide(run: &Run, plan: &SweepPlan, p: &mut Progress) -> Option<u64> {
     if p.broken.is_some() || p.interrupted {
         return None;
     }
-    if ctx.interrupt.raised() {
+    if run.interrupt.raised() {
         p.interrupted = true;
         return None;
     }
@@ -447,11 +430,11 @@ fn decide(ctx: &Ctx, plan: &SweepPlan, p: &mut Progress) -> Option<u64> {
 
 /// Rank 0's next level to every rank (None: the sweep is over; the
 /// verdict follows in [`conclude`]).
-fn next(ctx: &Ctx, step: Option<u64>) -> Result<Option<u64>> {
+fn next(run: &Run, step: Option<u64>) -> Result<Option<u64>> {
     let msg = step
         .map(Step::Level)
         .unwrap_or(Step::End(Verdict::from_reasons(Vec::new())));
-    match receive(ctx, &msg)? {
+    match receive(run, &msg)? {
         Step::Level(n) => Ok(Some(n)),
         Step::End(_) => Ok(None),
     }
@@ -459,10 +442,10 @@ fn next(ctx: &Ctx, step: Option<u64>) -> Result<Option<u64>> {
 
 /// Rank 0's `msg` on every rank. A rank that was interrupted (Ctrl-C
 /// reaches every rank) still waits a while for rank 0's word.
-fn receive(ctx: &Ctx, msg: &Step) -> Result<Step> {
+fn receive(run: &Run, msg: &Step) -> Result<Step> {
     let bytes = serde_json::to_vec(msg).map_err(|e| Error::runtime(e.to_string()))?;
     let mut since: Option<Instant> = None;
-    let mut check = || match ctx.check() {
+    let mut check = || match run.check() {
         Err(Error::Interrupted) => {
             let t = since.get_or_insert_with(Instant::now);
             if t.elapsed() > INTERRUPTED_GRACE {
@@ -473,118 +456,154 @@ fn receive(ctx: &Ctx, msg: &Step) -> Result<Step> {
         }
         other => other,
     };
-    let b = ctx.t.broadcast(&bytes, &mut check)?;
+    let b = run.t.broadcast(&bytes, &mut check)?;
     serde_json::from_slice(&b).map_err(|e| Error::runtime(format!("word from rank 0: {e}")))
 }
 
-/// This rank's slice of one level: an ordinary mail run in
-/// `level-…/rank-N/`, started with the others.
-fn run_level(ctx: &Ctx, base: &Resolved, users: u64, index: u64, rdir: &RunDir) -> LevelPart {
+/// This rank's slice of one level: an ordinary mail run in its folder of
+/// the level, started with the others; its part for rank 0 and its result.
+fn run_level(
+    run: &Run,
+    base: &Resolved,
+    users: u64,
+    index: u64,
+    rdir: &RunDir,
+) -> (LevelPart, Option<MailRunResult>) {
     let name = level_dir_name(users);
-    let dir = ctx.top.join(&name).join(format!("rank-{}", ctx.rank));
     let mut part = LevelPart {
-        rank: ctx.rank,
-        host: ctx.host.clone(),
+        rank: run.rank,
+        host: run.host.clone(),
         result: String::new(),
         intervals: String::new(),
         error: None,
         interrupted: false,
     };
-    ctx.phase(&format!("the level of {users} users"));
-    if !ctx.opts.quiet && ctx.rank == 0 {
-        eprintln!(
-            "mail sweep: level {users} users over {} load generator(s)",
-            ctx.size
-        );
+    run.phase(&format!("the level of {users} users"));
+    if !run.common.json {
+        run.say(&format!(
+            "mail sweep: level {users} users{}",
+            run.over_generators()
+        ));
     }
     let mut o = base.clone();
     o.users = users as usize;
-    let run = share_of(o, ctx.rank, ctx.size).and_then(|o| {
+    let level = share_of(o, run.rank, run.size).and_then(|o| {
+        let dir = run.part_dir(&run.top.join(&name))?;
+        dir.log.set_echo(run.common.verbose);
         rdir.log.line(format!(
             "level {users} users: users {}..{} in {}",
             o.first_user,
             o.first_user + o.users.saturating_sub(1),
-            dir.display()
+            dir.path.display()
         ));
-        let out = mailbench_mail::Output {
-            base: ctx.top.clone(),
-            json: false,
-            quiet: true,
-            verbose: ctx.opts.verbose,
-        };
         // Interval numbers distinct per level, so rank 0 never pairs
         // intervals of different levels.
         let seq = Cell::new(index * 1_000_000);
         let slice = o.users;
-        let run = mailbench_mail::command::run_with(o, &out, hooks(ctx, dir.clone(), slice, &seq))?;
-        let r = AnyResult::MailRun(Box::new(run.result));
-        mailbench_runner::write_files(&run.dir, &r)?;
-        Ok((run.dir, r.verdict().status))
+        let out = mailbench_mail::Output {
+            json: false,
+            // No live line per interval from inside a sweep.
+            quiet: true,
+        };
+        let m = mailbench_mail::command::run(o, &dir, &out, hooks(run, slice, &seq))?;
+        let r = AnyResult::MailRun(Box::new(m.result));
+        crate::output::write_files(&dir, &r)?;
+        Ok((dir, r))
     });
-    match run {
-        Ok((d, status)) => {
+    match level {
+        Ok((d, r)) => {
             part.result = std::fs::read_to_string(d.file("result.json")).unwrap_or_default();
             part.intervals = std::fs::read_to_string(d.file("intervals.jsonl")).unwrap_or_default();
-            part.interrupted = status == Status::Interrupted;
+            part.interrupted = r.verdict().status == Status::Interrupted;
+            let own = match r {
+                AnyResult::MailRun(m) => Some(*m),
+                _ => None,
+            };
+            (part, own)
         }
         Err(e) => {
-            part.interrupted = matches!(e, Error::Interrupted) || ctx.interrupt.raised();
-            rdir.log
-                .line(format!("level {users} users could not run: {e}"));
-            if !part.interrupted {
-                // The others may wait at the level's start: stop them.
-                let why = format!("the level of {users} users could not run: {e}");
-                if let Some(m) = &ctx.member {
-                    m.fail(&why);
-                }
-                if let Some(c) = &ctx.coord {
-                    c.stop_all(&format!("rank 0 on host {}: {why}", ctx.host));
-                }
-            }
-            part.error = Some(e.to_string());
+            level_failed(run, users, rdir, &e, &mut part);
+            (part, None)
         }
     }
-    part
 }
 
-/// Rank 0: one level's parts — every rank's result beside the merge
-/// (copied when the ranks do not share the results folder), the merged
-/// mail-run result judged as one run, its row of the table.
+/// A level this rank could not run: named in its log, the others stopped
+/// (they may wait at the level's start) unless it was interrupted.
+fn level_failed(run: &Run, users: u64, rdir: &RunDir, e: &Error, part: &mut LevelPart) {
+    part.interrupted = matches!(e, Error::Interrupted) || run.interrupt.raised();
+    rdir.log
+        .line(format!("level {users} users could not run: {e}"));
+    if !part.interrupted {
+        let why = format!("the level of {users} users could not run: {e}");
+        if let Some(m) = &run.member {
+            m.fail(&why);
+        }
+        if let Some(c) = &run.coord {
+            c.stop_all(&format!("rank 0 on host {}: {why}", run.host));
+        }
+    }
+    part.error = Some(e.to_string());
+}
+
+/// One rank: the level's row from its own result (written in the level's
+/// folder), or the reason it could not run.
+fn take_own(run: &Run, users: u64, part: LevelPart, own: Option<MailRunResult>, p: &mut Progress) {
+    let name = level_dir_name(users);
+    let level = match (own, part.error) {
+        (Some(r), _) => {
+            p.target.get_or_insert_with(|| r.target.clone());
+            level_of(&r, &name)
+        }
+        (None, error) => {
+            let why = error.unwrap_or_else(|| "no result".into());
+            let reason = format!("the level of {users} users could not run: {why}");
+            if !part.interrupted {
+                p.broken = Some(reason.clone());
+            }
+            not_run(users, reason, part.interrupted, &name)
+        }
+    };
+    let stopped = level.status == Status::Interrupted || run.interrupt.raised();
+    p.interrupted |= stopped && p.broken.is_none();
+    said_level(run, &level, None);
+    p.levels.push(level);
+}
+
+/// A level's row in the sweep's test log and on stderr.
+fn said_level(run: &Run, level: &SweepLevel, log: Option<&TestLog>) {
+    let line = level_line(level);
+    match log {
+        Some(l) => l.line(&line),
+        None => {
+            if let Ok(l) = TestLog::open(&run.top.join("test.log")) {
+                l.line(&line);
+            }
+        }
+    }
+    if !run.common.json {
+        run.say(&format!("mail sweep: {line}"));
+    }
+}
+
+/// Rank 0 over several ranks: one level's parts — every rank's result
+/// beside the merge (copied when the ranks do not share the results
+/// folder), the merged mail-run result judged as one run, its row of the
+/// table.
 fn take_level(
-    ctx: &Ctx,
+    run: &Run,
     users: u64,
     gathered: Vec<Option<Vec<u8>>>,
     p: &mut Progress,
 ) -> Result<()> {
     let name = level_dir_name(users);
-    let dir = RunDir::at(&ctx.top.join(&name))?;
-    let failures = ctx.coord.as_ref().map(|c| c.failures()).unwrap_or_default();
+    let dir = RunDir::at(&run.top.join(&name))?;
+    let failures = run.failures();
     let mut reasons: Vec<String> = failures.iter().map(|f| f.reason.clone()).collect();
-    let mut files = Vec::new();
-    let mut interrupted = ctx.interrupt.raised() && failures.is_empty();
-    for g in gathered.into_iter().flatten() {
-        let Ok(part) = serde_json::from_slice::<LevelPart>(&g) else {
-            reasons.push("a generator's part of the level could not be read".into());
-            continue;
-        };
-        interrupted |= part.interrupted;
-        if let Some(e) = &part.error {
-            if !part.interrupted {
-                reasons.push(format!("rank {} on host {}: {e}", part.rank, part.host));
-            }
-            continue;
-        }
-        let rd = dir.path.join(format!("rank-{}", part.rank));
-        let f = rd.join("result.json");
-        if !f.exists() {
-            std::fs::create_dir_all(&rd).map_err(|e| Error::io("cannot create", &rd, e))?;
-            write_atomic(&f, part.result.as_bytes())?;
-            write_atomic(&rd.join("intervals.jsonl"), part.intervals.as_bytes())?;
-        }
-        files.push((part.rank, part.host, f));
-    }
+    let mut interrupted = run.interrupt.raised() && failures.is_empty();
+    let files = level_files(&dir, gathered, &mut reasons, &mut interrupted)?;
     let mut level = None;
-    if let Some((result, summary)) = crate::mail::aggregate(&dir, &files, &reasons)? {
+    if let Some((result, summary)) = crate::aggregate::mail_runs(&dir, &files, &reasons)? {
         let gathered: Vec<usize> = files.iter().map(|f| f.0).collect();
         if let AnyResult::MailRun(r) = &result {
             level = Some(level_of(r, &name));
@@ -592,9 +611,9 @@ fn take_level(
         }
         let with = WithRanks {
             result,
-            multihost: Ranks::of(&ctx.hosts, &gathered, &failures),
+            multihost: Ranks::of(&run.hosts, &gathered, &failures),
         };
-        mailbench_runner::output::write_with(&dir, &with, &summary, true)?;
+        crate::output::write_with(&dir, &with, &summary, true)?;
     }
     let level = match level {
         Some(l) if reasons.is_empty() => l,
@@ -617,19 +636,50 @@ fn take_level(
         }
     };
     p.interrupted |= (interrupted || level.status == Status::Interrupted) && p.broken.is_none();
-    dir.log.line(level_line(&level));
-    if !ctx.opts.quiet {
-        eprintln!("mail sweep: {}", level_line(&level));
-    }
+    said_level(run, &level, Some(&dir.log));
     p.levels.push(level);
     Ok(())
+}
+
+/// The gathered parts of a level: each generator's files in the level's
+/// `rank-N/` (written when the ranks do not share the results folder), as
+/// (rank, host, result file); errors and interruptions noted.
+fn level_files(
+    dir: &RunDir,
+    gathered: Vec<Option<Vec<u8>>>,
+    reasons: &mut Vec<String>,
+    interrupted: &mut bool,
+) -> Result<Vec<(usize, String, PathBuf)>> {
+    let mut files = Vec::new();
+    for g in gathered.into_iter().flatten() {
+        let Ok(part) = serde_json::from_slice::<LevelPart>(&g) else {
+            reasons.push("a generator's part of the level could not be read".into());
+            continue;
+        };
+        *interrupted |= part.interrupted;
+        if let Some(e) = &part.error {
+            if !part.interrupted {
+                reasons.push(format!("rank {} on host {}: {e}", part.rank, part.host));
+            }
+            continue;
+        }
+        let rd = dir.path.join(format!("rank-{}", part.rank));
+        let f = rd.join("result.json");
+        if !f.exists() {
+            std::fs::create_dir_all(&rd).map_err(|e| Error::io("cannot create", &rd, e))?;
+            write_atomic(&f, part.result.as_bytes())?;
+            write_atomic(&rd.join("intervals.jsonl"), part.intervals.as_bytes())?;
+        }
+        files.push((part.rank, part.host, f));
+    }
+    Ok(files)
 }
 
 /// Rank 0 after the last level: the sweep's result written, the verdict to
 /// every rank, the side channel closed (or the job ended when a rank
 /// failed: it cannot take part in MPI's finalisation).
 fn conclude(
-    ctx: Ctx,
+    run: Run,
     mut header: RunHeader,
     started: Instant,
     config: Resolved,
@@ -638,42 +688,32 @@ fn conclude(
     p: Progress,
 ) -> Result<Outcome> {
     header.finish(started.elapsed());
-    let failures = ctx.coord.as_ref().map(|c| c.failures()).unwrap_or_default();
-    let generators = SweepGenerators {
-        count: ctx.size,
-        hosts: ctx.hosts.clone(),
-        failures: failures.clone(),
-    };
+    let failures = run.failures();
+    let generators = generators(&run.hosts, failures.clone());
     let r = AnyResult::MailSweep(Box::new(build(
-        header,
-        config,
-        plan,
-        profile,
-        p,
-        Some(generators),
+        header, config, plan, profile, p, generators,
     )));
     let dir = RunDir {
-        path: ctx.top.clone(),
-        log: TestLog::open(&ctx.top.join("test.log"))?,
+        path: run.top.clone(),
+        log: TestLog::open(&run.top.join("test.log"))?,
     };
-    mailbench_runner::write_files(&dir, &r)?;
+    crate::output::write_files(&dir, &r)?;
     dir.log.line(format!("the sweep: {}", r.verdict().label()));
-    let summary = mailbench_runner::files::summary(&r);
-    let out = Outcome::of_result(&r, ctx.top.clone(), summary);
+    let out = Outcome::of_result(&r, run.top.clone());
     if !failures.is_empty() {
         eprintln!("{}", out.summary);
         eprintln!("Results: {}", out.dir.display());
-        ctx.t.abort(out.status.code());
+        run.t.abort(out.status.code());
     }
-    receive(&ctx, &Step::End(r.verdict().clone()))?;
-    close(ctx)?;
+    receive(&run, &Step::End(r.verdict().clone()))?;
+    run.close()?;
     Ok(out)
 }
 
 /// A rank other than 0 after the last level: the sweep's verdict from rank
 /// 0 (so every rank exits with the same code), then done.
-fn end_of_member(ctx: Ctx) -> Result<Outcome> {
-    let verdict = match receive(&ctx, &Step::End(Verdict::from_reasons(Vec::new())))? {
+fn end_of_member(run: Run) -> Result<Outcome> {
+    let verdict = match receive(&run, &Step::End(Verdict::from_reasons(Vec::new())))? {
         Step::End(v) => v,
         Step::Level(_) => {
             return Err(Error::runtime(
@@ -681,11 +721,11 @@ fn end_of_member(ctx: Ctx) -> Result<Outcome> {
             ));
         }
     };
-    let top = ctx.top.clone();
-    close(ctx)?;
+    let top = run.top.clone();
+    run.close()?;
     Ok(Outcome {
         status: verdict.exit_status(),
-        line: mailbench_runner::output::verdict_line(&verdict, &top),
+        line: crate::output::verdict_line(&verdict, &top),
         dir: top,
         summary: String::new(),
         verdict,

@@ -14,13 +14,10 @@ pub mod compare;
 pub mod fmt;
 pub mod html;
 pub mod load;
-pub mod mailhtml;
-pub mod mailhtml_sweep;
 pub mod mailmerge;
 pub mod merge;
 pub mod summary;
 pub mod svg;
-pub mod sweep_compare;
 
 pub use load::{Doc, load};
 

@@ -1,13 +1,15 @@
 //! Reading result.json files (and the intervals.jsonl and test.log beside
 //! them). Every failure names the file and is a usage error (exit 2).
 
-use crate::mailmerge::MailMerged;
 use mailbench_base::{Error, Result};
 use mailbench_results::SCHEMA_VERSION;
 use mailbench_results::storage::run::{IntervalRecord, StorageResult};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
+
+/// The `merged` section of a merged mail result.
+pub type MailMerged = mailbench_results::merged::Merged<mailbench_results::mail::run::MailHost>;
 
 /// A loaded result of any kind.
 #[derive(Debug)]

@@ -10,12 +10,10 @@ use mailbench_results::Verdict;
 use mailbench_results::mail::merge::MailMergeInput;
 pub use mailbench_results::mail::run::MailHost;
 use mailbench_results::mail::run::{LatencyFigures, MailInterval, MailRunResult};
-use mailbench_results::merged::Merged;
 use mailbench_results::verdict::Status;
 use serde_json::Value;
 
-/// The `merged` section of a merged mail result.
-pub type MailMerged = Merged<MailHost>;
+pub use crate::load::MailMerged;
 
 /// A merged mail result: result.json (with `merged`) and intervals.jsonl.
 pub struct MailMergeOutput {

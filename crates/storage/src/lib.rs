@@ -18,5 +18,6 @@ pub mod result;
 pub mod run;
 pub mod spec;
 pub mod stats;
+pub mod thresholds;
 pub mod tune;
 pub mod verify;

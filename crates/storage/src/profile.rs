@@ -1,7 +1,7 @@
 //! Storage profiles (PRODUCT.md §2.2) as data: `profiles/storage/*.toml`, embedded
 //! in the binary, every value overridable from `[storage.profile]`.
 
-use crate::spec::{ThresholdsExt, ThresholdsToml};
+use crate::thresholds::{ThresholdsExt, ThresholdsToml};
 use mailbench_base::{Error, Result};
 use serde::Deserialize;
 use std::path::Path;

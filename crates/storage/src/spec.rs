@@ -4,22 +4,20 @@
 //!
 //! - `options.rs`: the section and the flags, defined once ([`StorageToml`]),
 //!   and the keys a host table may set ([`HOST_KEYS`]);
-//! - `thresholds.rs`: `[storage.thresholds]` over the profile's limits;
 //! - `resolve.rs`: the resolved [`StorageSpec`] and each value's checks;
 //! - `paths.rs`: the folders' checks before anything is written.
 
 mod options;
 mod paths;
 mod resolve;
-mod thresholds;
 
+pub use crate::thresholds::{ThresholdsExt, ThresholdsToml};
 pub use mailbench_results::storage::spec::{
     InstanceSpec, Profile, ProfileThresholds, StorageSpec, TestType, Thresholds,
 };
 pub use options::{HOST_KEYS, StorageToml, Threads};
 pub use paths::{Space, existing_ancestor};
 pub use resolve::{QUICK_WARMUP_LIMIT, SpecExt, WARMUP_LIMIT};
-pub use thresholds::{ThresholdsExt, ThresholdsToml};
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,9 @@ use tpl::{
     td_class, td_judged, td_t, tile, verdict_view,
 };
 
+pub mod mail;
 pub(crate) mod mail_sections;
+pub mod mail_sweep;
 mod storage;
 mod storage_charts;
 mod storage_tables;
@@ -65,9 +67,9 @@ pub fn class_color(c: &str) -> &'static str {
 pub fn render(doc: &Doc) -> Result<String, minijinja::Error> {
     match doc {
         Doc::Storage(d) => storage_page(d),
-        Doc::Mail(d) => crate::mailhtml::mail_page(d),
+        Doc::Mail(d) => mail::mail_page(d),
         Doc::Other(d) if d.kind == "mail-sweep" => {
-            crate::mailhtml_sweep::sweep_page(d).unwrap_or_else(|| other_page(d))
+            mail_sweep::sweep_page(d).unwrap_or_else(|| other_page(d))
         }
         Doc::Other(d) => other_page(d),
     }

@@ -59,7 +59,7 @@ pub fn storage_page(d: &StorageDoc) -> Result<String, minijinja::Error> {
             r.verdict.label()
         ),
         data: page_data(&d.raw),
-        verdict: verdict_view(&r.verdict, &crate::mailhtml::what(&r.verdict)),
+        verdict: verdict_view(&r.verdict, &crate::html::mail::what(&r.verdict)),
         identity: identity(identity_items(d, &test)),
         test,
         host: hostname.clone(),

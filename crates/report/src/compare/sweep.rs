@@ -2,7 +2,7 @@
 //! change): the change in supported users (gated), and per level both ran
 //! the response time and the server CPU (context).
 
-use crate::compare::{Better, Row, row};
+use super::{Better, Row, row};
 use mailbench_base::{Error, Result};
 use mailbench_results::mail::sweep::MailSweepResult;
 use serde_json::Value;

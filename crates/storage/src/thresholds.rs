@@ -1,8 +1,8 @@
 //! `[storage.thresholds]`: verdict limits over the profile's own for the test
 //! type, key by key.
 
-use super::Thresholds;
 use mailbench_base::{Error, Result};
+use mailbench_results::storage::spec::Thresholds;
 use serde::{Deserialize, Serialize};
 
 /// Verdict thresholds (PRODUCT.md §2.4); `[storage.thresholds]` over the

@@ -1,12 +1,14 @@
 //! `report compare`: key figures of two results side by side, with deltas and
 //! regressions (throughput down or latency up beyond a tolerance).
 
+use crate::html::mail::fnum;
 use crate::load::Doc;
-use crate::mailhtml::fnum;
 use mailbench_base::{Error, Result};
 use mailbench_results::Status;
 use serde::Serialize;
 use serde_json::Value;
+
+mod sweep;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -277,9 +279,7 @@ pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> 
     let (rows, mut notes) = match (base, new) {
         (Doc::Storage(a), Doc::Storage(b)) => storage_rows(a, b, tol),
         (Doc::Mail(a), Doc::Mail(b)) => (mail_rows(a, b, tol), Vec::new()),
-        (Doc::Other(a), Doc::Other(b)) if kb == "mail-sweep" => {
-            crate::sweep_compare::rows(&a.raw, &b.raw, tol)?
-        }
+        (Doc::Other(a), Doc::Other(b)) if kb == "mail-sweep" => sweep::rows(&a.raw, &b.raw, tol)?,
         _ => {
             return Err(Error::usage(format!(
                 "report compare reads storage-run, mail-run and mail-sweep results; {} is {kb}",

@@ -25,6 +25,8 @@ pub struct ConfigFile {
     pub plan: Option<toml::Table>,
     pub mail: Option<toml::Table>,
     pub report: Option<toml::Table>,
+    pub suite: Option<toml::Table>,
+    pub disclosure: Option<toml::Table>,
     #[serde(skip)]
     pub path: Option<PathBuf>,
 }
@@ -164,7 +166,7 @@ mod tests {
     fn the_keys_of_a_section_come_from_its_type() {
         assert_eq!(
             super::accepted_keys::<super::ConfigFile>(),
-            ["output", "storage", "plan", "mail", "report"]
+            ["output", "storage", "plan", "mail", "report", "suite", "disclosure"]
         );
         assert!(super::accepted_keys::<toml::Table>().is_empty());
     }

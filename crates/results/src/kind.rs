@@ -1,7 +1,6 @@
 //! The result kinds and the one place that maps a result.json to its type.
 //!
-//! Adding a kind (the coming `mail-sweep` and `storage-suite`) is a new type
-//! plus one line in [`kinds!`]: the name, the variant and the type. The
+//! Adding a kind is a new type plus one line in [`kinds!`]: the name, the variant and the type. The
 //! loader, the schema generation (`schema/<kind>.schema.json`) and the
 //! schema test then cover it.
 
@@ -11,6 +10,7 @@ use crate::storage::backup::BackupResult;
 use crate::storage::init::StorageInitResult;
 use crate::storage::recover::RecoverResult;
 use crate::storage::run::StorageResult;
+use crate::storage::suite::StorageSuiteResult;
 use crate::storage::verify::StorageVerifyResult;
 use crate::verdict::{RunHeader, SCHEMA_VERSION, Verdict};
 use serde_json::Value;
@@ -107,6 +107,7 @@ kinds! {
     MailRun "mail-run" MailRunResult;
     MailSetup "mail-setup" MailSetupResult;
     MailSweep "mail-sweep" MailSweepResult;
+    StorageSuite "storage-suite" StorageSuiteResult;
 }
 
 impl std::fmt::Display for Kind {

@@ -27,9 +27,36 @@ pub(crate) struct Part {
     pub(crate) intervals: String,
 }
 
+/// What a rank's part became: the outcome to print, and the result rank 0
+/// wrote (or this rank's own).
+pub(crate) struct Gathered {
+    pub(crate) outcome: Outcome,
+    pub(crate) written: Written,
+}
+
+/// The result a part left in its folder, typed.
+pub(crate) enum Written {
+    /// A result of its kind (one rank's own, or the typed merge of several).
+    One(AnyResult),
+    /// Every rank's own result with totals.
+    PerRank(Box<PerRank>),
+    /// The ranks' failure result (no rank's result arrived).
+    Failed,
+}
+
 /// After the rank's own part: one rank gives its result as it is; several
-/// are gathered to rank 0, which writes the aggregate.
+/// are gathered to rank 0, which writes the aggregate; then the side channel
+/// is closed.
 pub(crate) fn finish(run: Run, own: Result<(RunDir, AnyResult)>) -> Result<Outcome> {
+    let g = gather(&run, own)?;
+    run.end();
+    Ok(g.outcome)
+}
+
+/// After the rank's own part: one rank gives its result as it is; several
+/// are gathered to rank 0, which writes the aggregate (the side channel
+/// stays open: a suite's next stage uses it).
+pub(crate) fn gather(run: &Run, own: Result<(RunDir, AnyResult)>) -> Result<Gathered> {
     let (dir, result) = match own {
         Ok(o) => o,
         Err(e) => {
@@ -42,7 +69,10 @@ pub(crate) fn finish(run: Run, own: Result<(RunDir, AnyResult)>) -> Result<Outco
         }
     };
     if run.size == 1 {
-        return Ok(Outcome::of_result(&result, dir.path));
+        return Ok(Gathered {
+            outcome: Outcome::of_result(&result, dir.path),
+            written: Written::One(result),
+        });
     }
     let part = Part {
         rank: run.rank,
@@ -61,24 +91,22 @@ pub(crate) fn finish(run: Run, own: Result<(RunDir, AnyResult)>) -> Result<Outco
             Ok(())
         }
     })?;
-    if let Some(m) = run.member {
-        m.done();
-        return Ok(Outcome::of_result(&result, dir.path));
+    if run.rank > 0 {
+        return Ok(Gathered {
+            outcome: Outcome::of_result(&result, dir.path),
+            written: Written::One(result),
+        });
     }
-    let Some(coord) = run.coord else {
-        return Err(Error::runtime("rank 0 has no coordinator"));
-    };
-    let failures = coord.failures();
+    let failures = run.failures();
     let parts = read_parts(&dir, gathered);
-    let out = aggregate(&run.top, run.cmd, &run.hosts, &parts, &failures)?;
-    coord.finish();
+    let g = aggregate(&run.top, run.cmd, &run.hosts, &parts, &failures)?;
     if !failures.is_empty() {
         // The failed rank cannot take part in MPI_Finalize: end the job.
-        eprintln!("{}", out.summary);
-        eprintln!("Results: {}", out.dir.display());
+        eprintln!("{}", g.outcome.summary);
+        eprintln!("Results: {}", g.outcome.dir.display());
         run.t.abort(ExitStatus::Fail.code());
     }
-    Ok(out)
+    Ok(g)
 }
 
 /// A file of this rank's part, as written (its absence is an error: the
@@ -114,7 +142,7 @@ pub(crate) fn aggregate(
     hosts: &[String],
     parts: &[Part],
     failures: &[Failure],
-) -> Result<Outcome> {
+) -> Result<Gathered> {
     let dir = RunDir {
         path: top.to_path_buf(),
         log: TestLog::open(&top.join("test.log"))?,
@@ -148,7 +176,10 @@ pub(crate) fn aggregate(
             let verdict = result.verdict.clone();
             let with = WithRanks { result, multihost };
             write_with(&dir, &with, &summary, false)?;
-            return Ok(Outcome::new(verdict, line, dir.path, summary));
+            return Ok(Gathered {
+                outcome: Outcome::new(verdict, line, dir.path, summary),
+                written: Written::PerRank(Box::new(with.result)),
+            });
         }
     };
     let Some((result, summary)) = merged else {
@@ -157,14 +188,20 @@ pub(crate) fn aggregate(
         let summary = format!("FAIL: {}\n", fail_reasons.join("\nFAIL: "));
         write_with(&dir, &failed, &summary, false)?;
         let line = verdict_line(&failed.verdict, &dir.path);
-        return Ok(Outcome::new(failed.verdict, line, dir.path, summary));
+        return Ok(Gathered {
+            outcome: Outcome::new(failed.verdict, line, dir.path, summary),
+            written: Written::Failed,
+        });
     };
     let summary = failed_first(summary);
     let with = WithRanks { result, multihost };
     write_with(&dir, &with, &summary, true)?;
-    let mut out = Outcome::of_result(&with.result, dir.path);
-    out.summary = summary;
-    Ok(out)
+    let mut outcome = Outcome::of_result(&with.result, dir.path);
+    outcome.summary = summary;
+    Ok(Gathered {
+        outcome,
+        written: Written::One(with.result),
+    })
 }
 
 /// Every rank's files beside rank 0's (copies when the ranks do not share

@@ -17,7 +17,9 @@ pub mod mail;
 pub mod output;
 pub mod progress;
 pub mod prometheus;
+pub mod pdf;
 pub mod storage;
+pub mod suite;
 pub mod sweep;
 pub mod world;
 

@@ -21,6 +21,7 @@ use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
 use mailbench_storage::run::{LiveFigures, Progress};
 use mailbench_storage::spec::{Space, SpecExt, StorageSpec, StorageToml};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// The storage commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +34,7 @@ pub enum StorageCommand {
 }
 
 impl StorageCommand {
-    fn command(self) -> Command {
+    pub(crate) fn command(self) -> Command {
         match self {
             StorageCommand::Init => Command::StorageInit,
             StorageCommand::Run => Command::StorageRun,
@@ -64,7 +65,7 @@ struct ReportKeys {
 }
 
 /// The command's options that are the same on every rank.
-struct Asked<'a> {
+pub(crate) struct Asked<'a> {
     req: &'a StorageRequest<'a>,
     space: Space,
     log_files: u64,
@@ -74,7 +75,7 @@ struct Asked<'a> {
 }
 
 /// One rank's share: its databases and what its part needs.
-struct Share {
+pub(crate) struct Share {
     spec: StorageSpec,
     /// backup: where this rank copies (templates expanded).
     backup_to: Option<PathBuf>,
@@ -85,6 +86,16 @@ struct Share {
 
 /// Runs a storage command on this rank of the world.
 pub fn storage(req: StorageRequest, common: &Common) -> Result<ExitStatus> {
+    let (asked, start_at) = asked(&req)?;
+    let resolve = |p: &Place| resolve_share(&asked, p);
+    drive(req.command.command(), common, start_at, &resolve, |run, share| {
+        let own = part(&run, share);
+        finish(run, own)
+    })
+}
+
+/// What a storage command asks, the same on every rank, and `--start-at`.
+pub(crate) fn asked<'a>(req: &'a StorageRequest<'a>) -> Result<(Asked<'a>, Option<SystemTime>)> {
     let section: StorageToml = req.config.section("storage")?;
     let cmd = req.command;
     if req.flags.start_at.is_some() && cmd != StorageCommand::Run {
@@ -115,17 +126,13 @@ pub fn storage(req: StorageRequest, common: &Common) -> Result<ExitStatus> {
         backup_to: req.flags.backup_to.clone().or(section.backup_to),
         metrics_listen: req.metrics_listen.clone().or(report.metrics_listen),
         start_at: start_at.is_some(),
-        req: &req,
+        req,
     };
-    let resolve = |p: &Place| resolve_share(&asked, p);
-    drive(cmd.command(), common, start_at, &resolve, |run, share| {
-        let own = part(&run, share);
-        finish(run, own)
-    })
+    Ok((asked, start_at))
 }
 
 /// This rank's share, checked before anything is written.
-fn resolve_share(a: &Asked, p: &Place) -> Result<Share> {
+pub(crate) fn resolve_share(a: &Asked, p: &Place) -> Result<Share> {
     let cmd = a.req.command;
     let default_data = if p.size > 1 {
         "./mailbench-data/rank-{rank}"
@@ -232,7 +239,7 @@ pub fn spec_for_rank(
 }
 
 /// This rank's own test: its result, written in its folder.
-fn part(run: &Run, share: Share) -> Result<(RunDir, AnyResult)> {
+pub(crate) fn part(run: &Run, share: Share) -> Result<(RunDir, AnyResult)> {
     let dir = run.rank_dir()?;
     warn_lost_log_tail(run, &share.spec);
     let rank = (run.size > 1).then_some(run.rank);

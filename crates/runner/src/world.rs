@@ -51,6 +51,7 @@ pub enum Command {
     StorageVerify,
     StorageBackup,
     StorageRecover,
+    StorageSuite,
     MailSetup,
     MailRun,
     MailSweep,
@@ -65,6 +66,7 @@ impl Command {
             Command::StorageVerify => "storage-verify",
             Command::StorageBackup => "storage-backup",
             Command::StorageRecover => "storage-recover",
+            Command::StorageSuite => "storage-suite",
             Command::MailSetup => "mail-setup",
             Command::MailRun => "mail-run",
             Command::MailSweep => "mail-sweep",
@@ -127,11 +129,37 @@ pub(crate) fn drive<S>(
     resolve: &dyn Fn(&Place) -> Result<S>,
     body: impl FnOnce(Run, S) -> Result<Outcome>,
 ) -> Result<ExitStatus> {
+    drive_in(&Folder::New, cmd, common, start_at, resolve, body)
+}
+
+/// Where a run writes: a new run folder, or (a resumed suite) the folder of
+/// the run it continues.
+pub(crate) enum Folder {
+    New,
+    Existing(PathBuf),
+}
+
+/// [`drive`], in the folder `folder` says.
+pub(crate) fn drive_in<S>(
+    folder: &Folder,
+    cmd: Command,
+    common: &Common,
+    start_at: Option<SystemTime>,
+    resolve: &dyn Fn(&Place) -> Result<S>,
+    body: impl FnOnce(Run, S) -> Result<Outcome>,
+) -> Result<ExitStatus> {
     let interrupt = Interrupt::install()?;
     let world = world(common)?;
     let rank = world.rank();
     let outcome = {
-        let (run, share) = start(world.as_ref(), cmd, common, start_at, resolve, interrupt)?;
+        let (run, share) = start(
+            world.as_ref(),
+            (cmd, folder),
+            common,
+            start_at,
+            resolve,
+            interrupt,
+        )?;
         body(run, share)
     };
     drop(world);
@@ -173,7 +201,7 @@ struct Setup {
 /// and the side channel.
 fn start<'a, S>(
     t: &'a dyn Transport,
-    cmd: Command,
+    (cmd, folder): (Command, &Folder),
     common: &'a Common,
     start_at: Option<SystemTime>,
     resolve: &dyn Fn(&Place) -> Result<S>,
@@ -199,7 +227,10 @@ fn start<'a, S>(
     let live: LiveSlot = Arc::new(Mutex::new(None));
     let mut coord = None;
     let setup = if rank == 0 {
-        let dir = new_run_folder(&common.output, cmd.kind())?;
+        let dir = match folder {
+            Folder::New => new_run_folder(&common.output, cmd.kind())?,
+            Folder::Existing(d) => RunDir::at(d)?,
+        };
         let (c, endpoint) = coordinator(&dir, cmd, &hosts_here, common, &interrupt, &live)?;
         coord = c;
         Setup {
@@ -522,6 +553,32 @@ impl Run<'_> {
             c.finish();
         }
         Ok(())
+    }
+
+    /// Every rank's outcome of resolving a share, agreed: a refusal on any
+    /// rank is the error of every rank (see [`agree`]).
+    pub(crate) fn agree<S>(&self, share: &Result<S>) -> Result<()> {
+        agree(self.t, share.as_ref().err(), &self.hosts, &mut || self.check())
+    }
+
+    /// Rank 0's `value` on every rank.
+    pub(crate) fn broadcast<T: Serialize + serde::de::DeserializeOwned>(
+        &self,
+        value: &T,
+        what: &str,
+    ) -> Result<T> {
+        broadcast_json(self.t, value, what, &mut || self.check())
+    }
+
+    /// The side channel closed: the other ranks say they are done, rank 0
+    /// stops listening.
+    pub(crate) fn end(self) {
+        if let Some(m) = self.member {
+            m.done();
+        }
+        if let Some(c) = self.coord {
+            c.finish();
+        }
     }
 
     /// This rank failed: the others are told (or stopped, from rank 0, which

@@ -5,11 +5,13 @@
 //! - `options.rs`: the section and the flags, defined once ([`StorageToml`]),
 //!   and the keys a host table may set ([`HOST_KEYS`]);
 //! - `resolve.rs`: the resolved [`StorageSpec`] and each value's checks;
-//! - `paths.rs`: the folders' checks before anything is written.
+//! - `paths.rs`: the folders' checks before anything is written;
+//! - `suite.rs`: the `[suite]` section of `storage suite` ([`SuiteToml`]).
 
 mod options;
 mod paths;
 mod resolve;
+mod suite;
 
 pub use crate::thresholds::{ThresholdsExt, ThresholdsToml};
 pub use mailbench_results::storage::spec::{
@@ -18,6 +20,7 @@ pub use mailbench_results::storage::spec::{
 pub use options::{HOST_KEYS, StorageToml, Threads};
 pub use paths::{Space, existing_ancestor};
 pub use resolve::{QUICK_WARMUP_LIMIT, SpecExt, WARMUP_LIMIT};
+pub use suite::{MAX_STRESS, SuiteToml};
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,8 @@ use crate::Global;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::{ByteSize, ExitStatus, Result, parse_duration};
 use mailbench_runner::storage::{StorageCommand as Command, StorageRequest};
-use mailbench_storage::spec::StorageToml;
+use mailbench_runner::suite::SuiteRequest;
+use mailbench_storage::spec::{StorageToml, SuiteToml};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ pub enum StorageCommand {
     Recover(StorageArgs),
     /// Checksum every database page and log block.
     Verify(StorageArgs),
+    /// The whole published test program on the same databases (init, performance,
+    /// stress, backup, recover, verify) -> one solution report.
+    Suite(SuiteArgs),
     /// Raw reads through mailbench's I/O layer, for comparison with fio (bench/).
     #[command(hide = true)]
     IoBench(IoBenchArgs),
@@ -67,6 +71,19 @@ pub struct StorageArgs {
     pub start_at: Option<String>,
 }
 
+/// `storage suite`: every `storage run` flag, the `[suite]` keys, `--resume`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SuiteArgs {
+    #[command(flatten)]
+    pub storage: StorageArgs,
+    #[command(flatten)]
+    pub suite: SuiteToml,
+    /// Continue the suite in DIR (a folder `storage suite` wrote): its finished
+    /// stages are kept, the others run (give the same flags).
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+}
+
 impl StorageArgs {
     /// The flags as a `[storage]` section.
     pub(super) fn to_toml(&self) -> StorageToml {
@@ -80,6 +97,7 @@ impl StorageArgs {
 pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
     let (command, args) = match cmd {
         StorageCommand::IoBench(a) => return io_bench(&a),
+        StorageCommand::Suite(a) => return suite(a, global),
         StorageCommand::Init(a) => (Command::Init, a),
         StorageCommand::Run(a) => (Command::Run, a),
         StorageCommand::Verify(a) => (Command::Verify, a),
@@ -95,6 +113,23 @@ pub fn run(cmd: StorageCommand, global: &Global) -> Result<ExitStatus> {
         metrics_listen: args.metrics_listen.clone(),
     };
     mailbench_runner::storage::storage(req, &global.common(&cfg))
+}
+
+/// `storage suite`: the driver runs the stages.
+fn suite(a: SuiteArgs, global: &Global) -> Result<ExitStatus> {
+    let cfg = ConfigFile::load_optional(global.config.as_deref())?;
+    let req = SuiteRequest {
+        storage: StorageRequest {
+            command: Command::Run,
+            flags: a.storage.to_toml(),
+            config: &cfg,
+            accept_lost_log_tail: a.storage.accept_lost_log_tail,
+            metrics_listen: a.storage.metrics_listen.clone(),
+        },
+        suite: a.suite,
+        resume: a.resume,
+    };
+    mailbench_runner::suite::suite(req, &global.common(&cfg))
 }
 
 /// `storage io-bench`: the I/O layer alone on one file (no config file).

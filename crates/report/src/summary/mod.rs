@@ -9,6 +9,7 @@ pub mod per_rank;
 pub mod recover;
 pub mod server;
 pub mod storage;
+pub mod suite;
 pub mod verify;
 
 use mailbench_results::AnyResult;
@@ -78,6 +79,7 @@ pub fn render(r: &AnyResult) -> String {
         AnyResult::MailRun(r) => mail::mail_run(r),
         AnyResult::MailSetup(r) => mail::mail_setup(r),
         AnyResult::MailSweep(r) => mail_sweep::mail_sweep(r),
+        AnyResult::StorageSuite(r) => suite::storage_suite(r),
     }
 }
 

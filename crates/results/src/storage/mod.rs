@@ -1,5 +1,5 @@
 //! Storage results: `storage run` (and its `report merge`), `init`, `verify`,
-//! `backup`, `recover`, with the resolved test they echo and the verdict rules
+//! `backup`, `recover`, `suite` (the stages of the test program), with the resolved test they echo and the verdict rules
 //! of a run.
 
 pub mod backup;
@@ -10,4 +10,5 @@ pub mod recover;
 pub mod run;
 pub mod spec;
 pub mod stats;
+pub mod suite;
 pub mod verify;

@@ -70,6 +70,8 @@ impl ConfigFile {
             "plan" => &self.plan,
             "mail" => &self.mail,
             "report" => &self.report,
+            "suite" => &self.suite,
+            "disclosure" => &self.disclosure,
             _ => return Err(Error::usage(format!("no config section [{name}]"))),
         };
         let Some(table) = table else {

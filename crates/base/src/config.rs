@@ -168,7 +168,15 @@ mod tests {
     fn the_keys_of_a_section_come_from_its_type() {
         assert_eq!(
             super::accepted_keys::<super::ConfigFile>(),
-            ["output", "storage", "plan", "mail", "report", "suite", "disclosure"]
+            [
+                "output",
+                "storage",
+                "plan",
+                "mail",
+                "report",
+                "suite",
+                "disclosure"
+            ]
         );
         assert!(super::accepted_keys::<toml::Table>().is_empty());
     }

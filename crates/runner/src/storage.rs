@@ -88,10 +88,16 @@ pub(crate) struct Share {
 pub fn storage(req: StorageRequest, common: &Common) -> Result<ExitStatus> {
     let (asked, start_at) = asked(&req)?;
     let resolve = |p: &Place| resolve_share(&asked, p);
-    drive(req.command.command(), common, start_at, &resolve, |run, share| {
-        let own = part(&run, share);
-        finish(run, own)
-    })
+    drive(
+        req.command.command(),
+        common,
+        start_at,
+        &resolve,
+        |run, share| {
+            let own = part(&run, share);
+            finish(run, own)
+        },
+    )
 }
 
 /// What a storage command asks, the same on every rank, and `--start-at`.

@@ -14,10 +14,10 @@ use crate::world::{Command, Common, Folder, Place, Run, drive_in};
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_results::ranks::{PerRank, RankTotals};
+use mailbench_results::storage::spec::TestType;
 use mailbench_results::storage::suite::{
     Stage, StageFigures, StorageSuiteResult, SuitePlan, SuiteStage,
 };
-use mailbench_results::storage::spec::TestType;
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
 use mailbench_storage::spec::{StorageToml, SuiteToml};
 use std::path::{Path, PathBuf};
@@ -82,9 +82,10 @@ fn program(req: &SuiteRequest) -> Result<Program> {
     let quick = flags.quick.unwrap_or(false);
     let stress = suite.stress(quick)?;
     let stages = suite.stages(stress)?;
-    let performance = flags
-        .duration
-        .unwrap_or(Duration::from_secs(if quick { 60 } else { 2 * 3600 }));
+    let performance =
+        flags
+            .duration
+            .unwrap_or(Duration::from_secs(if quick { 60 } else { 2 * 3600 }));
     let log_files = flags.log_files.unwrap_or(if quick { 32 } else { 500 });
     Ok(Program {
         plan: SuitePlan {
@@ -189,7 +190,8 @@ fn run_suite(
     let mut stages = run.broadcast(&kept, "the stages kept")?;
     for stage in program.plan.stages.iter().copied() {
         if stages.iter().any(|s| s.stage == stage) {
-            rdir.log.line(format!("{}: finished before, kept", stage.name()));
+            rdir.log
+                .line(format!("{}: finished before, kept", stage.name()));
             continue;
         }
         if run.interrupt.raised() {
@@ -229,7 +231,9 @@ fn written(
 ) -> Result<StorageSuiteResult> {
     header.finish(started.elapsed());
     let interrupted = run.interrupt.raised()
-        || stages.iter().any(|s| s.verdict.status == Status::Interrupted);
+        || stages
+            .iter()
+            .any(|s| s.verdict.status == Status::Interrupted);
     let r = StorageSuiteResult {
         run: header.clone(),
         verdict: StorageSuiteResult::judge(&program.plan, stages, interrupted),
@@ -259,7 +263,11 @@ fn run_stage(
     let mut dir = stage.name().to_string();
     let done = stage_folder(run, top, stage).and_then(|name| {
         dir = name.clone();
-        run.say(&format!("mailbench: suite stage {}: {}", stage.name(), stage.title()));
+        run.say(&format!(
+            "mailbench: suite stage {}: {}",
+            stage.name(),
+            stage.title()
+        ));
         run.top = top.join(&name);
         let req = stage_request(base, program, stage);
         run.cmd = req.command.command();
@@ -313,7 +321,13 @@ fn stage_folder(run: &Run, top: &Path, stage: Stage) -> Result<String> {
                 i => format!("{}-{i}", stage.name()),
             })
             .find(|n| !top.join(n).exists())
-            .ok_or_else(|| Error::runtime(format!("{}: too many {} folders", top.display(), stage.name())))?
+            .ok_or_else(|| {
+                Error::runtime(format!(
+                    "{}: too many {} folders",
+                    top.display(),
+                    stage.name()
+                ))
+            })?
     } else {
         String::new()
     };

@@ -558,7 +558,9 @@ impl Run<'_> {
     /// Every rank's outcome of resolving a share, agreed: a refusal on any
     /// rank is the error of every rank (see [`agree`]).
     pub(crate) fn agree<S>(&self, share: &Result<S>) -> Result<()> {
-        agree(self.t, share.as_ref().err(), &self.hosts, &mut || self.check())
+        agree(self.t, share.as_ref().err(), &self.hosts, &mut || {
+            self.check()
+        })
     }
 
     /// Rank 0's `value` on every rank.

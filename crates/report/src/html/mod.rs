@@ -23,6 +23,7 @@ pub mod mail_sweep;
 mod storage;
 mod storage_charts;
 mod storage_tables;
+mod suite;
 pub mod tpl;
 
 pub use mail_sections::{SteadyServer, steady_and_server};
@@ -70,6 +71,9 @@ pub fn render(doc: &Doc) -> Result<String, minijinja::Error> {
         Doc::Mail(d) => mail::mail_page(d),
         Doc::Other(d) if d.kind == "mail-sweep" => {
             mail_sweep::sweep_page(d).unwrap_or_else(|| other_page(d))
+        }
+        Doc::Other(d) if d.kind == "storage-suite" => {
+            suite::suite_page(d).unwrap_or_else(|| other_page(d))
         }
         Doc::Other(d) => other_page(d),
     }

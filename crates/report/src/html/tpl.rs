@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::sync::OnceLock;
 
 /// The templates by name; `.html` ones are escaped on output.
-const TEMPLATES: [(&str, &str); 7] = [
+const TEMPLATES: [(&str, &str); 8] = [
     ("page.html", include_str!("../../templates/page.html")),
     ("widgets.html", include_str!("../../templates/widgets.html")),
     (
@@ -25,6 +25,7 @@ const TEMPLATES: [(&str, &str); 7] = [
     ),
     ("storage.html", include_str!("../../templates/storage.html")),
     ("other.html", include_str!("../../templates/other.html")),
+    ("suite.html", include_str!("../../templates/suite.html")),
     (
         "mail_sections.html",
         include_str!("../../templates/mail_sections.html"),

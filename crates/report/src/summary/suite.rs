@@ -2,7 +2,7 @@
 //! stage with the figures a solution report quotes (each stage's own
 //! summary.txt is in its folder).
 
-use mailbench_results::storage::suite::{StageFigures, Stage, StorageSuiteResult, SuiteStage};
+use mailbench_results::storage::suite::{Stage, StageFigures, StorageSuiteResult, SuiteStage};
 use std::fmt::Write as _;
 
 /// summary.txt of a storage-suite result.

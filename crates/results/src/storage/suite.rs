@@ -14,7 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A stage of the test program, in the order the suite runs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Database creation (or `--open`: the existing databases checked).
@@ -180,7 +182,10 @@ impl StorageSuiteResult {
             status = Status::Interrupted;
             reasons.insert(
                 0,
-                format!("interrupted before the end of the suite (not run: {})", missing.join(", ")),
+                format!(
+                    "interrupted before the end of the suite (not run: {})",
+                    missing.join(", ")
+                ),
             );
         } else if !missing.is_empty() && status == Status::Pass {
             status = Status::Error;
@@ -273,7 +278,10 @@ impl StageFigures {
         let sum_f = |f: &dyn Fn(&StageFigures) -> Option<f64>| -> Option<f64> {
             each.iter().map(f).sum::<Option<f64>>()
         };
-        let per_db: Vec<f64> = each.iter().filter_map(|f| f.backup_mb_per_s_per_db).collect();
+        let per_db: Vec<f64> = each
+            .iter()
+            .filter_map(|f| f.backup_mb_per_s_per_db)
+            .collect();
         StageFigures {
             hosts: each.len(),
             databases: each.iter().map(|f| f.databases).sum(),
@@ -331,7 +339,10 @@ mod tests {
             stage(Stage::Performance, Status::Pass, &[]),
             stage(Stage::Backup, Status::Pass, &[]),
         ];
-        assert_eq!(StorageSuiteResult::judge(&p, &ok, false).status, Status::Pass);
+        assert_eq!(
+            StorageSuiteResult::judge(&p, &ok, false).status,
+            Status::Pass
+        );
     }
 
     #[test]
@@ -343,7 +354,10 @@ mod tests {
         ];
         let v = StorageSuiteResult::judge(&p, &some, false);
         assert_eq!(v.status, Status::Error);
-        assert!(v.reasons.iter().any(|r| r == "performance: disk gone"), "{v:?}");
+        assert!(
+            v.reasons.iter().any(|r| r == "performance: disk gone"),
+            "{v:?}"
+        );
         let v = StorageSuiteResult::judge(&p, &some[..1], true);
         assert_eq!(v.status, Status::Interrupted);
         assert!(v.reasons[0].contains("performance, verify"), "{v:?}");

@@ -74,7 +74,11 @@ impl SuiteToml {
             return Err(Error::usage(format!(
                 "suite stages run in the program's order (init, performance, stress, backup, \
                  recover, verify); give them so: {}",
-                sorted.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                sorted
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         Ok(out)

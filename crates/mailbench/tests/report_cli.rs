@@ -13,10 +13,13 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use storage_support::{bin, interrupt_and_wait, lines, read_json, run_dirs_in, storage_at, text};
+use storage_support::{
+    bin, browse, chromium, interrupt_and_wait, lines, read_json, run_dirs_in, storage_at, text,
+    wait_line,
+};
 
 const SMALL: &[&str] = &[
     "--databases",
@@ -79,26 +82,6 @@ fn spawn(
         .unwrap();
     let rx = lines(child.stderr.take().unwrap());
     (child, rx)
-}
-
-fn wait_line(rx: &std::sync::mpsc::Receiver<String>, what: &str, secs: u64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut seen = String::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "no stderr line with {what:?}; saw:\n{seen}"
-        );
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains(what) => return l,
-            Ok(l) => {
-                seen.push_str(&l);
-                seen.push('\n');
-            }
-            Err(_) => panic!("no stderr line with {what:?}; saw:\n{seen}"),
-        }
-    }
 }
 
 /// Three real runs, made once for all the tests of this file.
@@ -171,72 +154,6 @@ fn runs() -> &'static Runs {
 
 fn result(dir: &Path) -> Value {
     read_json(&dir.join("result.json"))
-}
-
-/// True when Chromium is installed; in CI its absence is a failure.
-fn chromium() -> Option<&'static str> {
-    for c in ["chromium", "chromium-browser"] {
-        if Command::new(c)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            return Some(c);
-        }
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("CI must install chromium (scripts/packages/report.txt)");
-    }
-    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium)");
-    None
-}
-
-/// Runs headless Chromium on `page`; returns (stdout, stderr).
-fn browse(chrome: &str, page: &Path, extra: &[&str]) -> (String, String) {
-    let profile = tempfile::tempdir().unwrap();
-    let mut child = Command::new(chrome)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let mut s = String::new();
-    out.read_to_string(&mut s).unwrap();
-    // Bounded: Chromium exits by itself after the dump or screenshot.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium did not finish on {}", page.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (s, t.join().unwrap())
 }
 
 fn console_lines(stderr: &str) -> Vec<&str> {

@@ -6,7 +6,9 @@
 
 #[path = "common/mod.rs"]
 mod common;
-pub use common::{read_json, text};
+// Not every test that includes this module uses every helper.
+#[allow(unused_imports)]
+pub use common::{browse, chromium, read_json, text};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -151,4 +153,26 @@ pub fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
         }
     });
     rx
+}
+
+/// The first line from `rx` holding `what` (bounded by `secs`); the lines seen
+/// before it name the failure.
+pub fn wait_line(rx: &std::sync::mpsc::Receiver<String>, what: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "no stderr line with {what:?}; saw:\n{seen}"
+        );
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(l) => {
+                seen.push_str(&l);
+                seen.push('\n');
+            }
+            Err(_) => panic!("no stderr line with {what:?}; saw:\n{seen}"),
+        }
+    }
 }

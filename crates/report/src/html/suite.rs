@@ -85,7 +85,7 @@ fn identity_items(r: &StorageSuiteResult) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn stage<'a>(r: &'a StorageSuiteResult, s: Stage) -> Option<&'a SuiteStage> {
+fn stage(r: &StorageSuiteResult, s: Stage) -> Option<&SuiteStage> {
     r.stages.iter().rev().find(|x| x.stage == s)
 }
 

@@ -46,15 +46,22 @@ const STAGES: [&str; 6] = [
     "verify",
 ];
 
-/// `mailbench storage suite` on `dir/data` with results in `dir/out`.
+/// `mailbench storage suite` on `dir/data` with results in `dir/out`: the
+/// small shape, then `extra` (a `--duration` there replaces the shape's).
 fn suite(dir: &Path, extra: &[&str]) -> Command {
+    let mut shape: Vec<&str> = SMALL.to_vec();
+    if extra.contains(&"--duration")
+        && let Some(i) = shape.iter().position(|a| *a == "--duration")
+    {
+        shape.drain(i..i + 2);
+    }
     let mut c = bin();
     c.current_dir(dir)
         .args(["storage", "suite", "--path"])
         .arg(dir.join("data"))
         .arg("--output")
         .arg(dir.join("out"))
-        .args(SMALL)
+        .args(shape)
         .args(extra);
     c
 }

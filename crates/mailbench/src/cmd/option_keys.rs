@@ -141,6 +141,32 @@ fn storage_flags_keys_and_docs_agree() {
 }
 
 #[test]
+fn suite_flags_keys_and_docs_agree() {
+    let mut keys = section_keys::<mailbench_storage::spec::StorageToml>();
+    let suite = section_keys::<mailbench_storage::spec::SuiteToml>();
+    assert!(suite.len() >= 3, "the probe found no key list: {suite:?}");
+    keys.extend(suite.iter().cloned());
+    assert_agree(
+        "[storage] and [suite] of storage suite",
+        flag_keys("storage", &["suite"]),
+        &keys,
+        &[
+            ("path", "paths"),
+            ("log_path", "log_paths"),
+            ("to", "backup_to"),
+            ("no_verify", "verify"),
+        ],
+        &["accept_lost_log_tail", "metrics_listen", "resume"],
+        &["profile_overrides", "thresholds", "hosts"],
+    );
+    let missing = undocumented(&suite, "suite", &doc("storage-config.md"));
+    assert!(
+        missing.is_empty(),
+        "docs/storage-config.md lacks {missing:?}"
+    );
+}
+
+#[test]
 fn mail_flags_keys_and_docs_agree() {
     use mailbench_mail::options::{MailOptions, SetupOptions};
     let keys = section_keys::<MailOptions>();

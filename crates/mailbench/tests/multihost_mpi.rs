@@ -522,3 +522,48 @@ fn ranks_on_two_network_namespaces_over_veth() {
         figures(&agg)
     );
 }
+
+/// `storage suite` over three ranks: every stage runs on every rank, each
+/// stage folder holds the ranks' results and rank 0's aggregate (per-host
+/// tables), and the suite's result counts the hosts.
+#[test]
+fn a_suite_over_three_ranks_runs_every_stage_on_every_rank() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = format!("{}/data-{{rank}}", tmp.path().display());
+    let out = tmp.path().join("out");
+    let mut c = mpirun(3);
+    c.arg(exe())
+        .arg("--output")
+        .arg(&out)
+        .arg("--config")
+        .arg(lenient(tmp.path()))
+        .args(["storage", "suite", "--path", &data])
+        .args(SMALL)
+        .args(["--log-files", "2"]);
+    let o = run_job(c, Duration::from_secs(400));
+    assert!(o.status.success(), "{}", text(&o));
+    let run = only_run_dir(&out, "storage-suite");
+    let v = read_json(&run.join("result.json"));
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3, "{v}");
+    let stages: Vec<&str> = (v["stages"].as_array().unwrap().iter())
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["init", "performance", "backup", "recover", "verify"]);
+    for s in v["stages"].as_array().unwrap() {
+        assert_eq!(s["verdict"]["status"], "pass", "{s}");
+        assert_eq!(s["figures"]["hosts"], 3, "{s}");
+        assert_eq!(s["figures"]["databases"], 3, "{s}");
+        let dir = run.join(s["dir"].as_str().unwrap());
+        for r in 0..3 {
+            assert!(dir.join(format!("rank-{r}/result.json")).is_file(), "{s} rank {r}");
+        }
+    }
+    // The performance stage's aggregate is the merge, with its per-host table.
+    let perf = read_json(&run.join("performance/result.json"));
+    assert_eq!(perf["merged"]["hosts"].as_array().unwrap().len(), 3);
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(page.contains("id=\"appendix-performance-hosts\""), "no per-host table");
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(summary.contains("3 hosts"), "{summary}");
+}

@@ -549,21 +549,30 @@ fn a_suite_over_three_ranks_runs_every_stage_on_every_rank() {
     let stages: Vec<&str> = (v["stages"].as_array().unwrap().iter())
         .map(|s| s["stage"].as_str().unwrap())
         .collect();
-    assert_eq!(stages, ["init", "performance", "backup", "recover", "verify"]);
+    assert_eq!(
+        stages,
+        ["init", "performance", "backup", "recover", "verify"]
+    );
     for s in v["stages"].as_array().unwrap() {
         assert_eq!(s["verdict"]["status"], "pass", "{s}");
         assert_eq!(s["figures"]["hosts"], 3, "{s}");
         assert_eq!(s["figures"]["databases"], 3, "{s}");
         let dir = run.join(s["dir"].as_str().unwrap());
         for r in 0..3 {
-            assert!(dir.join(format!("rank-{r}/result.json")).is_file(), "{s} rank {r}");
+            assert!(
+                dir.join(format!("rank-{r}/result.json")).is_file(),
+                "{s} rank {r}"
+            );
         }
     }
     // The performance stage's aggregate is the merge, with its per-host table.
     let perf = read_json(&run.join("performance/result.json"));
     assert_eq!(perf["merged"]["hosts"].as_array().unwrap().len(), 3);
     let page = std::fs::read_to_string(run.join("report.html")).unwrap();
-    assert!(page.contains("id=\"appendix-performance-hosts\""), "no per-host table");
+    assert!(
+        page.contains("id=\"appendix-performance-hosts\""),
+        "no per-host table"
+    );
     let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
     assert!(summary.contains("3 hosts"), "{summary}");
 }

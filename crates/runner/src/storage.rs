@@ -76,7 +76,7 @@ pub(crate) struct Asked<'a> {
 
 /// One rank's share: its databases and what its part needs.
 pub(crate) struct Share {
-    spec: StorageSpec,
+    pub(crate) spec: StorageSpec,
     /// backup: where this rank copies (templates expanded).
     backup_to: Option<PathBuf>,
     log_files: u64,

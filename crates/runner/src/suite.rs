@@ -16,7 +16,7 @@ use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_results::ranks::{PerRank, RankTotals};
 use mailbench_results::storage::spec::TestType;
 use mailbench_results::storage::suite::{
-    Stage, StageFigures, StorageSuiteResult, SuitePlan, SuiteStage,
+    Simulated, Stage, StageFigures, StorageSuiteResult, SuitePlan, SuiteStage,
 };
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
 use mailbench_storage::spec::{StorageToml, SuiteToml};
@@ -35,7 +35,10 @@ pub struct SuiteRequest<'a> {
 }
 
 /// The suite as resolved before anything is written.
+#[derive(Clone)]
 struct Program {
+    /// What the databases simulate (this rank's share).
+    simulated: Simulated,
     plan: SuitePlan,
     /// The stages' flags: `[storage]` flags, each stage's command set.
     flags: StorageToml,
@@ -56,11 +59,12 @@ pub fn suite(req: SuiteRequest, common: &Common) -> Result<ExitStatus> {
     let (first_asked, start_at) = asked(&first)?;
     // Rank 0 reads the suite it resumes: the stages it keeps.
     let resolve = |p: &Place| {
-        resolve_share(&first_asked, p)?;
-        match (&req.resume, p.rank) {
-            (Some(d), 0) => resumable(d),
-            _ => Ok(Vec::new()),
-        }
+        let share = resolve_share(&first_asked, p)?;
+        let kept = match (&req.resume, p.rank) {
+            (Some(d), 0) => resumable(d)?,
+            _ => Vec::new(),
+        };
+        Ok((kept, Simulated::of(&share.spec)))
     };
     drive_in(
         &folder,
@@ -68,7 +72,13 @@ pub fn suite(req: SuiteRequest, common: &Common) -> Result<ExitStatus> {
         common,
         start_at,
         &resolve,
-        |run, kept| run_suite(run, &req.storage, &program, kept),
+        |run, (kept, simulated)| {
+            let program = Program {
+                simulated,
+                ..program.clone()
+            };
+            run_suite(run, &req.storage, &program, kept)
+        },
     )
 }
 
@@ -97,6 +107,7 @@ fn program(req: &SuiteRequest) -> Result<Program> {
         flags: req.storage.flags.clone(),
         stress,
         pdf: suite.pdf.unwrap_or(false),
+        simulated: Simulated::default(),
     })
 }
 
@@ -240,6 +251,7 @@ fn written(
         plan: program.plan.clone(),
         stages: stages.to_vec(),
         hosts: run.hosts.clone(),
+        simulated: program.simulated.clone(),
     };
     if run.rank == 0 {
         let dir = RunDir::at(&run.top)?;

@@ -25,6 +25,7 @@ struct SuitePage<'a> {
     identity: Vec<Ident>,
     tiles: Vec<Tile>,
     program: Kv,
+    simulated: Kv,
     stages: Table,
     appendices: Vec<Appendix>,
     test_log: Option<&'a str>,
@@ -62,6 +63,7 @@ pub fn suite_page(d: &OtherDoc) -> Option<Result<String, minijinja::Error>> {
         identity: identity(identity_items(&r)),
         tiles: tiles(&r),
         program: program(&r),
+        simulated: simulated(&r),
         stages: stages_table(&r),
         appendices: (r.stages.iter())
             .enumerate()
@@ -178,6 +180,46 @@ fn program(r: &StorageSuiteResult) -> Kv {
         rows.push(("Hosts", r.hosts.join(", ")));
     }
     kv("program-table", rows)
+}
+
+/// What the databases simulate (the design the program validates).
+fn simulated(r: &StorageSuiteResult) -> Kv {
+    let s = &r.simulated;
+    let per_host = if r.hosts.len() > 1 { " per host" } else { "" };
+    let mut rows = vec![("Profile", s.profile.clone())];
+    rows.push((
+        "Databases",
+        format!(
+            "{}{per_host} of {}",
+            s.databases,
+            crate::fmt::bytes(s.database_bytes as f64)
+        ),
+    ));
+    if let Some(m) = s.mailboxes {
+        rows.push(("Mailboxes", format!("{}{per_host}", num(m as f64))));
+    }
+    if let Some(i) = s.iops_per_mailbox {
+        rows.push(("IOPS per mailbox", fixed(i, 3)));
+    }
+    let target = s
+        .target_iops
+        .map(|t| format!("{}{per_host}", num(t)))
+        .unwrap_or_else(|| "none (as fast as the storage goes)".into());
+    rows.push(("Target transactional IOPS", target));
+    rows.push(("Database copies", s.copies.to_string()));
+    rows.push(("Threads", format!("{}{per_host}", s.threads)));
+    rows.push((
+        "Database cache",
+        format!(
+            "{} per database",
+            crate::fmt::bytes(s.cache_max_per_db as f64)
+        ),
+    ));
+    rows.push(("Database folders", s.volumes.join(", ")));
+    if !s.log_volumes.is_empty() {
+        rows.push(("Log folders", s.log_volumes.join(", ")));
+    }
+    kv("simulated-table", rows)
 }
 
 /// The stages against their criteria.

@@ -148,6 +148,44 @@ pub struct SuitePlan {
     pub log_files: u64,
 }
 
+/// The simulated configuration: what the databases stand for (one host's
+/// share; over several ranks each host has its own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Simulated {
+    pub profile: String,
+    pub databases: usize,
+    /// Each database's size (the first's: they are sized alike).
+    pub database_bytes: u64,
+    pub mailboxes: Option<u64>,
+    pub iops_per_mailbox: Option<f64>,
+    pub target_iops: Option<f64>,
+    pub copies: u32,
+    pub threads: u32,
+    pub cache_max_per_db: u64,
+    /// The database and log folders.
+    pub volumes: Vec<String>,
+    pub log_volumes: Vec<String>,
+}
+
+impl Simulated {
+    pub fn of(spec: &crate::storage::spec::StorageSpec) -> Simulated {
+        let show = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
+        Simulated {
+            profile: spec.profile.name.clone(),
+            databases: spec.instances.len(),
+            database_bytes: spec.instances.first().map(|i| i.size_bytes).unwrap_or(0),
+            mailboxes: spec.mailboxes,
+            iops_per_mailbox: spec.iops_per_mailbox,
+            target_iops: spec.target_iops,
+            copies: spec.copies,
+            threads: spec.threads,
+            cache_max_per_db: spec.cache_max_per_db,
+            volumes: show(&spec.volumes),
+            log_volumes: show(&spec.log_volumes),
+        }
+    }
+}
+
 /// `storage-suite`: the stages of the test program and one verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StorageSuiteResult {
@@ -159,6 +197,8 @@ pub struct StorageSuiteResult {
     pub stages: Vec<SuiteStage>,
     /// The hosts (ranks) of the suite.
     pub hosts: Vec<String>,
+    /// What the databases simulate (rank 0's share).
+    pub simulated: Simulated,
 }
 
 impl StorageSuiteResult {

@@ -1,4 +1,4 @@
-//! Errors and exit codes, decided in one place (PRODUCT.md §1).
+//! Errors and exit codes, decided in one place (README.md, exit codes).
 
 use std::fmt;
 

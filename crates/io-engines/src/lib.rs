@@ -1,4 +1,4 @@
-//! I/O engines behind one small trait (PRODUCT.md §2.1 "I/O layer").
+//! I/O engines behind one small trait (docs/storage.md, "The engine").
 //!
 //! * [`uring::UringEngine`]: io_uring, one ring per caller, O_DIRECT files.
 //! * [`threads::ThreadPoolEngine`]: a pool of threads doing pread/pwrite; the

@@ -2,7 +2,7 @@
 //!
 //! A level of users has a ramp-up (logons, then the users settling into the
 //! day), a measured **steady window** and a tail (the rest of the day and the
-//! drain). MMB3 measured 4 hours of an 8-hour day (calibration.md §3); mailbench
+//! drain). MMB3 measured 4 hours of an 8-hour day (docs/mail-load.md, "Steady window and response time"); mailbench
 //! measures the middle half of the day by default (`--steady 25%-75%`), or any
 //! part of it given as shares of the day or as simulated times (`--steady
 //! 2h-6h`). Per-task percentiles, the response time (weighted 95th percentile)

@@ -1,4 +1,4 @@
-//! mailbench's storage half (PRODUCT.md §2): a compact mailbox-database engine
+//! mailbench's storage half (docs/storage.md): a compact mailbox-database engine
 //! (pages, buffer cache, transaction log, checkpoints, maintenance, replication)
 //! and the storage tests built on it.
 

@@ -1,4 +1,4 @@
-//! Storage profiles (PRODUCT.md §2.2) as data: `profiles/storage/*.toml`, embedded
+//! Storage profiles (docs/storage.md, "Profiles") as data: `profiles/storage/*.toml`, embedded
 //! in the binary, every value overridable from `[storage.profile]`.
 
 use crate::thresholds::{ThresholdsExt, ThresholdsToml};

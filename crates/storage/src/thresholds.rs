@@ -5,7 +5,7 @@ use mailbench_base::{Error, Result};
 use mailbench_results::storage::spec::Thresholds;
 use serde::{Deserialize, Serialize};
 
-/// Verdict thresholds (PRODUCT.md §2.4); `[storage.thresholds]` over the
+/// Verdict thresholds (docs/storage.md, "Verdict"); `[storage.thresholds]` over the
 /// profile's own for the test type.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]

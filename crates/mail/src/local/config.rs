@@ -178,7 +178,7 @@ protocol lmtp {{
 plugin {{
   sieve = file:~/sieve;active=~/.dovecot.sieve
 }}
-# load-test tuning (ecosystem.md §5.1)
+# load-test tuning (mailbench docs/mail-load.md, "Targets")
 default_client_limit = 8000
 mail_max_userip_connections = 1000
 auth_failure_delay = 0

@@ -2,7 +2,7 @@
 //! Postfix (SMTP relay, virtual alias expansion, LMTP delivery to Dovecot) started
 //! from Debian's packages with configs generated in a state folder, on 127.0.0.1
 //! ports chosen free at start, with the limits that cap concurrency raised
-//! (ecosystem.md §5). Both masters are our own children, stopped through their
+//! (docs/mail-load.md, "Targets"). Both masters are our own children, stopped through their
 //! handles when the `LocalServer` is dropped, so errors and Ctrl-C tear them
 //! down too; they run out of the terminal's process group (Ctrl-C reaches
 //! mailbench only, which stops them in order) with a parent-death SIGTERM

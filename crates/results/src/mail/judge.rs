@@ -38,7 +38,7 @@ pub struct Criteria {
 impl Criteria {
     /// The published rule's thresholds, the defaults of `mail run`: a
     /// weighted 95th percentile of at most 1,000 ms, no errors, 95 % of the
-    /// deliveries within 60 s (docs/mail-load.md, "Verdict (PRODUCT.md §4)").
+    /// deliveries within 60 s (docs/mail-load.md, "Score, weights and verdict").
     pub const PUBLISHED: Criteria = Criteria {
         max_score_ms: 1000.0,
         max_error_rate_pct: 0.0,
@@ -221,7 +221,7 @@ pub fn failures(f: &Figures, c: &Criteria) -> Vec<(&'static str, String)> {
     out
 }
 
-/// The verdict (PRODUCT.md §4): pass only if the response time, the error
+/// The verdict (docs/mail-load.md, "Score, weights and verdict"): pass only if the response time, the error
 /// rate, the deliveries in time, the queue and the planned tasks all hold;
 /// otherwise one plain sentence per failed criterion ([`failures`]). An
 /// interrupted run is `interrupted` whatever the figures: its reasons say so

@@ -1,4 +1,4 @@
-//! The verdict of a storage run (PRODUCT.md §2.4): one plain sentence per
+//! The verdict of a storage run (docs/storage.md, "Verdict"): one plain sentence per
 //! failed criterion, against the thresholds the result carries.
 
 use crate::storage::run::Totals;
@@ -6,7 +6,7 @@ use crate::storage::spec::StorageSpec;
 use crate::storage::verify::VerifySummary;
 use crate::verdict::Verdict;
 
-/// The verdict of PRODUCT.md §2.4, one plain sentence per failure.
+/// The verdict (docs/storage.md, "Verdict"), one plain sentence per failure.
 pub fn judge(
     spec: &StorageSpec,
     t: &Totals,

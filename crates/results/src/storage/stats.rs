@@ -5,7 +5,7 @@ use mailbench_metrics::{LatencyHist, LatencySummary};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The I/O classes of PRODUCT.md §2.3.
+/// The I/O classes (docs/storage.md, "Measurement").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     DbRead = 0,

@@ -147,7 +147,7 @@ fn a_loop_device_on_a_file() {
         }
     };
     let db = mnt.join("db1");
-    let d = detect(&[db.clone()], "test");
+    let d = detect(std::slice::from_ref(&db), "test");
     print(&d.rows());
     let p = &d.paths[0];
     assert!(!p.exists);

@@ -63,8 +63,13 @@ impl PathFacts {
             Fact::Known(devs) => devs.iter().for_each(|d| d.rows_into(&self.path, rows)),
             Fact::Unknown(why) => rows.push((at("block devices"), format!("unknown ({why})"))),
         }
-        for n in &self.notes {
-            rows.push((at("note"), n.clone()));
+        for (i, n) in self.notes.iter().enumerate() {
+            let label = if i == 0 {
+                at("note")
+            } else {
+                at(&format!("note {}", i + 1))
+            };
+            rows.push((label, n.clone()));
         }
     }
 }

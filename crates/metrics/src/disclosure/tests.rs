@@ -480,6 +480,8 @@ fn the_walk_is_bounded_in_depth_and_devices() {
         "{:?}",
         deep.notes
     );
+    let labels: Vec<String> = d.rows().into_iter().map(|(l, _)| l).collect();
+    assert!(labels.contains(&"/wide: note 2".to_string()), "{labels:#?}");
     let wide = &d.paths[1];
     assert_eq!(wide.devices.known().unwrap().len(), MAX_DEVICES_PER_PATH);
     assert!(

@@ -439,6 +439,26 @@ impl Cache {
         let &(_, f) = self.dirty.iter().find(|&&(lsn, f)| {
             Self::is_dirty_entry(frames, (lsn, f)) && frames[f].lsn <= durable_lsn
         })?;
+        Some(self.run_around(f, durable_lsn, max_pages))
+    }
+
+    /// [`Cache::take_write_run`] around frame `f` (a cold page the scavenger
+    /// chose), if it is dirty and its changes are durable.
+    pub fn take_write_run_at(
+        &mut self,
+        f: usize,
+        durable_lsn: u64,
+        max_pages: usize,
+    ) -> Option<(u64, Vec<usize>)> {
+        let fr = self.frames.get(f)?;
+        (fr.state == FrameState::Dirty && fr.lsn <= durable_lsn)
+            .then(|| self.run_around(f, durable_lsn, max_pages))
+    }
+
+    /// Frame `f` (dirty, durable) and its dirty, durable neighbours, up to
+    /// `max_pages` contiguous pages, marked Writing: the first page number
+    /// and the frames in page order.
+    fn run_around(&mut self, f: usize, durable_lsn: u64, max_pages: usize) -> (u64, Vec<usize>) {
         let page = self.frames[f].page_no;
         let eligible = |c: &Cache, p: u64| -> Option<usize> {
             let g = c.map.get(p)?;
@@ -468,13 +488,74 @@ impl Cache {
         }
         for &g in &run {
             let fr = &mut self.frames[g];
+            debug_assert!(
+                fr.lsn <= durable_lsn,
+                "write-ahead rule: page {} (LSN {}) written before its log is durable ({durable_lsn})",
+                fr.page_no,
+                fr.lsn
+            );
             fr.state = FrameState::Writing;
             fr.redirtied = None;
             let key = (fr.first_dirty_lsn, g);
             self.dirty_remove();
             self.writing_insert(key);
         }
-        Some((first, run))
+        (first, run)
+    }
+
+    /// Frames holding no page, the free ones and those the cache may still
+    /// create: ESE's available buffers (its avail pool holds no page data).
+    pub fn available(&self) -> usize {
+        self.free.len() + (self.max_frames - self.frames.len())
+    }
+
+    /// One pass of the scavenger over the CLOCK hand, as ESE maintains its
+    /// pool of available buffers from the cold end of its LRU-K: at most
+    /// `scan` frames, until `want` frames are freed or found to write. A
+    /// page no session holds or waits for and not referenced since the hand
+    /// last passed is cold: a clean one is evicted (its frame becomes
+    /// available), a dirty one whose changes are durable (`durable_lsn`) goes
+    /// to `dirty` (at most `max_dirty`) to be written, and becomes available
+    /// on a later pass once clean; a referenced page loses its reference
+    /// bit. Returns the frames freed.
+    pub fn scavenge(
+        &mut self,
+        want: usize,
+        durable_lsn: u64,
+        max_dirty: usize,
+        scan: usize,
+        dirty: &mut Vec<usize>,
+    ) -> usize {
+        let n = self.frames.len();
+        let mut freed = 0;
+        for _ in 0..scan.min(2 * n) {
+            if freed + dirty.len() >= want {
+                break;
+            }
+            let f = self.hand;
+            self.hand = (self.hand + 1) % n;
+            let fr = &mut self.frames[f];
+            if fr.page_no == u64::MAX || fr.pins > 0 || !fr.waiters.is_empty() {
+                continue;
+            }
+            if fr.referenced {
+                fr.referenced = false;
+                continue;
+            }
+            match fr.state {
+                FrameState::Clean => {
+                    self.map.remove(fr.page_no);
+                    fr.page_no = u64::MAX;
+                    self.free.push(f);
+                    freed += 1;
+                }
+                FrameState::Dirty if fr.lsn <= durable_lsn && dirty.len() < max_dirty => {
+                    dirty.push(f);
+                }
+                _ => {}
+            }
+        }
+        freed
     }
 
     /// A write of frame `f` finished (`ok`), or failed (the page stays dirty).

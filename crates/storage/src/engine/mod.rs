@@ -303,13 +303,17 @@ impl Instance {
             .map_err(|e| Error::io("cannot open database", &s.db_path, e))?;
         let ps = s.profile.page_size.0 as usize;
         let start_gen = next_generation(&s.log_dir);
+        let block = crate::log::log_sector(&s.log_dir, s.profile.log_sector_size.0, s.direct);
         let log = LogWriter::create(
             &s.log_dir,
             s.header.db_id,
             s.profile.log_file_size.0,
+            block,
             start_gen,
             s.direct,
         )?;
+        let mut s = s;
+        s.header.log_sector = block as u32;
         let now = Instant::now();
         let checkpoint_lsn = log.next_lsn();
         let ckpt = flusher::Checkpoints::new(now, checkpoint_lsn, &log, &s.log_dir);
@@ -328,7 +332,7 @@ impl Instance {
             rng: SmallRng::seed_from_u64(s.seed),
             work: sessions::Workload::new(&s),
             pacing: sessions::Pacing::new(t0, now),
-            wb: flusher::WriteBack::new(&s, now),
+            wb: flusher::WriteBack::new(&s, block, now),
             ckpt,
             bg: maintenance::Background::new(s.copies, now),
             interval: Stats::default(),

@@ -41,6 +41,9 @@ pub(super) struct Load {
     pub(super) measured_s: f64,
     pub(super) intervals: u64,
     pub(super) stalls_max: f64,
+    /// The highest sample averages of database read and log write latency
+    /// of any instance in the window (ms).
+    pub(super) sample_max: (f64, f64),
     pub(super) cpu_prev: Option<CpuTimes>,
     pub(super) last_tick_s: f64,
     /// Host CPU busy, iowait, memory used (sums over the window's intervals), count.
@@ -99,6 +102,7 @@ impl Load {
             measured_s: 0.0,
             intervals: 0,
             stalls_max: 0.0,
+            sample_max: (0.0, 0.0),
             cpu_prev: CpuTimes::read(),
             last_tick_s: 0.0,
             host_sum: (0.0, 0.0, 0.0, 0),

@@ -189,10 +189,19 @@ impl Cache {
         for _ in 0..min_frames.min(max_frames) {
             c.grow();
         }
+        invariant!(
+            c.frames.len() >= min_frames.min(max_frames),
+            "cache opened with fewer frames than its minimum"
+        );
         c
     }
 
     fn grow(&mut self) -> usize {
+        invariant!(
+            self.frames.len() < self.max_frames,
+            "cache grown past its maximum of {} frames",
+            self.max_frames
+        );
         if self.spare.is_empty() {
             let per_region = (mailbench_io::buf::REGION / self.page_size).max(1);
             let n = per_region.min(self.max_frames - self.frames.len()).max(1);
@@ -488,12 +497,6 @@ impl Cache {
         }
         for &g in &run {
             let fr = &mut self.frames[g];
-            debug_assert!(
-                fr.lsn <= durable_lsn,
-                "write-ahead rule: page {} (LSN {}) written before its log is durable ({durable_lsn})",
-                fr.page_no,
-                fr.lsn
-            );
             fr.state = FrameState::Writing;
             fr.redirtied = None;
             let key = (fr.first_dirty_lsn, g);
@@ -549,7 +552,9 @@ impl Cache {
                     self.free.push(f);
                     freed += 1;
                 }
-                FrameState::Dirty if fr.lsn <= durable_lsn && dirty.len() < max_dirty => {
+                FrameState::Dirty
+                    if fr.lsn <= durable_lsn && dirty.len() < max_dirty && !dirty.contains(&f) =>
+                {
                     dirty.push(f);
                 }
                 _ => {}
@@ -751,6 +756,47 @@ mod tests {
                 assert_eq!(live, dirty.iter().copied().collect::<Vec<_>>());
             }
         }
+    }
+
+    /// The cache never holds more frames than its maximum: growing past it
+    /// is a broken invariant, not a bigger cache.
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "cache grown past its maximum")]
+    fn growing_past_the_maximum_breaks_an_invariant() {
+        let mut c = Cache::new(1, 2, 4096, 64);
+        c.grow();
+        c.grow();
+    }
+
+    /// The scavenger evicts cold clean pages, hands cold dirty pages whose
+    /// changes are durable to be written, and spares referenced ones once.
+    #[test]
+    fn the_scavenger_frees_cold_clean_pages_and_finds_cold_dirty_ones() {
+        let mut c = Cache::new(0, 6, 4096, 64);
+        for p in 1..=6u64 {
+            let f = c.allocate(p).unwrap();
+            c.frames[f].state = FrameState::Clean;
+        }
+        assert_eq!(c.available(), 0);
+        // Pages 1 and 2 dirty (2 not yet durable), 3 pinned.
+        let f1 = c.frame_of(1).unwrap();
+        let f2 = c.frame_of(2).unwrap();
+        c.mark_dirty(f1, 10, 10);
+        c.mark_dirty(f2, 20, 20);
+        let f3 = c.frame_of(3).unwrap();
+        c.frames[f3].pins = 1;
+        let mut dirty = Vec::new();
+        // First pass: every page was referenced by its allocation.
+        assert_eq!(c.scavenge(6, 15, 4, 6, &mut dirty), 0);
+        let freed = c.scavenge(6, 15, 4, 12, &mut dirty);
+        assert_eq!(freed, 3, "pages 4, 5 and 6 evicted");
+        assert_eq!(dirty, [f1], "page 1 is durable, page 2 not yet");
+        assert_eq!(c.available(), 3);
+        assert!(c.contains(2) && c.contains(3) && !c.contains(4));
+        let (first, run) = c.take_write_run_at(f1, 15, 8).unwrap();
+        assert_eq!((first, run.len()), (1, 1));
+        assert!(c.take_write_run_at(f2, 15, 8).is_none(), "write-ahead rule");
     }
 
     /// The hot fields share a frame's first cache line.

@@ -41,6 +41,14 @@ pub fn log_sector(dir: &Path, want: u64, direct: bool) -> usize {
     size
 }
 
+/// The log's LSNs only grow: each record ends past the one before it.
+fn check_lsn_order(before: u64, after: u64, what: &str) {
+    invariant!(
+        after > before,
+        "LSN not increasing: {what} ends at {after}, not past {before}"
+    );
+}
+
 /// Blocks a new staging buffer has room for (it doubles when a flush in flight
 /// lets more accumulate).
 const SEGMENT_BLOCKS: usize = 64;
@@ -400,6 +408,7 @@ impl LogWriter {
     /// Appends a record; returns its LSN (the position just after it). The
     /// record is encoded straight into the block it goes to disk in.
     pub fn append(&mut self, rec: &Record<'_>) -> Result<u64> {
+        let before = self.next_lsn;
         let mut h = [0u8; UPDATE_HEADER];
         let n = rec.encode_header(&mut h);
         self.put(&h[..n])?;
@@ -410,10 +419,7 @@ impl LogWriter {
         if self.cur_len > 0 {
             self.next_lsn = self.position(self.cur_gen, self.cur_block, self.cur_len);
         }
-        debug_assert!(
-            self.next_lsn > self.durable_lsn,
-            "an appended record ends past what is durable"
-        );
+        check_lsn_order(before, self.next_lsn, "appended record");
         Ok(self.next_lsn)
     }
 
@@ -687,8 +693,12 @@ impl LogWriter {
             return Some(Next::Write(w));
         }
         self.in_flight = None;
-        debug_assert!(end >= self.durable_lsn, "the durable LSN never goes back");
-        self.durable_lsn = self.durable_lsn.max(end);
+        invariant!(
+            end >= self.durable_lsn,
+            "the durable LSN going back from {} to {end}",
+            self.durable_lsn
+        );
+        self.durable_lsn = end;
         Some(Next::Durable(self.durable_lsn))
     }
 
@@ -745,6 +755,13 @@ mod tests {
             data: &data,
         })
         .unwrap()
+    }
+
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "LSN not increasing")]
+    fn an_lsn_that_does_not_grow_breaks_an_invariant() {
+        check_lsn_order(4096, 4096, "a record");
     }
 
     #[test]

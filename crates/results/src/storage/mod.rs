@@ -11,3 +11,4 @@ pub mod run;
 pub mod spec;
 pub mod stats;
 pub mod verify;
+pub mod wording;

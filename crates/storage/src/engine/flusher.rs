@@ -58,6 +58,16 @@ pub(crate) fn flush_thresholds(max_frames: usize, start_pct: f64, stop_pct: f64)
     (start, stop.min(max_frames.saturating_sub(1).max(start)))
 }
 
+/// The write-ahead rule at a page write's submission: the log holding the
+/// page's last change is durable.
+fn check_write_ahead(page: u64, page_lsn: u64, durable_lsn: u64) {
+    invariant!(
+        page_lsn <= durable_lsn,
+        "write-ahead rule: page {page} (LSN {page_lsn}) written before its log is durable \
+         (durable up to {durable_lsn})"
+    );
+}
+
 /// Whether the scavenger runs after seeing `available` frames: it starts
 /// under the start threshold, stops at or over the stop threshold, and
 /// between them keeps doing what it did.
@@ -574,8 +584,10 @@ impl Instance {
         let n = frames.len();
         let ps = self.ps;
         let db_id = self.s.header.db_id;
+        let durable = self.log.durable_lsn();
         for &f in &frames {
             let fr = &mut self.cache.frames[f];
+            check_write_ahead(fr.page_no, fr.lsn, durable);
             let page = fr.data.as_mut_slice();
             // A page whose checksum is known is resealed by patching it.
             let id = (db_id, fr.page_no);
@@ -847,6 +859,14 @@ mod tests {
         assert_eq!(flush_thresholds(32768, 1.0, 2.0), (327, 655));
         // A tiny cache still starts at one frame and stops one later.
         assert_eq!(flush_thresholds(64, 0.0, 0.0), (1, 2));
+    }
+
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "write-ahead rule: page 7")]
+    fn writing_a_page_before_its_log_is_durable_breaks_an_invariant() {
+        check_write_ahead(7, 4096, 4096);
+        check_write_ahead(7, 4097, 4096);
     }
 
     #[test]

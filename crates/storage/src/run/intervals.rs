@@ -183,6 +183,7 @@ impl Load {
                 self.stalls_max = self
                     .stalls_max
                     .max(p.counters.page_fault_stalls as f64 / secs);
+                self.stall_samples += u64::from(p.counters.page_fault_stalls > 0);
                 let (rd, lw) = sample_averages(p);
                 self.sample_max.0 = self.sample_max.0.max(rd);
                 self.sample_max.1 = self.sample_max.1.max(lw);

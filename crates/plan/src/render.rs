@@ -1,6 +1,6 @@
 //! Plan output as a plain-text report (default) or Markdown; JSON is serde of [`Plan`].
 
-use crate::model::{IopsSource, PerDatabase, PerMailbox, Plan, ServerPlan};
+use crate::model::{IopsSource, PerMailbox, Plan, ServerPlan};
 use mailbench_base::ByteSize;
 
 /// One block of the report.
@@ -173,10 +173,10 @@ fn section_inputs(p: &Plan, sites: &[String], out: &mut Vec<Section>) {
             format!("{} ({})", p.guidance.version, p.guidance.name),
         ),
     ];
-    if i.move_share_pct > 0.0 {
+    if i.mailbox_moves_pct > 0.0 {
         inputs.push((
             "mailbox-move log share",
-            format!("{} %", num(i.move_share_pct, 0)),
+            format!("{} %", num(i.mailbox_moves_pct, 0)),
         ));
     }
     if i.content_index_pct > 0.0 {
@@ -604,28 +604,34 @@ fn section_failure(p: &Plan, layout: bool, out: &mut Vec<Section>) {
     });
 }
 
-/// The requirements per database copy, per server (the most loaded one), per group
-/// (DAG) and for the environment, as the 2013 calculator lays them out (its "Log,
-/// Disk Space, and IO Requirements": docs/planner.md "The calculator's pane").
-/// A group's IOPS row counts what every server's storage must carry in its own
-/// worst case, summed over the servers.
+/// The Exchange 2013 calculator's "Role Requirements Results Pane - Log,
+/// Disk Space, and IO Requirements", row by row and named as it names them:
+/// per database, per server (the most loaded one), per group (DAG) and for
+/// the environment, each row counted as the calculator counts it (docs/
+/// planner.md "The calculator's pane"). Rows marked `*` are the model's own
+/// figures: the calculator's formula for them is not in a source we have.
 fn requirements_pane(p: &Plan) -> Section {
-    let sv = &p.servers;
     let groups = f64::from(p.inputs.groups);
-    let table = requirements(&p.per_database)
-        .into_iter()
-        .map(|r| {
-            let most = sv.iter().map(r.server).fold(0.0, f64::max);
-            let sum = sv.iter().map(r.server).sum::<f64>();
-            vec![
-                r.name.to_string(),
+    let mut rows = Vec::new();
+    for (title, group) in pane_rows(p) {
+        rows.push(vec![
+            title.to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        for r in group {
+            let env = r.dag.map(|x| x * groups);
+            rows.push(vec![
+                format!("  {}", r.name),
                 (r.show)(r.database),
-                (r.show)(most),
-                (r.show)(sum),
-                (r.show)(sum * groups),
-            ]
-        })
-        .collect();
+                (r.show)(r.server),
+                (r.show)(r.dag),
+                (r.show)(env),
+            ]);
+        }
+    }
     Section {
         title: "Log, Disk Space, and IO Requirements".into(),
         blocks: vec![
@@ -634,100 +640,178 @@ fn requirements_pane(p: &Plan) -> Section {
                     .iter()
                     .map(|h| (*h).to_string())
                     .collect(),
-                table,
+                rows,
             ),
             Block::Lines(requirements_notes(p)),
         ],
     }
 }
 
-/// One row of the requirements pane: the database copy's figure, a server's, and how
-/// both are shown.
-struct Requirement {
+/// One row of the pane: the figure per database, server and group (None:
+/// `--`, the calculator shows none), and how they are shown.
+struct PaneRow {
     name: &'static str,
-    database: f64,
-    server: fn(&ServerPlan) -> f64,
-    show: fn(f64) -> String,
+    database: Option<f64>,
+    server: Option<f64>,
+    dag: Option<f64>,
+    show: fn(Option<f64>) -> String,
 }
 
-/// The rows of the requirements pane, in the calculator's order.
-fn requirements(d: &PerDatabase) -> Vec<Requirement> {
-    let row = |name, database, server, show| Requirement {
+/// The most of `f` over the servers.
+fn most(p: &Plan, f: impl Fn(&ServerPlan) -> f64) -> f64 {
+    p.servers.iter().map(f).fold(0.0, f64::max)
+}
+
+/// The pane's rows in the calculator's three tables.
+fn pane_rows(p: &Plan) -> Vec<(&'static str, Vec<PaneRow>)> {
+    let d = &p.per_database;
+    let pm = &p.per_mailbox;
+    let g = &p.group;
+    let m = g.mailboxes as f64;
+    let row = |name, database, server, dag, show| PaneRow {
         name,
         database,
         server,
+        dag,
         show,
     };
-    let logs: fn(f64) -> String = |x| num(x, 0);
-    let iops: fn(f64) -> String = |x| num(x, 1);
-    let mbs: fn(f64) -> String = |x| format!("{} MB/s", num(x, 1));
-    let bytes: fn(f64) -> String = |x| size(x.round() as u64);
+    let int: fn(Option<f64>) -> String = |x| x.map_or("--".into(), |v| num(v, 0));
+    let gb: fn(Option<f64>) -> String =
+        |x| x.map_or("--".into(), |v| format!("{} GB", num(v / GIB, 0)));
+    let mbs: fn(Option<f64>) -> String = |x| {
+        x.map_or("--".into(), |v| {
+            format!("{} MB/s", num(v, if v < 10.0 { 1 } else { 0 }))
+        })
+    };
+    let pct: fn(Option<f64>) -> String =
+        |x| x.map_or("--".into(), |v| format!("{}%", num(v * 100.0, 0)));
+    let actives = most(p, |s| f64::from(s.normal.active));
+    let copies = (g.copies) as f64;
+    let user =
+        |per_db: f64, per_mbx: f64| (Some(per_db), Some(actives * per_db), Some(m * per_mbx));
+    let (u_db, u_sv, u_dag) = user(d.logs_per_day, pm.logs_per_day);
+    let (mv_db, mv_sv, mv_dag) = user(d.move_logs_per_day, pm.move_logs_per_day);
+    let sum = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
+    let db_space = d.size as f64;
+    let on_disk_all = copies / g.databases.max(1) as f64 * m * pm.size_on_disk as f64;
+    let volume = (d.volume + d.log_space) as f64;
     vec![
-        row(
-            "Transaction Logs Generated / Day",
-            d.logs_per_day,
-            |s| s.logs_per_day,
-            logs,
+        (
+            "Transaction Log Requirements",
+            vec![
+                row(
+                    "User Transaction Logs Generated / Day",
+                    u_db,
+                    u_sv,
+                    u_dag,
+                    int,
+                ),
+                row(
+                    "Average Move Mailbox Transaction Logs Generated / Day",
+                    mv_db,
+                    mv_sv,
+                    mv_dag,
+                    int,
+                ),
+                row(
+                    "Average Transaction Logs Generated / Day",
+                    sum(u_db, mv_db),
+                    sum(u_sv, mv_sv),
+                    sum(u_dag, mv_dag),
+                    int,
+                ),
+            ],
         ),
-        row("Log Write IOPS", d.log_iops, |s| s.log_iops, iops),
-        row(
-            "Database IOPS, normal operation",
-            d.active_iops,
-            |s| s.iops_normal,
-            iops,
+        (
+            "Disk Space Requirements",
+            vec![
+                row("Transport Database Space Required *", None, None, None, gb),
+                row(
+                    "Database Space Required",
+                    Some(db_space),
+                    Some(most(p, |s| f64::from(s.normal.copies())) * db_space),
+                    Some(on_disk_all),
+                    gb,
+                ),
+                row(
+                    "Log Space Required",
+                    Some(d.log_space as f64),
+                    Some(most(p, |s| s.log_space as f64)),
+                    Some(g.log_space as f64),
+                    gb,
+                ),
+                row(
+                    "Database+Log Volume Space Required *",
+                    Some(volume),
+                    Some(most(p, |s| f64::from(s.normal.copies())) * volume),
+                    Some(copies * volume),
+                    gb,
+                ),
+                row(
+                    "Log Volume Space Required",
+                    Some(0.0),
+                    Some(0.0),
+                    Some(0.0),
+                    gb,
+                ),
+                row(
+                    "Restore Volume Space Required *",
+                    None,
+                    Some(most(p, |s| s.restore_space as f64)),
+                    Some(p.servers.iter().map(|s| s.restore_space as f64).sum()),
+                    gb,
+                ),
+            ],
         ),
-        row(
-            "Database IOPS, worst failure case",
-            d.active_iops,
-            |s| s.iops_after_failure,
-            iops,
-        ),
-        row(
-            "Background Database Maintenance",
-            d.maintenance_mb_s,
-            |s| s.maintenance_mb_s,
-            mbs,
-        ),
-        row(
-            "Database Volume Space Required",
-            d.volume as f64,
-            |s| s.database_space as f64,
-            bytes,
-        ),
-        row(
-            "Log Space Required",
-            d.log_space as f64,
-            |s| s.log_space as f64,
-            bytes,
-        ),
-        row(
-            "Restore Volume Space Required",
-            0.0,
-            |s| s.restore_space as f64,
-            bytes,
-        ),
-        row(
-            "Total Space Required",
-            (d.volume + d.log_space) as f64,
-            |s| s.capacity as f64,
-            bytes,
+        (
+            "Host IO and Throughput Requirements",
+            vec![
+                row(
+                    "Total Database Required IOPS",
+                    Some(d.active_iops),
+                    Some(most(p, |s| s.iops_after_failure)),
+                    // Identical servers, each built for the most loaded one's worst case.
+                    Some(p.servers.len() as f64 * most(p, |s| s.iops_after_failure)),
+                    int,
+                ),
+                row(
+                    "Total Log Required IOPS *",
+                    Some(d.log_iops),
+                    Some(most(p, |s| s.log_iops)),
+                    Some(g.log_iops),
+                    int,
+                ),
+                row(
+                    "Database Read I/O Percentage",
+                    Some(d.read_share),
+                    None,
+                    None,
+                    pct,
+                ),
+                row(
+                    "Background Database Maintenance Throughput Requirements",
+                    Some(d.maintenance_mb_s),
+                    Some(most(p, |s| s.maintenance_mb_s)),
+                    Some(g.maintenance_mb_s),
+                    mbs,
+                ),
+            ],
         ),
     ]
 }
 
-/// What the pane's columns mean and what its log space holds.
+const GIB: f64 = 1073741824.0;
+
+/// What the pane's columns count, and which rows are the model's own.
 fn requirements_notes(p: &Plan) -> Vec<String> {
     vec![
-        "/ Database: one copy of the fullest database (IOPS: its active copy); / Server: the most loaded server, in its worst failure case for IOPS; / DAG: the sum over one group's servers; / Environment: all groups".into(),
+        "/ Database: one database (the fullest), IOPS of its active copy; / Server: the most loaded server (its active databases in normal operation for logs, every copy it holds for space and maintenance, its worst failure case for IOPS); / DAG: logs of every mailbox once, space and maintenance of every copy, IOPS of every server built for the most loaded one's worst case; / Environment: every group".into(),
         format!(
-            "log space: {} days of logs (truncation failure tolerance){}; transport database space is not modelled",
+            "log space: {} days of logs (truncation failure tolerance) + a week's mailbox moves ({} % of the mailboxes); GB = 1,024 MB as the calculator counts",
             num_auto(p.inputs.log_days, 1),
-            if p.inputs.move_share_pct > 0.0 {
-                format!(" + {} % for mailbox moves", num(p.inputs.move_share_pct, 0))
-            } else {
-                String::new()
-            }
+            num_auto(p.inputs.mailbox_moves_pct, 1)
         ),
+        "* the model's own figure or none: the calculator's formula for this row is not in a source the planner cites (docs/planner.md)".into(),
     ]
 }
 

@@ -267,7 +267,7 @@ fn iops_origin(m: &PerMailbox) -> (&'static str, String) {
             num_auto(m.iops, 4),
             num(m.guidance_iops * m.message_size_factor, 4)
         ),
-        IopsSource::Guidance => "guidance (table x message size factor)".to_string(),
+        IopsSource::Guidance => "guidance (its rate or table x message size factor)".to_string(),
     };
     ("IOPS source", text)
 }
@@ -302,9 +302,10 @@ fn section_per_mailbox(p: &Plan, out: &mut Vec<Section>) {
             (
                 "transaction logs per day",
                 format!(
-                    "{} (size factor {})",
+                    "{} (size factor {}) + {} of mailbox moves",
                     num(m.logs_per_day, 1),
-                    num(m.log_size_factor, 1)
+                    num(m.log_size_factor, 2),
+                    num(m.move_logs_per_day, 2)
                 ),
             ),
             ("white space", size(m.white_space)),
@@ -350,7 +351,14 @@ fn section_per_database(p: &Plan, out: &mut Vec<Section>) {
                     "background maintenance per copy",
                     format!("{} MB/s", num(d.maintenance_mb_s, 1)),
                 ),
-                ("transaction logs per day", num(d.logs_per_day, 0)),
+                (
+                    "transaction logs per day",
+                    format!(
+                        "{} + {} of mailbox moves",
+                        num(d.logs_per_day, 0),
+                        num(d.move_logs_per_day, 0)
+                    ),
+                ),
                 ("database cache (active)", size(d.cache)),
                 (
                     "database size",

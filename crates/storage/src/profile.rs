@@ -58,6 +58,8 @@ pub const MIN_MAINTENANCE_MB_PER_S: f64 = 0.001;
 pub const MAX_MAINTENANCE_MB_PER_S: f64 = 100_000.0;
 /// The longest a lazy commit waits for its log flush.
 pub const MAX_LOG_FLUSH_INTERVAL_MS: u64 = 10_000;
+/// Operations per transaction at most.
+pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 64;
 /// Database copies at most (each adds a replication stream per instance).
 pub const MAX_COPIES: u32 = 16;
 /// The highest flush thresholds ESE allows, in % of the cache (bf.cxx:
@@ -235,6 +237,12 @@ impl ProfileExt for Profile {
             return bad(
                 "log_buffer_flush",
                 "is replaced by log_buffers (512-byte units; half of them filled starts a log write)",
+            );
+        }
+        if !(1..=MAX_OPERATIONS_PER_TRANSACTION).contains(&self.operations_per_transaction) {
+            return bad(
+                "operations_per_transaction",
+                &format!("must be 1..{MAX_OPERATIONS_PER_TRANSACTION}"),
             );
         }
         if self.copies > MAX_COPIES {

@@ -170,7 +170,14 @@ pub struct Profile {
     /// log buffer rule (kept so that they load; not used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_buffer_flush: Option<ByteSize>,
+    /// The longest a lazy commit waits for a log write, in ms; 0: no such
+    /// wait, as ESE writes lazy commits with the next write a durable commit,
+    /// a full log buffer or a page write causes.
     pub log_flush_interval_ms: u64,
+    /// Operations (insert, delete, replace, read) per transaction: one
+    /// commit for all of them. Absent in older results: 1.
+    #[serde(default = "default_operations_per_transaction")]
+    pub operations_per_transaction: u32,
     /// Which published tool's wording test.log, summary and report follow
     /// (`"2013"`, or `"2007"` for the 2007-era tool). Absent: 2013.
     #[serde(default, skip_serializing_if = "ToolStyle::is_default")]
@@ -188,6 +195,10 @@ pub struct Profile {
 
 fn default_preload_cache_pct() -> f64 {
     90.0
+}
+
+fn default_operations_per_transaction() -> u32 {
+    1
 }
 
 fn default_log_sector_size() -> ByteSize {

@@ -418,12 +418,11 @@ impl Instance {
         let wal_blocked = self.cache.dirty_count() > 0
             && (self.wb.scavenging || self.any_stalled() || !self.accepting())
             && self.cache.writing_count() == 0;
-        let everything = self.commits_waiting()
-            || now.duration_since(self.wb.last_log_flush)
-                >= Duration::from_millis(p.log_flush_interval_ms)
-            || wal_blocked
-            || aborting
-            || !self.accepting();
+        let lazy_due = p.log_flush_interval_ms > 0
+            && now.duration_since(self.wb.last_log_flush)
+                >= Duration::from_millis(p.log_flush_interval_ms);
+        let everything =
+            self.commits_waiting() || lazy_due || wal_blocked || aborting || !self.accepting();
         let kind = if everything {
             FlushKind::All
         } else if self.log.unflushed() >= self.wb.log_capacity {
@@ -459,7 +458,8 @@ impl Instance {
 
     /// When the log flush interval makes a flush of what is appended due.
     pub(super) fn next_log_flush_due(&self) -> Option<Instant> {
-        (self.log.unflushed() > 0 && !self.log.writing()).then(|| {
+        let timer = self.s.profile.log_flush_interval_ms > 0;
+        (timer && self.log.unflushed() > 0 && !self.log.writing()).then(|| {
             self.wb.last_log_flush + Duration::from_millis(self.s.profile.log_flush_interval_ms)
         })
     }

@@ -26,6 +26,15 @@ impl Hasher for PageHasher {
     }
 }
 
+/// What one pass of the scavenger did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scavenged {
+    /// Frames it made available.
+    pub freed: usize,
+    /// Cold dirty pages it passed: their log is not durable yet.
+    pub not_durable: usize,
+}
+
 /// A map keyed by page number.
 pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
 
@@ -520,7 +529,9 @@ impl Cache {
     /// available), a dirty one whose changes are durable (`durable_lsn`) goes
     /// to `dirty` (at most `max_dirty`) to be written, and becomes available
     /// on a later pass once clean; a referenced page loses its reference
-    /// bit. Returns the frames freed.
+    /// bit. Says how many frames it freed, and how many cold dirty pages it
+    /// passed because their changes are not durable yet (they wait for the
+    /// log: the write-ahead rule).
     pub fn scavenge(
         &mut self,
         want: usize,
@@ -528,9 +539,10 @@ impl Cache {
         max_dirty: usize,
         scan: usize,
         dirty: &mut Vec<usize>,
-    ) -> usize {
+    ) -> Scavenged {
         let n = self.frames.len();
         let mut freed = 0;
+        let mut not_durable = 0;
         for _ in 0..scan.min(2 * n) {
             if freed + dirty.len() >= want {
                 break;
@@ -552,15 +564,14 @@ impl Cache {
                     self.free.push(f);
                     freed += 1;
                 }
-                FrameState::Dirty
-                    if fr.lsn <= durable_lsn && dirty.len() < max_dirty && !dirty.contains(&f) =>
-                {
+                FrameState::Dirty if fr.lsn > durable_lsn => not_durable += 1,
+                FrameState::Dirty if dirty.len() < max_dirty && !dirty.contains(&f) => {
                     dirty.push(f);
                 }
                 _ => {}
             }
         }
-        freed
+        Scavenged { freed, not_durable }
     }
 
     /// A write of frame `f` finished (`ok`), or failed (the page stays dirty).
@@ -788,9 +799,10 @@ mod tests {
         c.frames[f3].pins = 1;
         let mut dirty = Vec::new();
         // First pass: every page was referenced by its allocation.
-        assert_eq!(c.scavenge(6, 15, 4, 6, &mut dirty), 0);
-        let freed = c.scavenge(6, 15, 4, 12, &mut dirty);
-        assert_eq!(freed, 3, "pages 4, 5 and 6 evicted");
+        assert_eq!(c.scavenge(6, 15, 4, 6, &mut dirty).freed, 0);
+        let s = c.scavenge(6, 15, 4, 12, &mut dirty);
+        assert_eq!(s.freed, 3, "pages 4, 5 and 6 evicted");
+        assert!(s.not_durable >= 1, "page 2 waits for the log");
         assert_eq!(dirty, [f1], "page 1 is durable, page 2 not yet");
         assert_eq!(c.available(), 3);
         assert!(c.contains(2) && c.contains(3) && !c.contains(4));

@@ -42,6 +42,9 @@ pub(super) struct WriteBack {
     log_capacity: u64,
     /// The cold dirty frames the scavenger found (kept for its next pass).
     cold: Vec<usize>,
+    /// A page to write waits for its log to be durable: the next log flush
+    /// writes everything (cleared when a flush starts).
+    wal_wanted: bool,
 }
 
 /// The flush thresholds in frames of an instance's cache of `max_frames`:
@@ -98,6 +101,7 @@ impl WriteBack {
             last_log_flush: now,
             log_capacity: (s.profile.log_buffer_bytes() as f64 / 2.0 * data_share) as u64,
             cold: Vec::new(),
+            wal_wanted: false,
         }
     }
 }
@@ -415,9 +419,14 @@ impl Instance {
             return;
         }
         let p = &self.s.profile;
-        let wal_blocked = self.cache.dirty_count() > 0
-            && (self.wb.scavenging || self.any_stalled() || !self.accepting())
-            && self.cache.writing_count() == 0;
+        // A page write waits for the log (ESE's `ErrPrepareLogWrite`): a cold
+        // page the scavenger or the checkpoint depth wants to write is not
+        // durable yet, or a session stalled or the instance stops with
+        // nothing being written.
+        let wal_blocked = self.wb.wal_wanted
+            || (self.cache.dirty_count() > 0
+                && (self.any_stalled() || !self.accepting())
+                && self.cache.writing_count() == 0);
         let lazy_due = p.log_flush_interval_ms > 0
             && now.duration_since(self.wb.last_log_flush)
                 >= Duration::from_millis(p.log_flush_interval_ms);
@@ -432,6 +441,9 @@ impl Instance {
         };
         match self.log.start_flush(kind) {
             Ok(Some(first)) => {
+                if kind == FlushKind::All {
+                    self.wb.wal_wanted = false;
+                }
                 if self.s.ack_stream && self.log.rolled() {
                     // Test-only: this flush rolls over to a new log generation.
                     println!("ROLL {} {}", self.s.index, self.log.generation());
@@ -538,6 +550,8 @@ impl Instance {
             let Some((first_page, frames)) =
                 self.cache.take_write_run(self.log.durable_lsn(), max_pages)
             else {
+                // The oldest change is not durable yet: the log first.
+                self.wb.wal_wanted |= self.cache.dirty_count() > 0;
                 break;
             };
             self.submit_page_write(first_page, frames);
@@ -559,8 +573,10 @@ impl Instance {
             .max(1)
             .saturating_sub(self.cache.available() + self.cache.writing_count());
         let room = MAX_WRITE_IOS.saturating_sub(self.wb.write_ios);
-        self.cache
+        let scan = self
+            .cache
             .scavenge(want, durable, room, SCAVENGE_SCAN, &mut cold);
+        self.wb.wal_wanted |= scan.not_durable > 0;
         for &f in &cold {
             if self.wb.write_ios >= MAX_WRITE_IOS {
                 break;

@@ -672,20 +672,125 @@ fn most(p: &Plan, f: impl Fn(&ServerPlan) -> f64) -> f64 {
 
 /// The pane's rows in the calculator's three tables.
 fn pane_rows(p: &Plan) -> Vec<(&'static str, Vec<PaneRow>)> {
-    let d = &p.per_database;
-    let pm = &p.per_mailbox;
-    let g = &p.group;
-    let m = g.mailboxes as f64;
-    let row = |name, database, server, dag, show| PaneRow {
+    vec![
+        ("Transaction Log Requirements", log_rows(p)),
+        ("Disk Space Requirements", space_rows(p)),
+        ("Host IO and Throughput Requirements", io_rows(p)),
+    ]
+}
+
+fn row(
+    name: &'static str,
+    database: Option<f64>,
+    server: Option<f64>,
+    dag: Option<f64>,
+    show: fn(Option<f64>) -> String,
+) -> PaneRow {
+    PaneRow {
         name,
         database,
         server,
         dag,
         show,
-    };
-    let int: fn(Option<f64>) -> String = |x| x.map_or("--".into(), |v| num(v, 0));
-    let gb: fn(Option<f64>) -> String =
-        |x| x.map_or("--".into(), |v| format!("{} GB", num(v / GIB, 0)));
+    }
+}
+
+fn whole(x: Option<f64>) -> String {
+    x.map_or("--".into(), |v| num(v, 0))
+}
+
+fn gb(x: Option<f64>) -> String {
+    x.map_or("--".into(), |v| format!("{} GB", num(v / GIB, 0)))
+}
+
+/// Logs a day: one database, the most loaded server's active databases in
+/// normal operation, every mailbox of the group once.
+fn log_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, pm) = (&p.per_database, &p.per_mailbox);
+    let m = p.group.mailboxes as f64;
+    let actives = most(p, |s| f64::from(s.normal.active));
+    let cols =
+        |per_db: f64, per_mbx: f64| (Some(per_db), Some(actives * per_db), Some(m * per_mbx));
+    let (u_db, u_sv, u_dag) = cols(d.logs_per_day, pm.logs_per_day);
+    let (mv_db, mv_sv, mv_dag) = cols(d.move_logs_per_day, pm.move_logs_per_day);
+    let sum = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
+    vec![
+        row(
+            "User Transaction Logs Generated / Day",
+            u_db,
+            u_sv,
+            u_dag,
+            whole,
+        ),
+        row(
+            "Average Move Mailbox Transaction Logs Generated / Day",
+            mv_db,
+            mv_sv,
+            mv_dag,
+            whole,
+        ),
+        row(
+            "Average Transaction Logs Generated / Day",
+            sum(u_db, mv_db),
+            sum(u_sv, mv_sv),
+            sum(u_dag, mv_dag),
+            whole,
+        ),
+    ]
+}
+
+/// Space: one database (copy), every copy the most loaded server holds,
+/// every copy of the group.
+fn space_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, pm, g) = (&p.per_database, &p.per_mailbox, &p.group);
+    let copies_per_db = g.copies as f64 / g.databases.max(1) as f64;
+    let on_server = most(p, |s| f64::from(s.normal.copies()));
+    let db_space = d.size as f64;
+    let volume = (d.volume + d.log_space) as f64;
+    vec![
+        row("Transport Database Space Required *", None, None, None, gb),
+        row(
+            "Database Space Required",
+            Some(db_space),
+            Some(on_server * db_space),
+            Some(copies_per_db * g.mailboxes as f64 * pm.size_on_disk as f64),
+            gb,
+        ),
+        row(
+            "Log Space Required",
+            Some(d.log_space as f64),
+            Some(most(p, |s| s.log_space as f64)),
+            Some(g.log_space as f64),
+            gb,
+        ),
+        row(
+            "Database+Log Volume Space Required *",
+            Some(volume),
+            Some(on_server * volume),
+            Some(g.copies as f64 * volume),
+            gb,
+        ),
+        row(
+            "Log Volume Space Required",
+            Some(0.0),
+            Some(0.0),
+            Some(0.0),
+            gb,
+        ),
+        row(
+            "Restore Volume Space Required *",
+            None,
+            Some(most(p, |s| s.restore_space as f64)),
+            Some(p.servers.iter().map(|s| s.restore_space as f64).sum()),
+            gb,
+        ),
+    ]
+}
+
+/// IOPS: the database's active copy, the most loaded server's worst case,
+/// every server of the group built for it; maintenance of every copy.
+fn io_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, g) = (&p.per_database, &p.group);
     let mbs: fn(Option<f64>) -> String = |x| {
         x.map_or("--".into(), |v| {
             format!("{} MB/s", num(v, if v < 10.0 { 1 } else { 0 }))
@@ -693,117 +798,36 @@ fn pane_rows(p: &Plan) -> Vec<(&'static str, Vec<PaneRow>)> {
     };
     let pct: fn(Option<f64>) -> String =
         |x| x.map_or("--".into(), |v| format!("{}%", num(v * 100.0, 0)));
-    let actives = most(p, |s| f64::from(s.normal.active));
-    let copies = (g.copies) as f64;
-    let user =
-        |per_db: f64, per_mbx: f64| (Some(per_db), Some(actives * per_db), Some(m * per_mbx));
-    let (u_db, u_sv, u_dag) = user(d.logs_per_day, pm.logs_per_day);
-    let (mv_db, mv_sv, mv_dag) = user(d.move_logs_per_day, pm.move_logs_per_day);
-    let sum = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
-    let db_space = d.size as f64;
-    let on_disk_all = copies / g.databases.max(1) as f64 * m * pm.size_on_disk as f64;
-    let volume = (d.volume + d.log_space) as f64;
+    let worst = most(p, |s| s.iops_after_failure);
     vec![
-        (
-            "Transaction Log Requirements",
-            vec![
-                row(
-                    "User Transaction Logs Generated / Day",
-                    u_db,
-                    u_sv,
-                    u_dag,
-                    int,
-                ),
-                row(
-                    "Average Move Mailbox Transaction Logs Generated / Day",
-                    mv_db,
-                    mv_sv,
-                    mv_dag,
-                    int,
-                ),
-                row(
-                    "Average Transaction Logs Generated / Day",
-                    sum(u_db, mv_db),
-                    sum(u_sv, mv_sv),
-                    sum(u_dag, mv_dag),
-                    int,
-                ),
-            ],
+        row(
+            "Total Database Required IOPS",
+            Some(d.active_iops),
+            Some(worst),
+            // Identical servers, each built for the most loaded one's worst case.
+            Some(p.servers.len() as f64 * worst),
+            whole,
         ),
-        (
-            "Disk Space Requirements",
-            vec![
-                row("Transport Database Space Required *", None, None, None, gb),
-                row(
-                    "Database Space Required",
-                    Some(db_space),
-                    Some(most(p, |s| f64::from(s.normal.copies())) * db_space),
-                    Some(on_disk_all),
-                    gb,
-                ),
-                row(
-                    "Log Space Required",
-                    Some(d.log_space as f64),
-                    Some(most(p, |s| s.log_space as f64)),
-                    Some(g.log_space as f64),
-                    gb,
-                ),
-                row(
-                    "Database+Log Volume Space Required *",
-                    Some(volume),
-                    Some(most(p, |s| f64::from(s.normal.copies())) * volume),
-                    Some(copies * volume),
-                    gb,
-                ),
-                row(
-                    "Log Volume Space Required",
-                    Some(0.0),
-                    Some(0.0),
-                    Some(0.0),
-                    gb,
-                ),
-                row(
-                    "Restore Volume Space Required *",
-                    None,
-                    Some(most(p, |s| s.restore_space as f64)),
-                    Some(p.servers.iter().map(|s| s.restore_space as f64).sum()),
-                    gb,
-                ),
-            ],
+        row(
+            "Total Log Required IOPS *",
+            Some(d.log_iops),
+            Some(most(p, |s| s.log_iops)),
+            Some(g.log_iops),
+            whole,
         ),
-        (
-            "Host IO and Throughput Requirements",
-            vec![
-                row(
-                    "Total Database Required IOPS",
-                    Some(d.active_iops),
-                    Some(most(p, |s| s.iops_after_failure)),
-                    // Identical servers, each built for the most loaded one's worst case.
-                    Some(p.servers.len() as f64 * most(p, |s| s.iops_after_failure)),
-                    int,
-                ),
-                row(
-                    "Total Log Required IOPS *",
-                    Some(d.log_iops),
-                    Some(most(p, |s| s.log_iops)),
-                    Some(g.log_iops),
-                    int,
-                ),
-                row(
-                    "Database Read I/O Percentage",
-                    Some(d.read_share),
-                    None,
-                    None,
-                    pct,
-                ),
-                row(
-                    "Background Database Maintenance Throughput Requirements",
-                    Some(d.maintenance_mb_s),
-                    Some(most(p, |s| s.maintenance_mb_s)),
-                    Some(g.maintenance_mb_s),
-                    mbs,
-                ),
-            ],
+        row(
+            "Database Read I/O Percentage",
+            Some(d.read_share),
+            None,
+            None,
+            pct,
+        ),
+        row(
+            "Background Database Maintenance Throughput Requirements",
+            Some(d.maintenance_mb_s),
+            Some(most(p, |s| s.maintenance_mb_s)),
+            Some(g.maintenance_mb_s),
+            mbs,
         ),
     ]
 }

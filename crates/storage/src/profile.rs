@@ -167,20 +167,6 @@ impl ProfileExt for Profile {
         if self.cache_max_per_db.0 < 64 * ps {
             return bad("cache_max_per_db", "must hold at least 64 pages");
         }
-        // ESE: the stop threshold "must also always be greater than the
-        // start threshold", at most 20 % / 25 % of the cache.
-        if self.flush_stop_pct <= self.flush_start_pct {
-            return bad(
-                "flush_stop_pct",
-                "must be greater than flush_start_pct (both are shares of the cache's available buffers)",
-            );
-        }
-        if self.flush_start_pct > MAX_FLUSH_START_PCT || self.flush_stop_pct > MAX_FLUSH_STOP_PCT {
-            return bad(
-                "flush_start_pct/flush_stop_pct",
-                &format!("at most {MAX_FLUSH_START_PCT} / {MAX_FLUSH_STOP_PCT} % of the cache"),
-            );
-        }
         if self.read_pages == 0 || self.read_pages > 64 {
             return bad("read_pages", "must be 1..64");
         }
@@ -209,42 +195,6 @@ impl ProfileExt for Profile {
                 ),
             );
         }
-        if self.log_flush_interval_ms > MAX_LOG_FLUSH_INTERVAL_MS {
-            return bad(
-                "log_flush_interval_ms",
-                &format!("must be at most {MAX_LOG_FLUSH_INTERVAL_MS}"),
-            );
-        }
-        let sector = self.log_sector_size.0;
-        if !(512..=MAX_LOG_SECTOR).contains(&sector) || !sector.is_power_of_two() {
-            return bad(
-                "log_sector_size",
-                "must be a power of two from 512B to 4KiB",
-            );
-        }
-        if self
-            .log_buffers
-            .is_some_and(|b| b == 0 || b > MAX_LOG_BUFFERS)
-        {
-            return bad(
-                "log_buffers",
-                &format!(
-                    "must be from 1 to {MAX_LOG_BUFFERS} (512-byte units; the buffer is at most one log file)"
-                ),
-            );
-        }
-        if self.log_buffer_flush.is_some() {
-            return bad(
-                "log_buffer_flush",
-                "is replaced by log_buffers (512-byte units; half of them filled starts a log write)",
-            );
-        }
-        if !(1..=MAX_OPERATIONS_PER_TRANSACTION).contains(&self.operations_per_transaction) {
-            return bad(
-                "operations_per_transaction",
-                &format!("must be 1..{MAX_OPERATIONS_PER_TRANSACTION}"),
-            );
-        }
         if self.copies > MAX_COPIES {
             return bad("copies", &format!("must be at most {MAX_COPIES}"));
         }
@@ -254,8 +204,64 @@ impl ProfileExt for Profile {
         if self.checkpoint_depth.0 < 2 * lf {
             return bad("checkpoint_depth", "must be at least two log files");
         }
+        validate_flush_and_log(self)?;
         validate_thresholds(&self.thresholds)
     }
+}
+
+/// Refuses impossible flush thresholds, log sector, log buffers, lazy commit
+/// wait or operations per transaction, naming the key.
+fn validate_flush_and_log(p: &Profile) -> Result<()> {
+    let bad = |key: &str, why: &str| Err(Error::usage(format!("profile key `{key}`: {why}")));
+    let s = p;
+    // ESE: the stop threshold "must also always be greater than the
+    // start threshold", at most 20 % / 25 % of the cache.
+    if s.flush_stop_pct <= s.flush_start_pct {
+        return bad(
+            "flush_stop_pct",
+            "must be greater than flush_start_pct (both are shares of the cache's available buffers)",
+        );
+    }
+    if s.flush_start_pct > MAX_FLUSH_START_PCT || s.flush_stop_pct > MAX_FLUSH_STOP_PCT {
+        return bad(
+            "flush_start_pct/flush_stop_pct",
+            &format!("at most {MAX_FLUSH_START_PCT} / {MAX_FLUSH_STOP_PCT} % of the cache"),
+        );
+    }
+    if s.log_flush_interval_ms > MAX_LOG_FLUSH_INTERVAL_MS {
+        return bad(
+            "log_flush_interval_ms",
+            &format!("must be at most {MAX_LOG_FLUSH_INTERVAL_MS}"),
+        );
+    }
+    let sector = s.log_sector_size.0;
+    if !(512..=MAX_LOG_SECTOR).contains(&sector) || !sector.is_power_of_two() {
+        return bad(
+            "log_sector_size",
+            "must be a power of two from 512B to 4KiB",
+        );
+    }
+    if s.log_buffers.is_some_and(|b| b == 0 || b > MAX_LOG_BUFFERS) {
+        return bad(
+            "log_buffers",
+            &format!(
+                "must be from 1 to {MAX_LOG_BUFFERS} (512-byte units; the buffer is at most one log file)"
+            ),
+        );
+    }
+    if s.log_buffer_flush.is_some() {
+        return bad(
+            "log_buffer_flush",
+            "is replaced by log_buffers (512-byte units; half of them filled starts a log write)",
+        );
+    }
+    if !(1..=MAX_OPERATIONS_PER_TRANSACTION).contains(&s.operations_per_transaction) {
+        return bad(
+            "operations_per_transaction",
+            &format!("must be 1..{MAX_OPERATIONS_PER_TRANSACTION}"),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ impl Replay {
                 // A torn rewrite of the last partial block: its shadow holds
                 // what was durable, and the log ends with it.
                 Some(data_len) => {
-                    self.take_block(g, b, &next[..], skip, data_len);
+                    self.take_block(g, b, next, skip, data_len);
                     self.log_done = true;
                     self.stopped = format!(
                         "end of the log at {} block {b} (its shadow copy replayed: the block \

@@ -46,6 +46,8 @@ struct Prepared {
     security: Option<Security>,
     topo: Arc<Topology>,
     local: Option<LocalServer>,
+    /// The sink's process (`--target sink`), stopped when dropped.
+    sink: Option<crate::sink::SinkProcess>,
     local_dir: Option<PathBuf>,
     temp_dir: bool,
 }
@@ -71,10 +73,21 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
-    if o.target == "local" {
-        prepare_local(o, profile, log)
-    } else {
-        prepare_remote(o, profile)
+    match o.target.as_str() {
+        "local" => prepare_local(o, profile, log),
+        "sink" => {
+            let s = crate::sink::prepare(o, profile, log)?;
+            Ok(Prepared {
+                target: Arc::new(s.target),
+                security: None,
+                topo: Arc::new(s.topo),
+                local: None,
+                sink: Some(s.process),
+                local_dir: None,
+                temp_dir: false,
+            })
+        }
+        _ => prepare_remote(o, profile),
     }
 }
 
@@ -126,6 +139,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         security: None,
         topo: Arc::new(topo),
         local: Some(local),
+        sink: None,
         local_dir: Some(dir),
         temp_dir: temp,
     })
@@ -182,6 +196,7 @@ fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
         security: None,
         topo: Arc::new(topo),
         local: None,
+        sink: None,
         local_dir: None,
         temp_dir: false,
     })
@@ -268,9 +283,13 @@ pub fn check(o: &Resolved) -> Result<()> {
 
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
+    crate::run::capacity::check_users(o.users)?;
     tls_of(o)?;
     if let Some(d) = &o.trace_imap {
         mailbench_base::rundir::claim_folder(d, true)?;
+    }
+    if o.target == "sink" {
+        return Ok(());
     }
     if o.target == "local" {
         crate::local::check_prerequisites()?;
@@ -322,7 +341,11 @@ fn target_info(p: &Prepared) -> TargetInfo {
             software: "Dovecot 2.3 (imap, lmtp, submission, managesieve) + Postfix 3.7 (virtual aliases, LMTP delivery)".into(),
             fsync: "mail_fsync = optimized (Dovecot default)".into(),
             mail_location: "maildir".into(),
-        }),
+        }).or_else(|| p.sink.as_ref().map(|_| ServerInfo {
+            software: crate::sink::SOFTWARE.into(),
+            fsync: "none (nothing is stored)".into(),
+            mail_location: "memory (sizes, flags and tracking headers only)".into(),
+        })),
     }
 }
 

@@ -128,6 +128,7 @@ pub(crate) fn build(
         warnings.extend(w);
         section
     });
+    let kind = id.target.kind.clone();
     let mut r = MailRunResult {
         run: id.header,
         config: o.clone(),
@@ -162,7 +163,7 @@ pub(crate) fn build(
             delivered_within: Some(stats.delivered_within),
             hist: stats.delivery.clone(),
         },
-        queue: queue(m.queue, m.queue_local),
+        queue: queue(m.queue, m.queue_local, &kind),
         errors: errors(stats),
         host: m.host,
         server,
@@ -236,10 +237,12 @@ fn errors(stats: &Stats) -> Errors {
 }
 
 /// The server queue's samples, largest and last length.
-fn queue(samples: Vec<QueueSample>, local: bool) -> Queue {
+fn queue(samples: Vec<QueueSample>, local: bool, kind: &str) -> Queue {
     Queue {
         source: if local {
             "postqueue -j"
+        } else if kind == "sink" {
+            "none: the sink delivers before it answers"
         } else {
             "not available for remote targets"
         }

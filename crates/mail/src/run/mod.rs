@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+pub mod capacity;
 mod folders;
 mod inbox;
 mod tasks;

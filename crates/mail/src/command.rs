@@ -714,6 +714,7 @@ fn run_result(
             shared.sieve_cmds.load(Ordering::Relaxed),
         ],
         planned_tasks: shared.planned.load(Ordering::Relaxed),
+        generator: ctl.generator,
         interrupted,
         hard_stopped: ctl.hard_stopped,
         server_errors: prepared

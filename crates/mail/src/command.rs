@@ -121,7 +121,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         topo.users.len(),
         topo.lists.len()
     ));
-    let local = LocalServer::start(&dir, log)?;
+    let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency))?;
     let p = local.ports;
     let target = Target {
         kind: "local".into(),
@@ -283,7 +283,7 @@ pub fn check(o: &Resolved) -> Result<()> {
 
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
-    crate::run::capacity::check_users(o.users)?;
+    crate::run::capacity::check(o)?;
     tls_of(o)?;
     if let Some(d) = &o.trace_imap {
         mailbench_base::rundir::claim_folder(d, true)?;

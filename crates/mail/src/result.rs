@@ -218,8 +218,7 @@ fn generator(
         executed_tasks(stats),
     );
     let limit = crate::run::capacity::raise_file_limit();
-    let (max_users, _) =
-        crate::run::capacity::capacity(limit, crate::run::capacity::local_ports());
+    let (max_users, _) = crate::run::capacity::capacity(limit, crate::run::capacity::local_ports());
     g.memory = GeneratorMemory {
         rss_max_bytes: m.generator.rss_max_bytes,
         rss_max_bytes_per_user: m.generator.rss_max_bytes as f64 / users.max(1) as f64,

@@ -79,6 +79,16 @@ pub enum Bound {
     Ports(u64),
 }
 
+/// Refuses (usage error: nothing is written) a run of `o`'s users that this
+/// generator, or the local target on this machine, cannot hold.
+pub fn check(o: &crate::options::Resolved) -> Result<()> {
+    check_users(o.users)?;
+    if o.target == "local" {
+        crate::local::check_capacity(o.users, o.concurrency)?;
+    }
+    Ok(())
+}
+
 /// Raises the file limit and refuses `users` this process cannot hold
 /// (usage error: nothing is written), naming what bounds it and how to get
 /// more.

@@ -617,7 +617,11 @@ fn merge_generator(inputs: &[Input], user_hours: f64, users: u64) -> Generator {
             g(|g| g.smtp_commands),
             g(|g| g.sieve_commands),
         ],
-        if simulated > 0.0 { simulated } else { user_hours },
+        if simulated > 0.0 {
+            simulated
+        } else {
+            user_hours
+        },
         sched,
         g(|g| g.planned_tasks),
         g(|g| g.executed_tasks),

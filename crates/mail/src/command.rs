@@ -45,6 +45,8 @@ struct Prepared {
     security: Option<Security>,
     topo: Arc<Topology>,
     local: Option<LocalServer>,
+    /// The sink's process (`--target sink`), stopped when dropped.
+    sink: Option<crate::sink::SinkProcess>,
     local_dir: Option<PathBuf>,
     temp_dir: bool,
 }
@@ -70,10 +72,21 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
-    if o.target == "local" {
-        prepare_local(o, profile, log)
-    } else {
-        prepare_remote(o, profile)
+    match o.target.as_str() {
+        "local" => prepare_local(o, profile, log),
+        "sink" => {
+            let s = crate::sink::prepare(o, profile, log)?;
+            Ok(Prepared {
+                target: Arc::new(s.target),
+                security: None,
+                topo: Arc::new(s.topo),
+                local: None,
+                sink: Some(s.process),
+                local_dir: None,
+                temp_dir: false,
+            })
+        }
+        _ => prepare_remote(o, profile),
     }
 }
 
@@ -107,7 +120,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         topo.users.len(),
         topo.lists.len()
     ));
-    let local = LocalServer::start(&dir, log)?;
+    let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency))?;
     let p = local.ports;
     let target = Target {
         kind: "local".into(),
@@ -125,6 +138,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         security: None,
         topo: Arc::new(topo),
         local: Some(local),
+        sink: None,
         local_dir: Some(dir),
         temp_dir: temp,
     })
@@ -181,6 +195,7 @@ fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
         security: None,
         topo: Arc::new(topo),
         local: None,
+        sink: None,
         local_dir: None,
         temp_dir: false,
     })
@@ -267,9 +282,13 @@ pub fn check(o: &Resolved) -> Result<()> {
 
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
+    crate::run::capacity::check(o)?;
     tls_of(o)?;
     if let Some(d) = &o.trace_imap {
         mailbench_base::rundir::claim_folder(d, true)?;
+    }
+    if o.target == "sink" {
+        return Ok(());
     }
     if o.target == "local" {
         crate::local::check_prerequisites()?;
@@ -321,7 +340,11 @@ fn target_info(p: &Prepared) -> TargetInfo {
             software: "Dovecot 2.3 (imap, lmtp, submission, managesieve) + Postfix 3.7 (virtual aliases, LMTP delivery)".into(),
             fsync: "mail_fsync = optimized (Dovecot default)".into(),
             mail_location: "maildir".into(),
-        }),
+        }).or_else(|| p.sink.as_ref().map(|_| ServerInfo {
+            software: crate::sink::SOFTWARE.into(),
+            fsync: "none (nothing is stored)".into(),
+            mail_location: "memory (sizes, flags and tracking headers only)".into(),
+        })),
     }
 }
 
@@ -666,6 +689,7 @@ fn run_result(
             shared.sieve_cmds.load(Ordering::Relaxed),
         ],
         planned_tasks: shared.planned.load(Ordering::Relaxed),
+        generator: ctl.generator,
         interrupted,
         hard_stopped: ctl.hard_stopped,
         server_errors: prepared

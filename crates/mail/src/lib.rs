@@ -19,6 +19,7 @@ pub mod secrets;
 pub mod servermetrics;
 pub mod setup;
 pub mod sieve;
+pub mod sink;
 pub mod smtp;
 pub mod stats;
 pub mod steady;

@@ -86,6 +86,13 @@ const MAX_UNIT: usize = 256 * 1024 * 1024;
 /// Longest line without CRLF accepted before it is called garbage.
 const MAX_LINE: usize = 1024 * 1024;
 
+/// A connection's read buffer to begin with.
+const INITIAL_BUF: usize = 4096;
+/// The free room a read asks for (the buffer doubles when it has less).
+const READ_ROOM: usize = 2048;
+/// A read buffer grown past this (a large message) is given back once read.
+const KEEP_BUF: usize = 16 * 1024;
+
 pub struct Wire {
     io: Box<dyn Io>,
     buf: Vec<u8>,
@@ -150,7 +157,7 @@ impl Wire {
     pub fn from_io(io: Box<dyn Io>, peer: String) -> Wire {
         Wire {
             io,
-            buf: Vec::with_capacity(8192),
+            buf: Vec::with_capacity(INITIAL_BUF),
             start: 0,
             peer,
             loopback: false,
@@ -208,12 +215,19 @@ impl Wire {
         if self.start > 0 && self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
+            // The room a large answer took is given back once it was read:
+            // a connection waits with a small buffer whatever it fetched.
+            if self.buf.capacity() > KEEP_BUF {
+                self.buf = Vec::with_capacity(INITIAL_BUF);
+            }
         } else if self.start > 65536 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        let mut tmp = [0u8; 16384];
-        match tokio::time::timeout_at(deadline, self.io.read(&mut tmp)).await {
+        // Read straight into the buffer's free room (at least READ_ROOM):
+        // no read buffer of its own in every waiting user's future.
+        self.buf.reserve(READ_ROOM);
+        match tokio::time::timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
             Err(_) => Err(OpError::new(
                 ErrorKind::Timeout,
                 format!("no answer from {} within the operation timeout", self.peer),
@@ -225,7 +239,6 @@ impl Wire {
             )),
             Ok(Ok(n)) => {
                 self.bytes_in += n as u64;
-                self.buf.extend_from_slice(&tmp[..n]);
                 Ok(())
             }
         }

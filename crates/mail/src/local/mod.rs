@@ -21,8 +21,10 @@ use std::process::{Child, Command};
 mod config;
 mod processes;
 mod server;
+mod sizing;
 
 pub use processes::{TEMP_PREFIX, queue_len, remove_stale_temp_dirs, stop_stale};
+pub use sizing::{IMAP_PROCESS_BYTES, Machine, Sizing};
 
 /// The mail domain of the local target.
 pub const LOCAL_DOMAIN: &str = "example.test";
@@ -115,6 +117,15 @@ pub struct LocalTls {
 pub struct LocalOptions {
     pub tls: Option<LocalTls>,
     pub dovecot_extra: String,
+    /// Process and client limits for the sessions the run opens.
+    pub sizing: Sizing,
+}
+
+/// Refuses (exit 2) `users` the local target cannot hold on this machine,
+/// `sessions` being the IMAP sessions the run opens at once (the users, or
+/// setup's workers if more), naming the bound.
+pub fn check_capacity(users: usize, sessions: usize) -> Result<()> {
+    sizing::check(users, sessions.max(users), &Machine::read())
 }
 
 /// A running Dovecot + Postfix pair.

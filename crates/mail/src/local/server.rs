@@ -32,6 +32,19 @@ impl LocalServer {
         Self::start_with(dir, log, None)
     }
 
+    /// As `start`, with the limits sized for `sessions` IMAP sessions at once.
+    pub fn start_sized(dir: &Path, log: &TestLog, sessions: usize) -> Result<LocalServer> {
+        let o = LocalOptions {
+            sizing: super::Sizing::for_sessions(sessions),
+            ..Default::default()
+        };
+        log.line(format!(
+            "local target: sized for {sessions} IMAP sessions (imap process_limit {}, default_client_limit {})",
+            o.sizing.imap_processes, o.sizing.client_limit
+        ));
+        Self::start_opts(dir, log, &o)
+    }
+
     /// As `start`, with TLS on Dovecot's listeners when `tls` is given.
     pub fn start_with(dir: &Path, log: &TestLog, tls: Option<&LocalTls>) -> Result<LocalServer> {
         let o = LocalOptions {

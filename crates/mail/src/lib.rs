@@ -2,6 +2,7 @@
 //! servers (`mailbench mail setup|run`). See docs/mail-load.md.
 
 pub mod command;
+pub mod endpoint;
 pub mod hooks;
 pub mod imap;
 pub mod judge;
@@ -12,7 +13,6 @@ pub mod options;
 pub mod profile;
 mod result;
 pub mod run;
-pub mod secrets;
 pub mod servermetrics;
 pub mod setup;
 pub mod sieve;
@@ -21,7 +21,6 @@ pub mod stats;
 pub mod steady;
 pub mod sweep;
 pub mod target;
-pub mod tls;
 pub mod topology;
 pub mod trace;
 pub mod wire;

@@ -3,7 +3,8 @@
 //! host or many, writes its result through here, so every run folder holds
 //! the same files.
 
-use mailbench_base::rundir::{RunDir, write_atomic};
+use mailbench_base::rundir::{RunDir, write_json, write_text};
+use mailbench_base::secrets::say;
 use mailbench_base::{Error, Result};
 use mailbench_results::AnyResult;
 use mailbench_results::verdict::Verdict;
@@ -56,11 +57,9 @@ pub fn write_with(
 /// and, when given, summary.txt in `top`, each replaced atomically; a file
 /// that cannot be written is left as it was.
 pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) {
-    if let Ok(text) = serde_json::to_vec_pretty(result) {
-        let _ = write_atomic(&top.join("result.json"), &text);
-    }
+    let _ = write_json(&top.join("result.json"), result);
     if let Some(s) = summary {
-        let _ = write_atomic(&top.join("summary.txt"), s.as_bytes());
+        let _ = write_text(&top.join("summary.txt"), s);
     }
 }
 
@@ -69,10 +68,10 @@ pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) 
 pub fn finish(dir: &RunDir, result: &AnyResult, out: &Output, text: Option<String>) -> Result<()> {
     write_files(dir, result)?;
     if out.json {
-        println!("{}", json_line(result, &dir.path));
+        say(&json_line(result, &dir.path));
     } else if !out.quiet {
         let text = text.unwrap_or_else(|| default_text(result, &dir.path));
-        println!("{}", text.trim_end());
+        say(text.trim_end());
     }
     Ok(())
 }

@@ -2,6 +2,9 @@
 //! provision, drive the users, sample the host and the server queue, and write
 //! result.json, summary.txt, intervals.jsonl and test.log.
 
+use crate::endpoint::{
+    Credentials, Endpoint, IMAP_SCHEMES, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Tls,
+};
 use crate::local::{LOCAL_DOMAIN, LocalServer};
 use crate::message::Generator;
 use crate::options::Resolved;
@@ -9,11 +12,7 @@ use crate::profile::{Profile, ProfileExt};
 use crate::run::{RunParams, Shared};
 use crate::setup::provision;
 use crate::stats::Stats;
-use crate::target::{
-    Credentials, Endpoint, IMAP_SCHEMES, Pinned, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Security,
-    Target,
-};
-use crate::tls::Tls;
+use crate::target::{Pinned, Security, Target};
 use crate::topology::Topology;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
@@ -112,8 +111,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
     let pf_etc = dir.join("postfix").join("etc");
     std::fs::create_dir_all(&pf_etc).map_err(|e| Error::io("cannot create", &pf_etc, e))?;
     let aliases = LocalServer::aliases_path(&dir);
-    std::fs::write(&aliases, topo.alias_table())
-        .map_err(|e| Error::io("cannot write", &aliases, e))?;
+    mailbench_base::rundir::write_atomic(&aliases, topo.alias_table().as_bytes())?;
     log.line(format!(
         "local target in {} ({} users, {} distribution lists)",
         dir.display(),
@@ -210,7 +208,7 @@ fn remote_credentials(o: &Resolved, imap: &Endpoint) -> Result<Credentials> {
             "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
              (passwords are never taken from the command line)",
             imap.url(),
-            crate::target::PASSWORD_ENV
+            crate::endpoint::PASSWORD_ENV
         )));
     }
     Ok(creds)
@@ -255,9 +253,22 @@ fn tls_of(o: &Resolved) -> Result<Tls> {
 
 /// Connects to every endpoint once (TLS as the policy says) and keeps how each
 /// connection was protected; STARTTLS used here is required from then on.
-fn probe(rt: &tokio::runtime::Runtime, p: &mut Prepared, log: &TestLog) -> Result<()> {
+/// Ctrl-C / SIGTERM during it: the check stops at once and the command goes
+/// on to its interrupted result (no user starts).
+fn probe(
+    rt: &tokio::runtime::Runtime,
+    p: &mut Prepared,
+    log: &TestLog,
+    intr: &mailbench_base::interrupt::Interrupt,
+) -> Result<()> {
     let mut t = (*p.target).clone();
-    let sec = rt.block_on(t.probe())?;
+    let sec = match rt.block_on(t.probe(intr)) {
+        Err(Error::Interrupted) => {
+            log.line("interrupted while connecting to the servers");
+            return Ok(());
+        }
+        r => r?,
+    };
     log.line(format!(
         "connections: IMAP {}; submission {}{}; certificates {}",
         sec.imap,
@@ -361,7 +372,7 @@ pub fn setup(o: Resolved, run: &RunDir, intr: &Interrupt) -> Result<MailSetupRes
     ));
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
-    probe(&rt, &mut prepared, &run.log)?;
+    probe(&rt, &mut prepared, &run.log, intr)?;
     let report = provision_users(&rt, &o, &profile, &prepared, &run.log, intr);
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
@@ -457,7 +468,7 @@ pub fn run(
     ));
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
-    probe(&rt, &mut prepared, &run.log)?;
+    probe(&rt, &mut prepared, &run.log, &intr)?;
     run.log
         .line(format!("target answers: {}", prepared.target.imap.url()));
     let setup_report = if o.skip_setup {
@@ -490,7 +501,7 @@ pub fn run(
         (shared.day_end() + o.drain + o.op_timeout * 2 + Duration::from_secs(60)).into_std(),
         &run.log,
     )?;
-    let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
+    let mut intervals = mailbench_base::rundir::create_new(&run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
     let ctl = if intr.raised() {
         // Stopped during setup: no user starts; the result says so.

@@ -9,7 +9,7 @@
 //! read once, a key no group knows is refused by name, and each group takes
 //! its own keys from it.
 
-use crate::tls::StartTls;
+use crate::endpoint::StartTls;
 use mailbench_base::{Error, Result, parse_duration, parse_percent};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -635,7 +635,7 @@ fn check_ranges(o: &MailOptions) -> Result<()> {
 /// How many users a run takes from a users file: `--users` (which must not
 /// exceed what the file lists from `--first-user` on), else all of them.
 fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>) -> Result<usize> {
-    let listed = crate::target::read_users_file(file)?.len();
+    let listed = crate::endpoint::read_users_file(file)?.len();
     let left = listed.saturating_sub(first_user - 1);
     if left == 0 {
         return Err(Error::usage(format!(
@@ -661,6 +661,7 @@ fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>
 
 /// Checks a `--server-metrics` URL before anything is written.
 pub fn check_url(url: &str) -> Result<()> {
+    mailbench_base::secrets::refuse_url_credentials("--server-metrics", url)?;
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));

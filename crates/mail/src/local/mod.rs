@@ -208,20 +208,16 @@ pub fn local_password(dir: &Path) -> Result<String> {
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    let mut f = mailbench_base::rundir::create_replacing(path, 0o600)
         .map_err(|e| Error::io("cannot write", path, e))?;
     f.write_all(bytes)
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
+/// A server's configuration (it may hold the local target's password: not
+/// redacted, never through a symlink).
 fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| Error::io("cannot write", path, e))
+    mailbench_base::rundir::write_atomic(path, text.as_bytes())
 }
 
 fn mkdir(path: &Path) -> Result<()> {

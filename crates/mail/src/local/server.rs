@@ -59,7 +59,7 @@ impl LocalServer {
         check_prerequisites()?;
         let dir = prepare_dir(dir)?;
         let password = local_password(&dir)?;
-        crate::secrets::register(&password);
+        mailbench_base::secrets::register(&password);
         let ports = LocalPorts::free(o.tls.is_some())?;
         let configs = write_configs(&dir, &ports, &password, o)?;
         let mut server = LocalServer {
@@ -97,7 +97,7 @@ impl LocalServer {
             ports.imap, ports.submission, ports.sieve, ports.lmtp
         ));
         let dv = self.dir.join("dovecot");
-        let dlog = std::fs::File::create(dv.join("dovecot.stderr"))
+        let dlog = mailbench_base::rundir::create_replacing(&dv.join("dovecot.stderr"), 0o644)
             .map_err(|e| Error::io("cannot create", &dv.join("dovecot.stderr"), e))?;
         let child = bound_to_us("/usr/sbin/dovecot")
             .arg("-F")
@@ -122,7 +122,7 @@ impl LocalServer {
             "local target: starting postfix (smtp {})",
             self.ports.smtp
         ));
-        let plog = std::fs::File::create(pf.join("postfix.stderr"))
+        let plog = mailbench_base::rundir::create_replacing(&pf.join("postfix.stderr"), 0o644)
             .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
         // Postfix's master itself (what `postfix start-fg` runs after the
         // checks above), so that it is our child (`start-fg` puts a shell in
@@ -263,7 +263,7 @@ impl LocalServer {
                     return out;
                 }
                 if marks.iter().any(|m| l.contains(m)) {
-                    out.push(crate::secrets::redact(l.trim()).into_owned());
+                    out.push(mailbench_base::secrets::redact(l.trim()).into_owned());
                 }
             }
         }

@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(r.day_length.map(|d| d.0.as_secs()), Some(600));
         assert_eq!(
             (s.seed, s.starttls),
-            (Some(7), Some(mailbench_mail::tls::StartTls::Require))
+            (Some(7), Some(mailbench_mail::endpoint::StartTls::Require))
         );
         let parse =
             |args: &[&str]| crate::Cli::try_parse_from(["mailbench", "mail"].iter().chain(args));

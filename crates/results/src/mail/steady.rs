@@ -219,7 +219,11 @@ impl Steady {
     }
 
     fn finish(self, w: &Window, profile: &Profile, users: usize) -> SteadySection {
-        let Steady { mut s, hists, disks } = self;
+        let Steady {
+            mut s,
+            hists,
+            disks,
+        } = self;
         if s.intervals > 0 {
             s.host_cpu_busy_pct /= s.intervals as f64;
         }

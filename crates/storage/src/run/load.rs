@@ -84,7 +84,7 @@ impl Load {
         let grace = spec
             .shutdown_grace
             .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
-        let intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
+        let intervals_file = mailbench_base::rundir::create_new(&dir.file("intervals.jsonl"))
             .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
         Ok(Load {
             t0,

@@ -1,6 +1,7 @@
 //! Shared foundations of mailbench: the error type and its exit codes, size and
-//! duration units, TOML config files, run folders with their test log, host facts
-//! and the interrupt flag. (The verdict and the result header live in
+//! duration units, TOML config files, run folders with their test log and the
+//! one way files are created, the lock of a folder's owner, the redaction of
+//! secrets from every output, named limits, host facts and the interrupt flag. (The verdict and the result header live in
 //! `mailbench-results`, with the result types.) Every other crate depends on this one; it depends on none
 //! of them.
 
@@ -12,7 +13,9 @@ pub mod error;
 pub mod host;
 pub mod interrupt;
 pub mod limits;
+pub mod lock;
 pub mod rundir;
+pub mod secrets;
 pub mod units;
 
 pub use error::{Error, ExitStatus, Result};

@@ -12,6 +12,35 @@ use std::time::Duration;
 pub const MAX_CONFIG_FILE_BYTES: u64 = 4 << 20;
 /// The largest result file (`result.json`) read by `report`, merges and compares.
 pub const MAX_RESULT_FILE_BYTES: u64 = 256 << 20;
+/// The largest small text input read whole: a password file, a CA file
+/// (`--ca-file`), a distribution lists file, a mail profile file.
+pub const MAX_INPUT_FILE_BYTES: u64 = 4 << 20;
+/// The largest users file (`address password` per line; a million users of
+/// 60-byte lines fit).
+pub const MAX_USERS_FILE_BYTES: u64 = 64 << 20;
+/// The most users a users file may list.
+pub const MAX_USERS: usize = 1_000_000;
+/// The largest file mailbench reads from /proc (/proc/locks, a command line).
+pub const MAX_PROC_FILE_BYTES: u64 = 1 << 20;
+/// The largest file mailbench wrote itself and reads back between commands
+/// (a creation progress file, a checkpoint, a database header's page).
+pub const MAX_STATE_FILE_BYTES: u64 = 1 << 20;
+/// The longest IMAP/SMTP/ManageSieve response line without its CRLF.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// The largest IMAP/ManageSieve response unit (a line with its literals).
+pub const MAX_UNIT_BYTES: usize = 256 << 20;
+/// The most untagged IMAP responses one command may collect before its tagged
+/// answer (a FETCH of a whole large mailbox stays below).
+pub const MAX_UNTAGGED_PER_COMMAND: usize = 100_000;
+/// The most bytes of untagged responses one command may collect (one
+/// response may be a whole message of up to [`MAX_UNIT_BYTES`]).
+pub const MAX_UNTAGGED_BYTES: usize = MAX_UNIT_BYTES;
+/// The most lines of one SMTP reply (an EHLO answer has about twenty).
+pub const MAX_REPLY_LINES: usize = 1_000;
+/// The most bytes of a Prometheus scrape (`--server-metrics`).
+pub const MAX_HTTP_BODY_BYTES: u64 = 16 << 20;
+/// The most bytes of one `intervals.jsonl` line read back.
+pub const MAX_INTERVAL_LINE_BYTES: usize = 64 << 20;
 /// The most bytes one encoded histogram may expand to when decoded.
 pub const MAX_HISTOGRAM_DECODED_BYTES: usize = 16 << 20;
 /// The longest measured window, warm-up or wait of any command.
@@ -80,6 +109,167 @@ pub fn read_text_capped(path: &Path, cap: u64, what: &str) -> Result<String> {
         .map_err(|_| Error::usage(format!("{what} {} is not UTF-8 text", path.display())))
 }
 
+/// What a numeric key measures: how its value is written and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A whole number of things (databases, users, servers, messages).
+    Count,
+    /// Bytes (written as `32KiB`, `4GB` or a number).
+    Bytes,
+    /// A duration (written as `90s`, `2h` or seconds).
+    Seconds,
+    /// Milliseconds (a key whose name says `_ms`).
+    Millis,
+    /// A percentage (written as `25%` or a number of percent).
+    Percent,
+    /// A rate or any other real number.
+    Number,
+}
+
+/// The range of one numeric key. `key` is the dotted path of the key in its
+/// section or profile; a `*` segment stands for any name or any array index
+/// (`tasks.*.per_day`, `sizes.*.body`).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub key: &'static str,
+    pub min: f64,
+    pub max: f64,
+    pub unit: Unit,
+}
+
+impl Bound {
+    pub const fn new(key: &'static str, min: f64, max: f64, unit: Unit) -> Bound {
+        Bound {
+            key,
+            min,
+            max,
+            unit,
+        }
+    }
+
+    fn show(&self, v: f64) -> String {
+        match self.unit {
+            Unit::Bytes => crate::units::ByteSize(v as u64).to_string(),
+            Unit::Seconds => humantime::format_duration(Duration::from_secs_f64(v)).to_string(),
+            Unit::Millis => format!("{v} ms"),
+            Unit::Percent => format!("{v}%"),
+            Unit::Count | Unit::Number => format!("{v}"),
+        }
+    }
+}
+
+/// The one numeric validator: every number of `section` (a section's options
+/// with the flags over the file, a host's table, a profile) within the range
+/// its key has in `bounds`, NaN and infinities refused; the error names
+/// `origin` and the key (exit 2). A section is given as any serializable
+/// value; its sizes, durations and percentages are read back from their text.
+/// A number whose key has no bound is accepted here; the table tests
+/// ([`unbounded_keys`]) keep every numeric key in a table.
+pub fn check_numbers<T: serde::Serialize>(
+    origin: &str,
+    section: &T,
+    bounds: &[Bound],
+) -> Result<()> {
+    let value = toml::Value::try_from(section).map_err(|e| {
+        Error::usage(format!(
+            "{origin}: a value is out of range ({e}); numbers above 9.2e18 are not accepted"
+        ))
+    })?;
+    let mut leaves = Vec::new();
+    leaves_of(&value, String::new(), &mut leaves);
+    for (key, leaf) in leaves {
+        let Some(b) = bound_of(bounds, &key) else {
+            continue;
+        };
+        let Some(v) = number_of(leaf, b.unit) else {
+            continue;
+        };
+        if !v.is_finite() {
+            return Err(Error::usage(format!(
+                "{origin}: `{key}` = {v}: must be a finite number"
+            )));
+        }
+        if v < b.min || v > b.max {
+            return Err(Error::usage(format!(
+                "{origin}: `{key}` = {}: give {} to {}",
+                b.show(v),
+                b.show(b.min),
+                b.show(b.max)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The keys of `section` that hold a number (or a size or duration text)
+/// and have no bound in `bounds`: empty when the table covers the section.
+pub fn unbounded_keys<T: serde::Serialize>(section: &T, bounds: &[Bound]) -> Vec<String> {
+    let Ok(value) = toml::Value::try_from(section) else {
+        return vec!["(not serializable)".into()];
+    };
+    let mut leaves = Vec::new();
+    leaves_of(&value, String::new(), &mut leaves);
+    leaves
+        .into_iter()
+        .filter(|(k, v)| bound_of(bounds, k).is_none() && looks_numeric(v))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+fn looks_numeric(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::Integer(_) | toml::Value::Float(_) => true,
+        toml::Value::String(s) => {
+            crate::units::ByteSize::parse(s).is_ok() || crate::units::parse_duration(s).is_ok()
+        }
+        _ => false,
+    }
+}
+
+fn leaves_of<'a>(v: &'a toml::Value, path: String, out: &mut Vec<(String, &'a toml::Value)>) {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Table(t) => t.iter().for_each(|(k, v)| leaves_of(v, join(k), out)),
+        toml::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| leaves_of(v, join(&i.to_string()), out)),
+        leaf => out.push((path, leaf)),
+    }
+}
+
+/// The bound of a dotted key: an exact key, or a pattern whose `*` segments
+/// match any segment.
+fn bound_of<'a>(bounds: &'a [Bound], key: &str) -> Option<&'a Bound> {
+    let segs: Vec<&str> = key.split('.').collect();
+    bounds.iter().find(|b| {
+        let pat: Vec<&str> = b.key.split('.').collect();
+        pat.len() == segs.len() && pat.iter().zip(&segs).all(|(p, s)| *p == "*" || p == s)
+    })
+}
+
+fn number_of(v: &toml::Value, unit: Unit) -> Option<f64> {
+    match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::String(s) => match unit {
+            Unit::Bytes => crate::units::ByteSize::parse(s).ok().map(|b| b.0 as f64),
+            Unit::Seconds => crate::units::parse_duration(s)
+                .ok()
+                .map(|d| d.as_secs_f64()),
+            Unit::Percent => crate::units::parse_percent(s).ok(),
+            _ => s.trim().parse().ok(),
+        },
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +284,58 @@ mod tests {
         std::fs::write(&p, "x = 1\n").unwrap();
         assert_eq!(read_text_capped(&p, 6, "config file").unwrap(), "x = 1\n");
         assert!(read_text_capped(&p, 5, "config file").is_err());
+    }
+
+    #[derive(serde::Serialize)]
+    struct Demo {
+        databases: Option<u32>,
+        rate: f64,
+        size: crate::ByteSize,
+        #[serde(with = "crate::units::serde_duration")]
+        wait: Duration,
+        tasks: std::collections::BTreeMap<String, f64>,
+    }
+
+    const DEMO: [Bound; 4] = [
+        Bound::new("databases", 1.0, 256.0, Unit::Count),
+        Bound::new("rate", 0.0, 10.0, Unit::Number),
+        Bound::new("size", 4096.0, 1e9, Unit::Bytes),
+        Bound::new("wait", 1.0, 3600.0, Unit::Seconds),
+    ];
+
+    #[test]
+    fn the_numeric_validator_names_the_key_and_refuses_what_is_out_of_range() {
+        let ok = || Demo {
+            databases: Some(4),
+            rate: 2.5,
+            size: crate::ByteSize(1 << 20),
+            wait: Duration::from_secs(60),
+            tasks: [("send".to_string(), 8.0)].into(),
+        };
+        let mut bounds = DEMO.to_vec();
+        assert_eq!(unbounded_keys(&ok(), &bounds), ["tasks.send"]);
+        bounds.push(Bound::new("tasks.*", 0.0, 1e4, Unit::Number));
+        assert!(unbounded_keys(&ok(), &bounds).is_empty());
+        check_numbers("demo", &ok(), &bounds).unwrap();
+        type Spoil = fn(&mut Demo);
+        let bad: [(&str, Spoil); 7] = [
+            ("databases", |d| d.databases = Some(0)),
+            ("databases", |d| d.databases = Some(10_000_000)),
+            ("rate", |d| d.rate = f64::NAN),
+            ("rate", |d| d.rate = f64::INFINITY),
+            ("size", |d| d.size = crate::ByteSize(1 << 40)),
+            ("wait", |d| d.wait = Duration::ZERO),
+            ("tasks.send", |d| {
+                d.tasks.insert("send".into(), -1.0).map_or((), |_| ())
+            }),
+        ];
+        for (key, spoil) in bad {
+            let mut d = ok();
+            spoil(&mut d);
+            let e = check_numbers("demo", &d, &bounds).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2);
+            assert!(e.to_string().contains(&format!("`{key}`")), "{key}: {e}");
+        }
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Run folders: every run writes `DIR/<command>-<UTC timestamp>/` holding
 //! `result.json`, `summary.txt`, `report.html`, `test.log` and interval data.
-//! Also the ownership manifest that marks data folders mailbench created.
+//! Also the ownership manifest that marks data folders mailbench created, and
+//! the one way mailbench creates files: never through a symlink, never over a
+//! file it did not make ([`create_new`], [`open_append`], [`write_atomic`] with
+//! an unpredictable temporary name, then a rename).
 
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -54,45 +59,133 @@ impl RunDir {
         self.path.join(name)
     }
 
-    /// Writes `name` atomically (write to a temporary name, then rename).
+    /// Writes `name` atomically; a text (UTF-8) has its secrets redacted.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<PathBuf> {
         let path = self.file(name);
-        write_atomic(&path, bytes)?;
+        match std::str::from_utf8(bytes) {
+            Ok(text) => write_text(&path, text)?,
+            Err(_) => write_atomic(&path, bytes)?,
+        }
         Ok(path)
     }
 
-    /// Writes `items` as JSON lines (one object a line), atomically.
+    /// Writes `items` as JSON lines (one object a line), atomically, every
+    /// string redacted.
     pub fn write_jsonl<T: serde::Serialize>(&self, name: &str, items: &[T]) -> Result<PathBuf> {
         let mut text = Vec::new();
         for item in items {
-            serde_json::to_writer(&mut text, item)
+            let mut v = serde_json::to_value(item)
+                .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
+            crate::secrets::redact_json(&mut v);
+            serde_json::to_writer(&mut text, &v)
                 .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
             text.push(b'\n');
         }
-        self.write(name, &text)
+        let path = self.file(name);
+        write_atomic(&path, &text)?;
+        Ok(path)
     }
 
+    /// Writes `value` as pretty JSON, atomically, every string redacted.
     pub fn write_json<T: serde::Serialize>(&self, name: &str, value: &T) -> Result<PathBuf> {
-        let text = serde_json::to_vec_pretty(value)
-            .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
-        self.write(name, &text)
+        let path = self.file(name);
+        write_json(&path, value)?;
+        Ok(path)
     }
 }
 
-/// Writes a file atomically: temporary name in the same folder, fsync, rename,
-/// fsync of the folder (a rename is on disk only once its folder is: without
-/// it, a crash could bring back the old file after its successor was used).
+/// Writes a text file atomically with every registered secret redacted
+/// ([`crate::secrets`]): summaries, reports, configurations.
+pub fn write_text(path: &Path, text: &str) -> Result<()> {
+    write_atomic(path, crate::secrets::redact(text).as_bytes())
+}
+
+/// Writes `value` as pretty JSON atomically, every string redacted.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    let name = path.display();
+    let mut v = serde_json::to_value(value)
+        .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
+    crate::secrets::redact_json(&mut v);
+    let text = serde_json::to_vec_pretty(&v)
+        .map_err(|e| Error::runtime(format!("cannot encode {name}: {e}")))?;
+    write_atomic(path, &text)
+}
+
+/// Writes a file atomically: a temporary file with an unpredictable name in
+/// the same folder, created new (`O_EXCL`, so nothing planted there is
+/// followed or reused), fsync, rename over `path` (which replaces a symlink
+/// of that name rather than following it), fsync of the folder (a rename is
+/// on disk only once its folder is: without it, a crash could bring back the
+/// old file after its successor was used).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp-write");
     let folder = folder_of(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let res = (|| -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
+        use std::os::unix::fs::PermissionsExt;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(folder)?;
+        tmp.write_all(bytes)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
         File::open(folder)?.sync_all()
     })();
     res.map_err(|e| Error::io("cannot write", path, e))
+}
+
+/// Creates `path` for writing; it must not exist (not even as a symlink).
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Creates `path` anew with permissions `mode` (less the umask): whatever file
+/// or symlink has that name is unlinked first, never followed; a folder of
+/// that name is an error. For files mailbench rewrites in a folder of its own
+/// (the local target's configurations and logs).
+pub fn create_replacing(path: &Path, mode: u32) -> std::io::Result<File> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "a folder has that name",
+            ));
+        }
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Opens `path` to append (created if missing), never through a symlink.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Opens `path` to read, refusing a symlink (a file mailbench made itself).
+pub fn open_read_nofollow(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// The folder a file named `path` is in (`.` for a bare name).
@@ -118,11 +211,7 @@ struct LogInner {
 
 impl TestLog {
     pub fn open(path: &Path) -> Result<TestLog> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io("cannot open the test log", path, e))?;
+        let file = open_append(path).map_err(|e| Error::io("cannot open the test log", path, e))?;
         Ok(TestLog {
             inner: Arc::new(Mutex::new(LogInner {
                 file: Some(file),
@@ -147,10 +236,10 @@ impl TestLog {
         }
     }
 
-    /// Appends `<RFC 3339 time> <message>`.
+    /// Appends `<RFC 3339 time> <message>`, secrets redacted.
     pub fn line(&self, msg: impl AsRef<str>) {
         let now = humantime::format_rfc3339_millis(std::time::SystemTime::now());
-        let line = format!("{now} {}\n", msg.as_ref());
+        let line = format!("{now} {}\n", crate::secrets::redact(msg.as_ref()));
         if let Ok(mut g) = self.inner.lock() {
             if let Some(f) = g.file.as_mut() {
                 // A failing log write must not end the run; the result still carries it.
@@ -169,10 +258,21 @@ pub const MANIFEST: &str = ".mailbench-owned";
 /// Makes sure `dir` is ours to write: it does not exist (and is then created with
 /// a manifest), or it is empty, or it holds our manifest. A folder holding files
 /// mailbench did not create is refused (exit 2) before anything is written.
-/// With `dry_run` nothing is created, only checked.
+/// With `dry_run` nothing is created, only checked. A folder that holds our
+/// manifest is then held by this process until it ends ([`crate::lock`]): one
+/// held by another command is refused (exit 2) naming it.
 pub fn claim_folder(dir: &Path, dry_run: bool) -> Result<()> {
-    if dir.join(MANIFEST).is_file() {
-        return Ok(());
+    let manifest = dir.join(MANIFEST);
+    match std::fs::symlink_metadata(&manifest) {
+        Ok(m) if m.is_file() => return crate::lock::hold(dir),
+        Ok(_) => {
+            return Err(Error::usage(format!(
+                "{} is not a file mailbench wrote (a symlink or a folder): refusing to use {}",
+                manifest.display(),
+                dir.display()
+            )));
+        }
+        Err(_) => {}
     }
     if dir.exists() {
         if !dir.is_dir() {
@@ -202,12 +302,10 @@ pub fn claim_folder(dir: &Path, dry_run: bool) -> Result<()> {
         env!("CARGO_PKG_VERSION"),
         crate::host::now_rfc3339()
     );
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.join(MANIFEST))
+    create_new(&manifest)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| Error::usage(format!("cannot write in folder {}: {e}", dir.display())))
+        .map_err(|e| Error::usage(format!("cannot write in folder {}: {e}", dir.display())))?;
+    crate::lock::hold(dir)
 }
 
 /// Makes room for mailbench to create `name` in `dir`, a folder [`claim_folder`]
@@ -252,6 +350,55 @@ mod tests {
         assert_eq!(names.len(), 1, "{names:?}");
         assert_eq!(folder_of(&p), t.path());
         assert_eq!(folder_of(Path::new("result.json")), Path::new("."));
+    }
+
+    /// Every way mailbench creates a file, against a symlink planted at the
+    /// file's name and at every temporary name an earlier version used: the
+    /// file outside the folder is never written.
+    #[test]
+    fn no_writer_follows_a_planted_link() {
+        type Writer = fn(&Path) -> std::io::Result<()>;
+        fn io(r: Result<()>) -> std::io::Result<()> {
+            r.map_err(|e| std::io::Error::other(e.to_string()))
+        }
+        let writers: [(&str, Writer); 8] = [
+            ("write_atomic", |p| io(write_atomic(p, b"new"))),
+            ("write_text", |p| io(write_text(p, "new"))),
+            ("write_json", |p| io(write_json(p, &"new"))),
+            ("create_new", |p| {
+                create_new(p).and_then(|mut f| f.write_all(b"new"))
+            }),
+            ("open_append", |p| {
+                open_append(p).and_then(|mut f| f.write_all(b"new"))
+            }),
+            ("create_replacing", |p| {
+                create_replacing(p, 0o600).and_then(|mut f| f.write_all(b"new"))
+            }),
+            ("TestLog::open", |p| {
+                io(TestLog::open(p).map(|l| l.line("new")))
+            }),
+            ("RunDir::write", |p| {
+                let d = RunDir {
+                    path: folder_of(p).to_path_buf(),
+                    log: TestLog::discard(),
+                };
+                let name = p.file_name().unwrap().to_str().unwrap();
+                io(d.write(name, b"new").map(|_| ()))
+            }),
+        ];
+        for (what, write) in writers {
+            let t = tempfile::tempdir().unwrap();
+            let victim = t.path().join("victim");
+            std::fs::write(&victim, b"precious").unwrap();
+            let dir = t.path().join("run");
+            std::fs::create_dir(&dir).unwrap();
+            let target = dir.join("report.html");
+            for planted in ["report.html", "report.tmp-write", "report.html.tmp-write"] {
+                std::os::unix::fs::symlink(&victim, dir.join(planted)).unwrap();
+            }
+            let _ = write(&target);
+            assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{what}");
+        }
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! provision, drive the users, sample the host and the server queue, and write
 //! result.json, summary.txt, intervals.jsonl and test.log.
 
+use crate::endpoint::{
+    Credentials, Endpoint, IMAP_SCHEMES, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Tls,
+};
 use crate::local::{LOCAL_DOMAIN, LocalServer};
 use crate::message::Generator;
 use crate::options::Resolved;
@@ -9,11 +12,7 @@ use crate::profile::{Profile, ProfileExt};
 use crate::run::{RunParams, Shared};
 use crate::setup::provision;
 use crate::stats::Stats;
-use crate::target::{
-    Credentials, Endpoint, IMAP_SCHEMES, Pinned, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Security,
-    Target,
-};
-use crate::tls::Tls;
+use crate::target::{Pinned, Security, Target};
 use crate::topology::Topology;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
@@ -45,6 +44,8 @@ struct Prepared {
     security: Option<Security>,
     topo: Arc<Topology>,
     local: Option<LocalServer>,
+    /// The sink's process (`--target sink`), stopped when dropped.
+    sink: Option<crate::sink::SinkProcess>,
     local_dir: Option<PathBuf>,
     temp_dir: bool,
 }
@@ -70,10 +71,21 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
-    if o.target == "local" {
-        prepare_local(o, profile, log)
-    } else {
-        prepare_remote(o, profile)
+    match o.target.as_str() {
+        "local" => prepare_local(o, profile, log),
+        "sink" => {
+            let s = crate::sink::prepare(o, profile, log)?;
+            Ok(Prepared {
+                target: Arc::new(s.target),
+                security: None,
+                topo: Arc::new(s.topo),
+                local: None,
+                sink: Some(s.process),
+                local_dir: None,
+                temp_dir: false,
+            })
+        }
+        _ => prepare_remote(o, profile),
     }
 }
 
@@ -99,15 +111,14 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
     let pf_etc = dir.join("postfix").join("etc");
     std::fs::create_dir_all(&pf_etc).map_err(|e| Error::io("cannot create", &pf_etc, e))?;
     let aliases = LocalServer::aliases_path(&dir);
-    std::fs::write(&aliases, topo.alias_table())
-        .map_err(|e| Error::io("cannot write", &aliases, e))?;
+    mailbench_base::rundir::write_atomic(&aliases, topo.alias_table().as_bytes())?;
     log.line(format!(
         "local target in {} ({} users, {} distribution lists)",
         dir.display(),
         topo.users.len(),
         topo.lists.len()
     ));
-    let local = LocalServer::start(&dir, log)?;
+    let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency))?;
     let p = local.ports;
     let target = Target {
         kind: "local".into(),
@@ -125,6 +136,7 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         security: None,
         topo: Arc::new(topo),
         local: Some(local),
+        sink: None,
         local_dir: Some(dir),
         temp_dir: temp,
     })
@@ -181,6 +193,7 @@ fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
         security: None,
         topo: Arc::new(topo),
         local: None,
+        sink: None,
         local_dir: None,
         temp_dir: false,
     })
@@ -195,7 +208,7 @@ fn remote_credentials(o: &Resolved, imap: &Endpoint) -> Result<Credentials> {
             "no password for the users of {}: set {} or give --password-file FILE or --users-file FILE \
              (passwords are never taken from the command line)",
             imap.url(),
-            crate::target::PASSWORD_ENV
+            crate::endpoint::PASSWORD_ENV
         )));
     }
     Ok(creds)
@@ -240,9 +253,22 @@ fn tls_of(o: &Resolved) -> Result<Tls> {
 
 /// Connects to every endpoint once (TLS as the policy says) and keeps how each
 /// connection was protected; STARTTLS used here is required from then on.
-fn probe(rt: &tokio::runtime::Runtime, p: &mut Prepared, log: &TestLog) -> Result<()> {
+/// Ctrl-C / SIGTERM during it: the check stops at once and the command goes
+/// on to its interrupted result (no user starts).
+fn probe(
+    rt: &tokio::runtime::Runtime,
+    p: &mut Prepared,
+    log: &TestLog,
+    intr: &mailbench_base::interrupt::Interrupt,
+) -> Result<()> {
     let mut t = (*p.target).clone();
-    let sec = rt.block_on(t.probe())?;
+    let sec = match rt.block_on(t.probe(intr)) {
+        Err(Error::Interrupted) => {
+            log.line("interrupted while connecting to the servers");
+            return Ok(());
+        }
+        r => r?,
+    };
     log.line(format!(
         "connections: IMAP {}; submission {}{}; certificates {}",
         sec.imap,
@@ -267,9 +293,13 @@ pub fn check(o: &Resolved) -> Result<()> {
 
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
+    crate::run::capacity::check(o)?;
     tls_of(o)?;
     if let Some(d) = &o.trace_imap {
         mailbench_base::rundir::claim_folder(d, true)?;
+    }
+    if o.target == "sink" {
+        return Ok(());
     }
     if o.target == "local" {
         crate::local::check_prerequisites()?;
@@ -321,7 +351,11 @@ fn target_info(p: &Prepared) -> TargetInfo {
             software: "Dovecot 2.3 (imap, lmtp, submission, managesieve) + Postfix 3.7 (virtual aliases, LMTP delivery)".into(),
             fsync: "mail_fsync = optimized (Dovecot default)".into(),
             mail_location: "maildir".into(),
-        }),
+        }).or_else(|| p.sink.as_ref().map(|_| ServerInfo {
+            software: crate::sink::SOFTWARE.into(),
+            fsync: "none (nothing is stored)".into(),
+            mail_location: "memory (sizes, flags and tracking headers only)".into(),
+        })),
     }
 }
 
@@ -338,7 +372,7 @@ pub fn setup(o: Resolved, run: &RunDir, intr: &Interrupt) -> Result<MailSetupRes
     ));
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
-    probe(&rt, &mut prepared, &run.log)?;
+    probe(&rt, &mut prepared, &run.log, intr)?;
     let report = provision_users(&rt, &o, &profile, &prepared, &run.log, intr);
     header.finish(started.elapsed());
     let mut reasons = Vec::new();
@@ -434,7 +468,7 @@ pub fn run(
     ));
     let rt = runtime()?;
     let mut prepared = prepare(&o, &profile, &run.log)?;
-    probe(&rt, &mut prepared, &run.log)?;
+    probe(&rt, &mut prepared, &run.log, &intr)?;
     run.log
         .line(format!("target answers: {}", prepared.target.imap.url()));
     let setup_report = if o.skip_setup {
@@ -467,7 +501,7 @@ pub fn run(
         (shared.day_end() + o.drain + o.op_timeout * 2 + Duration::from_secs(60)).into_std(),
         &run.log,
     )?;
-    let mut intervals = std::fs::File::create(run.file("intervals.jsonl"))
+    let mut intervals = mailbench_base::rundir::create_new(&run.file("intervals.jsonl"))
         .map_err(|e| Error::io("cannot create", &run.file("intervals.jsonl"), e))?;
     let ctl = if intr.raised() {
         // Stopped during setup: no user starts; the result says so.
@@ -666,6 +700,7 @@ fn run_result(
             shared.sieve_cmds.load(Ordering::Relaxed),
         ],
         planned_tasks: shared.planned.load(Ordering::Relaxed),
+        generator: ctl.generator,
         interrupted,
         hard_stopped: ctl.hard_stopped,
         server_errors: prepared

@@ -3,10 +3,9 @@
 //! parsers the simulated users need. Every untagged `EXISTS` is timestamped, which
 //! is how delivery latency is measured.
 
-use crate::target::Endpoint;
-use crate::tls::{StartTls, Tls};
+use crate::endpoint::{Endpoint, StartTls, Tls};
 use crate::trace::Trace;
-use crate::wire::{ErrorKind, OpError, OpResult, Wire};
+use crate::wire::{ErrorKind, OpError, OpResult, Wire, show};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -22,6 +21,31 @@ pub struct Response {
     pub untagged: Vec<Vec<u8>>,
     /// The tagged status text (after `OK`/`NO`/`BAD`).
     pub text: String,
+    /// Bytes of `untagged`.
+    bytes: usize,
+}
+
+impl Response {
+    /// Keeps an untagged unit, within the limits of one command's answer
+    /// (`MAX_UNTAGGED_PER_COMMAND` units, `MAX_UNTAGGED_BYTES`): a server
+    /// that floods a command with untagged responses is refused, not stored.
+    fn keep(&mut self, u: Vec<u8>) -> Result<(), String> {
+        use mailbench_base::limits::{MAX_UNTAGGED_BYTES, MAX_UNTAGGED_PER_COMMAND};
+        self.bytes += u.len();
+        if self.untagged.len() >= MAX_UNTAGGED_PER_COMMAND {
+            return Err(format!(
+                "more than {MAX_UNTAGGED_PER_COMMAND} untagged responses"
+            ));
+        }
+        if self.bytes > MAX_UNTAGGED_BYTES {
+            return Err(format!(
+                "more than {} MiB of untagged responses",
+                MAX_UNTAGGED_BYTES >> 20
+            ));
+        }
+        self.untagged.push(u);
+        Ok(())
+    }
 }
 
 /// What the client knows of the Inbox: kept while other mailboxes are
@@ -333,7 +357,12 @@ impl ImapConn {
                 return Ok((st, resp));
             }
             self.check_untagged(&u)?;
-            resp.untagged.push(u);
+            resp.keep(u).map_err(|m| {
+                OpError::new(
+                    ErrorKind::Malformed,
+                    format!("{} sent {m} to one command", self.wire.peer),
+                )
+            })?;
         }
     }
 
@@ -807,21 +836,6 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 fn find_ci(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w.eq_ignore_ascii_case(n))
 }
-
-/// A short printable excerpt of server output for error messages.
-/// A server's response as shown in an error: credentials redacted (before
-/// it is cut, so no part of one is left), control characters as `.`, at
-/// most 120 characters.
-pub fn show(u: &[u8]) -> String {
-    crate::secrets::redact_bytes(&u[..u.len().min(SHOW_SCAN)])
-        .chars()
-        .take(120)
-        .map(|c| if c.is_control() { '.' } else { c })
-        .collect()
-}
-
-/// How much of a response `show` redacts before cutting it.
-const SHOW_SCAN: usize = 4096;
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 pub mod command;
+pub mod endpoint;
 pub mod hooks;
 pub mod imap;
 pub mod judge;
@@ -15,16 +16,15 @@ pub mod options;
 pub mod profile;
 mod result;
 pub mod run;
-pub mod secrets;
 pub mod servermetrics;
 pub mod setup;
 pub mod sieve;
+pub mod sink;
 pub mod smtp;
 pub mod stats;
 pub mod steady;
 pub mod sweep;
 pub mod target;
-pub mod tls;
 pub mod topology;
 pub mod trace;
 pub mod wire;

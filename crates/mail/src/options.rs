@@ -9,7 +9,7 @@
 //! read once, a key no group knows is refused by name, and each group takes
 //! its own keys from it.
 
-use crate::tls::StartTls;
+use crate::endpoint::StartTls;
 use mailbench_base::{Error, Result, parse_duration, parse_percent};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -135,8 +135,9 @@ option_group! {
     /// The options of `mail setup` (which `mail run` and `mail sweep` take too):
     /// the target, its users, the profile, TLS.
     pub struct SetupOptions {
-        /// `local` (default): start a throwaway Dovecot+Postfix on 127.0.0.1; `remote`: use --imap/--submission.
-        #[arg(long, value_name = "local|remote")]
+        /// `local` (default): start a throwaway Dovecot+Postfix on 127.0.0.1; `sink`: mailbench's own
+        /// endpoint that answers at once (measures the generator alone); `remote`: use --imap/--submission.
+        #[arg(long, value_name = "local|sink|remote")]
         pub target: Option<String>,
         /// IMAP server of a remote target, e.g. imaps://mail.example.org (993) or imap://mail.example.org:143.
         #[arg(long, value_name = "URL")]
@@ -423,16 +424,21 @@ fn target_of(s: &SetupOptions) -> Result<String> {
         None => if remote { "remote" } else { "local" }.to_string(),
         Some("local") => "local".into(),
         Some("remote") => "remote".into(),
+        Some("sink") => "sink".into(),
         Some(other) => {
             return Err(Error::usage(format!(
-                "--target `{other}`: write `local` (a throwaway Dovecot+Postfix) or `remote` with --imap and --submission URLs"
+                "--target `{other}`: write `local` (a throwaway Dovecot+Postfix), `sink` (mailbench's own \
+                 endpoint, to measure the generator alone) or `remote` with --imap and --submission URLs"
             )));
         }
     };
-    if target == "local" && (remote || s.sieve.is_some()) {
-        return Err(Error::usage(
-            "--imap/--submission/--sieve address a running server: drop --target local (or write --target remote)",
-        ));
+    if target != "remote" && (remote || s.sieve.is_some()) {
+        return Err(Error::usage(format!(
+            "--imap/--submission/--sieve address a running server: drop --target {target} (or write --target remote)"
+        )));
+    }
+    if target == "sink" {
+        return sink_options(s).map(|()| target);
     }
     if target == "remote" && (s.imap.is_none() || s.submission.is_none()) {
         return Err(Error::usage(
@@ -457,10 +463,33 @@ fn target_of(s: &SetupOptions) -> Result<String> {
     Ok(target)
 }
 
+/// The options the sink has no use for, refused: it makes its own users,
+/// password and lists, keeps no folder, and speaks plain text on 127.0.0.1.
+fn sink_options(s: &SetupOptions) -> Result<()> {
+    let given: Vec<&str> = [
+        (s.users_file.is_some(), "--users-file"),
+        (s.password_file.is_some(), "--password-file"),
+        (s.lists_file.is_some(), "--lists-file"),
+        (s.local_dir.is_some(), "--local-dir"),
+    ]
+    .iter()
+    .filter(|(g, _)| *g)
+    .map(|(_, f)| *f)
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{} {} not for the sink: it makes its own users, password and distribution lists and keeps no folder",
+        given.join(", "),
+        if given.len() == 1 { "is" } else { "are" }
+    )))
+}
+
 /// TLS options: refused with the local target (plain text on loopback), and
 /// `--ca-file` refused with `--tls-insecure`.
 fn check_tls_options(s: &SetupOptions, target: &str, tls_insecure: bool) -> Result<()> {
-    if target == "local" {
+    if target != "remote" {
         let mut given = Vec::new();
         if s.starttls == Some(StartTls::Require) {
             given.push("--starttls require");
@@ -476,7 +505,7 @@ fn check_tls_options(s: &SetupOptions, target: &str, tls_insecure: bool) -> Resu
         }
         if !given.is_empty() {
             return Err(Error::usage(format!(
-                "{} are for remote servers; the local target speaks plain text on 127.0.0.1",
+                "{} are for remote servers; the {target} target speaks plain text on 127.0.0.1",
                 given.join(", ")
             )));
         }
@@ -606,7 +635,7 @@ fn check_ranges(o: &MailOptions) -> Result<()> {
 /// How many users a run takes from a users file: `--users` (which must not
 /// exceed what the file lists from `--first-user` on), else all of them.
 fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>) -> Result<usize> {
-    let listed = crate::target::read_users_file(file)?.len();
+    let listed = crate::endpoint::read_users_file(file)?.len();
     let left = listed.saturating_sub(first_user - 1);
     if left == 0 {
         return Err(Error::usage(format!(
@@ -632,6 +661,7 @@ fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>
 
 /// Checks a `--server-metrics` URL before anything is written.
 pub fn check_url(url: &str) -> Result<()> {
+    mailbench_base::secrets::refuse_url_credentials("--server-metrics", url)?;
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));

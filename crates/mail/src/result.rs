@@ -25,6 +25,8 @@ pub(crate) struct Measured {
     /// IMAP, SMTP, ManageSieve commands sent.
     pub commands: [u64; 3],
     pub planned_tasks: u64,
+    /// The generator's memory and the part of the day it drove.
+    pub generator: GenSamples,
     pub interrupted: bool,
     /// The hard time limit (day + drain + grace) ended the run.
     pub hard_stopped: bool,
@@ -35,6 +37,20 @@ pub(crate) struct Measured {
     pub server: Option<(ServerSection, Vec<String>)>,
     /// The steady window's figures (None when interrupted).
     pub steady: Option<mailbench_results::mail::steady::SteadySection>,
+}
+
+/// The generator's resident set over the run, and the part of the day its
+/// users were driven.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GenSamples {
+    pub rss_max_bytes: u64,
+    /// The first sample after the day started.
+    pub rss_day_start_bytes: u64,
+    /// The last sample before the day ended or the run was stopped.
+    pub rss_day_end_bytes: u64,
+    /// Real seconds of the day the users were driven: the whole day, or up
+    /// to the interrupt.
+    pub day_run_s: f64,
 }
 
 /// Who ran, against what.
@@ -122,12 +138,13 @@ pub(crate) fn build(
 ) -> MailRunResult {
     let users = id.users as f64;
     let (score, weights) = weighted_p95_ms(profile, stats);
-    let sim_hours = profile.day.as_secs_f64() / 3600.0;
+    let generator = generator(&m, o, profile, stats, id.users);
     let mut warnings = run_warnings(&id, o, profile, stats, &m);
     let server = m.server.map(|(section, w)| {
         warnings.extend(w);
         section
     });
+    let kind = id.target.kind.clone();
     let mut r = MailRunResult {
         run: id.header,
         config: o.clone(),
@@ -162,7 +179,7 @@ pub(crate) fn build(
             delivered_within: Some(stats.delivered_within),
             hist: stats.delivery.clone(),
         },
-        queue: queue(m.queue, m.queue_local),
+        queue: queue(m.queue, m.queue_local, &kind),
         errors: errors(stats),
         host: m.host,
         server,
@@ -170,20 +187,47 @@ pub(crate) fn build(
         disk: m
             .disk
             .map(|(dev, rates)| DiskPerUser::of(dev, rates, users)),
-        generator: Generator::of(
-            m.cpu_s,
-            m.commands,
-            users * sim_hours,
-            stats.sched_delay.clone(),
-            m.planned_tasks,
-            executed_tasks(stats),
-        ),
+        generator,
         warnings,
         verdict: mailbench_results::Verdict::from_reasons(Vec::new()),
         merged: None,
     };
     r.verdict = judge::verdict(&figures(&r, m.interrupted), &o.criteria());
     r
+}
+
+/// What driving the users cost: CPU per 1000 commands and per 1000 of the
+/// user-hours simulated (the users times the part of the day they were
+/// driven, at the day's compression: an interrupted run counts what it
+/// simulated, not its plan), memory, the file limit and the users it holds.
+fn generator(
+    m: &Measured,
+    o: &Resolved,
+    profile: &Profile,
+    stats: &Stats,
+    users: usize,
+) -> Generator {
+    let compression = profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9);
+    let user_hours = users as f64 * m.generator.day_run_s * compression / 3600.0;
+    let mut g = Generator::of(
+        m.cpu_s,
+        m.commands,
+        user_hours,
+        stats.sched_delay.clone(),
+        m.planned_tasks,
+        executed_tasks(stats),
+    );
+    let limit = crate::run::capacity::raise_file_limit();
+    let (max_users, _) = crate::run::capacity::capacity(limit, crate::run::capacity::local_ports());
+    g.memory = GeneratorMemory {
+        rss_max_bytes: m.generator.rss_max_bytes,
+        rss_max_bytes_per_user: m.generator.rss_max_bytes as f64 / users.max(1) as f64,
+        rss_day_start_bytes: m.generator.rss_day_start_bytes,
+        rss_day_end_bytes: m.generator.rss_day_end_bytes,
+        file_limit: limit.soft,
+        max_users,
+    };
+    g
 }
 
 /// The figures of every task kind that ran.
@@ -236,10 +280,12 @@ fn errors(stats: &Stats) -> Errors {
 }
 
 /// The server queue's samples, largest and last length.
-fn queue(samples: Vec<QueueSample>, local: bool) -> Queue {
+fn queue(samples: Vec<QueueSample>, local: bool, kind: &str) -> Queue {
     Queue {
         source: if local {
             "postqueue -j"
+        } else if kind == "sink" {
+            "none: the sink delivers before it answers"
         } else {
             "not available for remote targets"
         }

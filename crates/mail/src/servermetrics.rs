@@ -26,7 +26,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// At most this much of one response is read (a node exporter answers ~60 KB).
-pub const MAX_BODY_BYTES: u64 = 16 << 20;
+pub const MAX_BODY_BYTES: u64 = mailbench_base::limits::MAX_HTTP_BODY_BYTES;
 
 /// Where server figures come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -543,7 +543,7 @@ fn series_points(samples: &[ServerSample], store: &StoreDevices) -> Vec<ServerPo
 /// host's /proc when the target is local (`local_store`: Some, with the mail
 /// folder's block device when it has one). None when there is nothing to read.
 pub fn start_for_run(
-    o: &crate::options::Resolved,
+    o: &mailbench_results::mail::config::MailConfig,
     local_store: Option<Option<String>>,
     t0: Instant,
     until: Instant,
@@ -558,7 +558,7 @@ pub fn start_for_run(
     }
     let tls = HttpTls {
         extra_roots: match &o.ca_file {
-            Some(p) => crate::tls::load_ca_file(p)?,
+            Some(p) => crate::endpoint::tls::load_ca_file(p)?,
             None => Vec::new(),
         },
         insecure: o.tls_insecure,
@@ -589,7 +589,7 @@ pub fn finish(
     window: (f64, f64),
     users: u64,
     compression: f64,
-    o: &crate::options::Resolved,
+    o: &mailbench_results::mail::config::MailConfig,
 ) -> Result<ServerSection> {
     let lines: Vec<ServerLine> = series
         .sources
@@ -700,7 +700,13 @@ mod tests {
     fn urls_are_checked() {
         assert!(crate::options::check_url("http://127.0.0.1:9100/metrics").is_ok());
         assert!(crate::options::check_url("https://mail.example.org:9100/metrics").is_ok());
-        for bad in ["ftp://x", "127.0.0.1:9100", "http://", "http:///metrics"] {
+        for bad in [
+            "ftp://x",
+            "127.0.0.1:9100",
+            "http://",
+            "http:///metrics",
+            "http://u:pw@h:9100/metrics",
+        ] {
             assert!(crate::options::check_url(bad).is_err(), "{bad}");
         }
     }

@@ -1,8 +1,7 @@
 //! A minimal ManageSieve (RFC 5804) client: STARTTLS, AUTHENTICATE PLAIN,
 //! PUTSCRIPT, SETACTIVE, DELETESCRIPT, LOGOUT. Server-side rules are Sieve scripts.
 
-use crate::target::Endpoint;
-use crate::tls::{StartTls, Tls};
+use crate::endpoint::{Endpoint, StartTls, Tls};
 use crate::wire::{ErrorKind, OpResult, Wire};
 use base64::Engine as _;
 use std::time::Duration;
@@ -95,10 +94,15 @@ impl SieveConn {
                 } else {
                     ErrorKind::Rejected
                 };
-                return Err(self.wire.refused(kind, what, crate::imap::show(&u)));
+                return Err(self.wire.refused(kind, what, crate::wire::show(&u)));
             }
             if !(text.starts_with('"') || text.starts_with('{')) {
                 return Err(self.wire.malformed("a line that is not ManageSieve", &u));
+            }
+            if lines.len() >= mailbench_base::limits::MAX_REPLY_LINES {
+                return Err(self
+                    .wire
+                    .malformed("more lines than any ManageSieve answer", &u));
             }
             lines.push(text);
         }

@@ -1,8 +1,7 @@
 //! A minimal SMTP submission client: EHLO, STARTTLS, AUTH PLAIN, MAIL/RCPT/DATA,
 //! QUIT, one connection per message (as a client that submits and disconnects).
 
-use crate::target::Endpoint;
-use crate::tls::{StartTls, Tls};
+use crate::endpoint::{Endpoint, StartTls, Tls};
 use crate::wire::{ErrorKind, OpError, OpResult, Wire};
 use base64::Engine as _;
 use std::time::Duration;
@@ -116,6 +115,15 @@ impl SmtpConn {
                 .to_string();
             text.push_str(&this);
             lines.push(this);
+            if lines.len() > mailbench_base::limits::MAX_REPLY_LINES {
+                return Err(self.wire.malformed(
+                    &format!(
+                        "a reply of more than {} lines",
+                        mailbench_base::limits::MAX_REPLY_LINES
+                    ),
+                    &line,
+                ));
+            }
             match line.get(3) {
                 Some(b'-') => continue,
                 None | Some(b' ') => return Ok(Reply { code, text, lines }),

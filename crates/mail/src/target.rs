@@ -1,223 +1,25 @@
-//! Where the simulated users connect: endpoints parsed from URLs (`imap://`,
-//! `imaps://`, `smtp://`, `submission://`, `submissions://`, `smtps://`,
-//! `sieve://`) or the local target's ports, the TLS policy (tls.rs), and the
-//! credentials (from the local target's secret, a users file or the environment;
-//! never flags).
+//! The server under test: its endpoints (endpoint/), credentials and TLS
+//! policy, and the connections the users make to it through the protocol
+//! clients (IMAP, submission, ManageSieve), with the start-up probe.
 
+use crate::endpoint::{Credentials, Endpoint, StartTls, Tls};
 use crate::imap::ImapConn;
 use crate::sieve::SieveConn;
 use crate::smtp::SmtpConn;
-use crate::tls::{StartTls, Tls};
 use crate::wire::{ErrorKind, OpError, OpResult};
+use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
 use serde::Serialize;
-use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Endpoint {
-    pub scheme: String,
-    pub host: String,
-    pub port: u16,
-}
+/// How often a wait that a signal must end looks at the interrupt flag.
+pub const PROBE_TICK: Duration = Duration::from_millis(50);
 
-impl Endpoint {
-    /// Parses `scheme://host[:port][/]` with one of the `allowed` schemes and its
-    /// default port; an IPv6 host is written in brackets (`imaps://[::1]:993`).
-    pub fn parse(url: &str, what: &str, allowed: &[(&str, u16)]) -> Result<Endpoint> {
-        let bad = |m: &str| {
-            Error::usage(format!(
-                "--{what} `{url}`: {m}; write e.g. {}://127.0.0.1:{}",
-                allowed[0].0, allowed[0].1
-            ))
-        };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("not a URL"))?;
-        let scheme = scheme.to_ascii_lowercase();
-        let Some((_, default_port)) = allowed.iter().find(|(s, _)| *s == scheme) else {
-            return Err(bad(&format!("scheme `{scheme}` is not one of {}", {
-                let v: Vec<&str> = allowed.iter().map(|(s, _)| *s).collect();
-                v.join(", ")
-            })));
-        };
-        let hostport = rest.trim_end_matches('/');
-        if hostport.contains('/') || hostport.contains('@') {
-            return Err(bad(
-                "only scheme://host:port is accepted (no user, password or path)",
-            ));
-        }
-        let port_of =
-            |p: &str| -> Result<u16> { p.parse().map_err(|_| bad("the port is not a number")) };
-        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
-            let (h, after) = inner
-                .split_once(']')
-                .ok_or_else(|| bad("the [ of an IPv6 address is not closed"))?;
-            match after {
-                "" => (h, *default_port),
-                a => match a.strip_prefix(':') {
-                    Some(p) => (h, port_of(p)?),
-                    None => return Err(bad("junk after the IPv6 address")),
-                },
-            }
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, _)) if h.contains(':') => {
-                    return Err(bad("write an IPv6 address in brackets"));
-                }
-                Some((h, p)) => (h, port_of(p)?),
-                None => (hostport, *default_port),
-            }
-        };
-        if host.is_empty() {
-            return Err(bad("no host"));
-        }
-        Ok(Endpoint {
-            scheme,
-            host: host.to_string(),
-            port,
-        })
+/// Returns once `intr` is raised.
+async fn raised(intr: &Interrupt) {
+    while !intr.raised() {
+        tokio::time::sleep(PROBE_TICK).await;
     }
-
-    pub fn local(scheme: &str, port: u16) -> Endpoint {
-        Endpoint {
-            scheme: scheme.into(),
-            host: "127.0.0.1".into(),
-            port,
-        }
-    }
-
-    pub fn address(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    pub fn url(&self) -> String {
-        if self.host.contains(':') {
-            format!("{}://[{}]:{}", self.scheme, self.host, self.port)
-        } else {
-            format!("{}://{}:{}", self.scheme, self.host, self.port)
-        }
-    }
-
-    /// TLS from the first byte (`imaps`, `submissions`, `smtps`).
-    pub fn implicit_tls(&self) -> bool {
-        crate::tls::is_implicit_tls(&self.scheme)
-    }
-}
-
-pub const IMAP_SCHEMES: &[(&str, u16)] = &[("imap", 143), ("imaps", 993)];
-/// `submissions` (RFC 8314) and the older name `smtps`: implicit TLS on 465.
-pub const SUBMISSION_SCHEMES: &[(&str, u16)] = &[
-    ("smtp", 587),
-    ("submission", 587),
-    ("submissions", 465),
-    ("smtps", 465),
-];
-/// ManageSieve has no implicit-TLS scheme; `sieve://` upgrades with STARTTLS.
-pub const SIEVE_SCHEMES: &[(&str, u16)] = &[("sieve", 4190)];
-
-/// User passwords: one shared password or one per user.
-#[derive(Clone, Default)]
-pub struct Credentials {
-    shared: Option<String>,
-    per_user: HashMap<String, String>,
-    /// The users file's addresses in file order.
-    order: Vec<String>,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Credentials({} users, shared: {})",
-            self.per_user.len(),
-            self.shared.is_some()
-        )
-    }
-}
-
-/// Environment variable holding the shared password of remote targets.
-pub const PASSWORD_ENV: &str = "MAILBENCH_PASSWORD";
-
-impl Credentials {
-    pub fn shared(pw: String) -> Credentials {
-        crate::secrets::register(&pw);
-        Credentials {
-            shared: Some(pw),
-            ..Default::default()
-        }
-    }
-
-    /// From a users file (`address password` per line; `#` comments), then a
-    /// password file (one line), then `MAILBENCH_PASSWORD`.
-    pub fn load(users_file: Option<&Path>, password_file: Option<&Path>) -> Result<Credentials> {
-        let mut c = Credentials::default();
-        if let Some(p) = users_file {
-            for (u, pw) in read_users_file(p)? {
-                crate::secrets::register(&pw);
-                c.order.push(u.clone());
-                c.per_user.insert(u, pw);
-            }
-        }
-        if let Some(p) = password_file {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::usage(format!("cannot read password file {}: {e}", p.display()))
-            })?;
-            c.shared = Some(text.lines().next().unwrap_or("").to_string());
-        } else if let Ok(pw) = std::env::var(PASSWORD_ENV) {
-            c.shared = Some(pw);
-        }
-        if let Some(pw) = &c.shared {
-            crate::secrets::register(pw);
-        }
-        Ok(c)
-    }
-
-    pub fn password(&self, user: &str) -> Option<&str> {
-        self.per_user
-            .get(user)
-            .map(|s| s.as_str())
-            .or(self.shared.as_deref())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.shared.is_none() && self.per_user.is_empty()
-    }
-
-    /// Users listed in the users file, in file order.
-    pub fn listed_users(&self) -> &[String] {
-        &self.order
-    }
-}
-
-/// The `address password` lines of a users file, in order (`#` comments and
-/// blank lines skipped; an address listed twice is an error).
-pub fn read_users_file(p: &Path) -> Result<Vec<(String, String)>> {
-    let text = std::fs::read_to_string(p)
-        .map_err(|e| Error::usage(format!("cannot read users file {}: {e}", p.display())))?;
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let Some((u, pw)) = l.split_once(char::is_whitespace) else {
-            return Err(Error::usage(format!(
-                "users file {} line {}: write `address password`",
-                p.display(),
-                i + 1
-            )));
-        };
-        if !seen.insert(u.to_string()) {
-            return Err(Error::usage(format!(
-                "users file {} line {}: {u} is listed twice",
-                p.display(),
-                i + 1
-            )));
-        }
-        out.push((u.to_string(), pw.trim().to_string()));
-    }
-    Ok(out)
 }
 
 /// Endpoints and credentials of the server under test.
@@ -343,8 +145,16 @@ impl Target {
     /// Checks that every endpoint accepts a connection, greets, and sets up TLS
     /// as the policy asks (certificates verified); the error names the address
     /// tried (exit 3). Pins STARTTLS where it was used and returns how each
-    /// connection was protected.
-    pub async fn probe(&mut self) -> Result<Security> {
+    /// connection was protected. Ctrl-C / SIGTERM (`intr`) ends it within
+    /// [`PROBE_TICK`] with `Error::Interrupted`, whatever the servers do.
+    pub async fn probe(&mut self, intr: &Interrupt) -> Result<Security> {
+        tokio::select! {
+            r = self.probe_endpoints() => r,
+            () = raised(intr) => Err(Error::Interrupted),
+        }
+    }
+
+    async fn probe_endpoints(&mut self) -> Result<Security> {
         let t = self.op_timeout.min(Duration::from_secs(10));
         let fail = |what: &str, ep: &Endpoint, e: OpError| {
             let hint = match (ep.implicit_tls(), ep.port) {
@@ -388,49 +198,5 @@ impl Target {
             submission,
             sieve,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_parse_with_default_ports() {
-        let e = Endpoint::parse("imap://127.0.0.1:10143", "imap", IMAP_SCHEMES).unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 10143));
-        assert!(!e.implicit_tls());
-        let e =
-            Endpoint::parse("smtp://mail.example.org", "submission", SUBMISSION_SCHEMES).unwrap();
-        assert_eq!(e.port, 587);
-        let e = Endpoint::parse("submission://h/", "submission", SUBMISSION_SCHEMES).unwrap();
-        assert_eq!((e.scheme.as_str(), e.port), ("submission", 587));
-        for (url, port) in [("imaps://h", 993), ("IMAPS://h:10993", 10993)] {
-            let e = Endpoint::parse(url, "imap", IMAP_SCHEMES).unwrap();
-            assert_eq!((e.scheme.as_str(), e.port), ("imaps", port));
-            assert!(e.implicit_tls());
-        }
-        for scheme in ["submissions", "smtps"] {
-            let e = Endpoint::parse(&format!("{scheme}://h"), "submission", SUBMISSION_SCHEMES)
-                .unwrap();
-            assert_eq!(e.port, 465);
-            assert!(e.implicit_tls());
-        }
-        let e = Endpoint::parse("sieve://h", "sieve", SIEVE_SCHEMES).unwrap();
-        assert_eq!(e.port, 4190);
-        assert!(!e.implicit_tls());
-        let e = Endpoint::parse("imaps://[::1]:993", "imap", IMAP_SCHEMES).unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("::1", 993));
-        assert_eq!(e.url(), "imaps://[::1]:993");
-        let e = Endpoint::parse("imaps://[::1]", "imap", IMAP_SCHEMES).unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("::1", 993));
-        // Wrong protocol for the flag, no ManageSieve implicit TLS, junk.
-        assert!(Endpoint::parse("imaps://h", "submission", SUBMISSION_SCHEMES).is_err());
-        assert!(Endpoint::parse("smtps://h", "imap", IMAP_SCHEMES).is_err());
-        assert!(Endpoint::parse("sieves://h", "sieve", SIEVE_SCHEMES).is_err());
-        assert!(Endpoint::parse("http://h", "imap", IMAP_SCHEMES).is_err());
-        assert!(Endpoint::parse("imap://u:p@h", "imap", IMAP_SCHEMES).is_err());
-        assert!(Endpoint::parse("imap://h:x", "imap", IMAP_SCHEMES).is_err());
-        assert!(Endpoint::parse("imaps://:993", "imap", IMAP_SCHEMES).is_err());
     }
 }

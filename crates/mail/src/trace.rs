@@ -46,11 +46,7 @@ impl TraceDir {
             })
             .collect();
         let path = self.dir.join(format!("{name}.imap.txt"));
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .ok()?;
+        let f = mailbench_base::rundir::open_append(&path).ok()?;
         Some(Trace {
             file: Arc::new(Mutex::new(f)),
         })
@@ -100,7 +96,7 @@ fn unix_ms() -> u128 {
 /// `SHOWN` bytes with the total size noted.
 fn format_entry(ms: u128, who: &str, bytes: &[u8]) -> String {
     // Redacted before it is cut, so that no part of a password is left.
-    let scan = crate::secrets::redact_bytes(&bytes[..bytes.len().min(SHOWN + 1024)]);
+    let scan = mailbench_base::secrets::redact_bytes(&bytes[..bytes.len().min(SHOWN + 1024)]);
     let cut = scan
         .char_indices()
         .nth(SHOWN)

@@ -57,7 +57,7 @@ pub struct OpError {
 impl OpError {
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> OpError {
         let msg: String = msg.into();
-        let msg = match crate::secrets::redact(&msg) {
+        let msg = match mailbench_base::secrets::redact(&msg) {
             std::borrow::Cow::Borrowed(_) => msg,
             std::borrow::Cow::Owned(m) => m,
         };
@@ -82,14 +82,25 @@ pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// Largest single response unit accepted (a line plus its literals).
-const MAX_UNIT: usize = 256 * 1024 * 1024;
+const MAX_UNIT: usize = mailbench_base::limits::MAX_UNIT_BYTES;
 /// Longest line without CRLF accepted before it is called garbage.
-const MAX_LINE: usize = 1024 * 1024;
+const MAX_LINE: usize = mailbench_base::limits::MAX_LINE_BYTES;
+
+/// A connection's read buffer to begin with.
+const INITIAL_BUF: usize = 4096;
+/// The free room a read asks for (the buffer doubles when it has less).
+const READ_ROOM: usize = 2048;
+/// A read buffer grown past this (a large message) is given back once read.
+const KEEP_BUF: usize = 16 * 1024;
 
 pub struct Wire {
     io: Box<dyn Io>,
     buf: Vec<u8>,
     start: usize,
+    /// How much of the unit at the head of the buffer is parsed (bytes from
+    /// `start`: the start of its line still to read), so each read adds only
+    /// the new bytes' work, never the whole unit's again.
+    scan: usize,
     pub peer: String,
     /// The peer is a loopback address (as connected, not as named).
     pub loopback: bool,
@@ -112,7 +123,7 @@ impl Wire {
     pub fn malformed(&self, what: &str, unit: &[u8]) -> OpError {
         OpError::new(
             ErrorKind::Malformed,
-            format!("{} sent {what}: {}", self.peer, crate::imap::show(unit)),
+            format!("{} sent {what}: {}", self.peer, show(unit)),
         )
     }
 
@@ -150,8 +161,9 @@ impl Wire {
     pub fn from_io(io: Box<dyn Io>, peer: String) -> Wire {
         Wire {
             io,
-            buf: Vec::with_capacity(8192),
+            buf: Vec::with_capacity(INITIAL_BUF),
             start: 0,
+            scan: 0,
             peer,
             loopback: false,
             security: None,
@@ -203,21 +215,31 @@ impl Wire {
         }
     }
 
-    /// Reads more bytes into the buffer. Cancel-safe: a cancelled read loses nothing.
+    /// Reads more bytes into the buffer. Cancel-safe: a cancelled read loses
+    /// nothing. `deadline` ends the whole exchange, not the wait for each
+    /// read: a server that keeps sending without completing its answer meets
+    /// it as one that sends nothing.
     async fn fill(&mut self, deadline: Instant) -> OpResult<()> {
+        if Instant::now() >= deadline {
+            return Err(self.timed_out());
+        }
         if self.start > 0 && self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
+            // The room a large answer took is given back once it was read:
+            // a connection waits with a small buffer whatever it fetched.
+            if self.buf.capacity() > KEEP_BUF {
+                self.buf = Vec::with_capacity(INITIAL_BUF);
+            }
         } else if self.start > 65536 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        let mut tmp = [0u8; 16384];
-        match tokio::time::timeout_at(deadline, self.io.read(&mut tmp)).await {
-            Err(_) => Err(OpError::new(
-                ErrorKind::Timeout,
-                format!("no answer from {} within the operation timeout", self.peer),
-            )),
+        // Read straight into the buffer's free room (at least READ_ROOM):
+        // no read buffer of its own in every waiting user's future.
+        self.buf.reserve(READ_ROOM);
+        match tokio::time::timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
+            Err(_) => Err(self.timed_out()),
             Ok(Err(e)) => Err(io_error(&self.peer, e)),
             Ok(Ok(0)) => Err(OpError::new(
                 ErrorKind::Reset,
@@ -225,10 +247,19 @@ impl Wire {
             )),
             Ok(Ok(n)) => {
                 self.bytes_in += n as u64;
-                self.buf.extend_from_slice(&tmp[..n]);
                 Ok(())
             }
         }
+    }
+
+    fn timed_out(&self) -> OpError {
+        OpError::new(
+            ErrorKind::Timeout,
+            format!(
+                "no complete answer from {} within the operation timeout",
+                self.peer
+            ),
+        )
     }
 
     /// One CRLF-terminated line (without the CRLF).
@@ -238,6 +269,7 @@ impl Wire {
             if let Some(pos) = find_crlf(avail) {
                 let line = avail[..pos].to_vec();
                 self.start += pos + 2;
+                self.scan = 0;
                 return Ok(line);
             }
             if avail.len() > MAX_LINE {
@@ -254,13 +286,14 @@ impl Wire {
     /// announces, joined (CRLFs inside are kept, the final CRLF is removed).
     pub async fn read_unit(&mut self, deadline: Instant) -> OpResult<Vec<u8>> {
         loop {
-            match unit_len(&self.buf[self.start..]) {
-                Ok(Some(n)) => {
+            match unit_scan(&self.buf[self.start..], self.scan) {
+                Ok(Scan::Done(n)) => {
                     let unit = self.buf[self.start..self.start + n - 2].to_vec();
                     self.start += n;
+                    self.scan = 0;
                     return Ok(unit);
                 }
-                Ok(None) => {}
+                Ok(Scan::More(at)) => self.scan = at,
                 Err(m) => {
                     return Err(OpError::new(
                         ErrorKind::Malformed,
@@ -277,6 +310,21 @@ impl Wire {
         self.start < self.buf.len()
     }
 }
+
+/// A short printable excerpt of server output for error messages.
+/// A server's response as shown in an error: credentials redacted (before
+/// it is cut, so no part of one is left), control characters as `.`, at
+/// most 120 characters.
+pub fn show(u: &[u8]) -> String {
+    mailbench_base::secrets::redact_bytes(&u[..u.len().min(SHOW_SCAN)])
+        .chars()
+        .take(120)
+        .map(|c| if c.is_control() { '.' } else { c })
+        .collect()
+}
+
+/// How much of a response `show` redacts before cutting it.
+const SHOW_SCAN: usize = 4096;
 
 fn io_error(peer: &str, e: std::io::Error) -> OpError {
     use std::io::ErrorKind as K;
@@ -298,27 +346,51 @@ fn find_crlf(b: &[u8]) -> Option<usize> {
 /// Length of the complete unit at the head of `b` (including its final CRLF), None
 /// if more bytes are needed, Err for garbage.
 pub fn unit_len(b: &[u8]) -> Result<Option<usize>, String> {
-    let mut pos = 0;
+    match unit_scan(b, 0)? {
+        Scan::Done(n) => Ok(Some(n)),
+        Scan::More(_) => Ok(None),
+    }
+}
+
+/// How far [`unit_scan`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// The unit is complete: its length with the final CRLF.
+    Done(usize),
+    /// More bytes are needed; parsing resumes at this offset (the start of a
+    /// line not yet complete, or of one whose literal is still arriving).
+    More(usize),
+}
+
+/// Parses the unit at the head of `b` from `from` (an offset an earlier call
+/// returned in [`Scan::More`], or 0): each byte is looked at about once
+/// however the unit arrives, so a server streaming a unit without end costs
+/// time in proportion to what it sent, and meets the limits.
+pub fn unit_scan(b: &[u8], from: usize) -> Result<Scan, String> {
+    let mut pos = from;
     loop {
         let Some(rel) = find_crlf(&b[pos..]) else {
             if b.len() - pos > MAX_LINE {
                 return Err("a line longer than 1 MiB".into());
             }
-            return Ok(None);
+            return Ok(Scan::More(pos));
         };
         let line = &b[pos..pos + rel];
         let end = pos + rel + 2;
         match literal_len(line) {
             Some(n) => {
                 if n > MAX_UNIT || end + n > MAX_UNIT {
-                    return Err(format!("a literal of {n} bytes (over the 256 MiB limit)"));
+                    return Err(format!(
+                        "a response over the {} MiB limit (a literal of {n} bytes)",
+                        MAX_UNIT >> 20
+                    ));
                 }
                 if b.len() < end + n {
-                    return Ok(None);
+                    return Ok(Scan::More(pos));
                 }
                 pos = end + n;
             }
-            None => return Ok(Some(end)),
+            None => return Ok(Scan::Done(end)),
         }
     }
 }

@@ -104,10 +104,12 @@ fn main() {
     std::process::exit(status.code());
 }
 
+/// The error on stderr, secrets redacted (`mailbench_base::secrets`).
 fn report_error(e: &Error) {
-    match e {
-        Error::Usage(m) => eprintln!("mailbench: error: {m}"),
-        Error::Runtime(m) => eprintln!("mailbench: runtime error: {m}"),
-        Error::Interrupted => eprintln!("mailbench: interrupted"),
-    }
+    let text = match e {
+        Error::Usage(m) => format!("mailbench: error: {m}"),
+        Error::Runtime(m) => format!("mailbench: runtime error: {m}"),
+        Error::Interrupted => "mailbench: interrupted".into(),
+    };
+    mailbench_base::secrets::warn(&text);
 }

@@ -540,11 +540,17 @@ fn the_warm_up_attains_the_cache_lower_bound_and_the_result_records_it() {
         "{summary}"
     );
     let log = std::fs::read_to_string(run.join("test.log")).unwrap();
-    assert!(
-        log.contains("Attaining prerequisites: Database Cache Size, Last:")
-            && log.contains("Database cache settings: (minimum:"),
-        "{log}"
-    );
+    for line in [
+        "Database cache settings: (minimum:",
+        "Database flush thresholds: (start:",
+        "Database read latency thresholds: (average: 20 msec/read, maximum: 100 msec/read).",
+        "Operation mix: Sessions ",
+        "Attaining prerequisites:",
+        "Database Cache Size, Last: ",
+        "Maximum Database Page Fault Stalls/sec.",
+    ] {
+        assert!(log.contains(line), "{line} missing: {log}");
+    }
 
     // A limit of zero ends the warm-up before the cache holds anything: the
     // result and the summary say so, and the run is still measured.

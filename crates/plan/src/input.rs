@@ -113,7 +113,7 @@ pub struct Input {
     pub growth_pct: f64,
     pub content_index_pct: f64,
     pub log_days: f64,
-    pub move_share_pct: f64,
+    pub mailbox_moves_pct: f64,
     pub restore_volume: bool,
     #[serde(skip)]
     pub layout: bool,

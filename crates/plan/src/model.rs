@@ -76,8 +76,10 @@ pub struct PerMailbox {
     /// Database cache per active mailbox (bytes).
     pub cache: u64,
     pub log_size_factor: f64,
-    /// Transaction logs (1 MiB) generated per mailbox per day, moves included.
+    /// Transaction logs (1 MiB) the mailbox's own mail generates per day.
     pub logs_per_day: f64,
+    /// Transaction logs of mailbox moves per mailbox per day, on average.
+    pub move_logs_per_day: f64,
     pub white_space: u64,
     pub dumpster: u64,
     /// Quota + white space + dumpster.
@@ -103,14 +105,18 @@ pub struct PerDatabase {
     pub read_share: f64,
     /// Background maintenance per copy (MB/s).
     pub maintenance_mb_s: f64,
+    /// The mailboxes' own transaction logs per day.
     pub logs_per_day: f64,
+    /// Transaction logs of mailbox moves per day, on average.
+    pub move_logs_per_day: f64,
     /// Database cache of the active copy (bytes).
     pub cache: u64,
     /// Database size: mailboxes x size on disk (bytes).
     pub size: u64,
     /// Database volume per copy: size + growth + content index.
     pub volume: u64,
-    /// Log space per copy: logs/day x keep days.
+    /// Log space per copy: logs/day x keep days, plus the logs of a week's
+    /// mailbox moves.
     pub log_space: u64,
     /// Log space of a lagged copy: also keeps the replay lag.
     pub log_space_lagged: u64,
@@ -388,7 +394,7 @@ fn size_mailbox(
     warnings: &mut Vec<String>,
 ) -> (PerMailbox, f64) {
     let lookup = g.iops_per_mailbox(input.messages_per_day, input.copies);
-    let size_factor = rules.iops_size_factor(input.message_size);
+    let size_factor = rules.iops_size_factor(g, input.message_size);
     let (iops, iops_source) = match input.iops_per_mailbox {
         Some(measured) => (measured, IopsSource::Measured),
         None => (lookup.value * size_factor, IopsSource::Guidance),
@@ -396,11 +402,12 @@ fn size_mailbox(
     let iops_h = iops * headroom(input);
     let cache_pm = g.cache_per_mailbox(input.messages_per_day);
     let log_factor = rules.log_size_factor(input.message_size);
-    let logs_pm = rules.logs.logs_per_message
-        * input.messages_per_day
-        * log_factor
-        * (1.0 + input.move_share_pct / 100.0);
+    let logs_pm = rules.logs.logs_per_message * input.messages_per_day * log_factor;
     let (on_disk, white, dumpster) = mailbox_on_disk(input, rules);
+    // A moved mailbox's content passes through the target database's log
+    // once: its size in log files, spread over the week's seven days.
+    let move_logs_pm =
+        input.mailbox_moves_pct / 100.0 * on_disk as f64 / rules.logs.log_file_size.0 as f64 / 7.0;
     let extrapolated =
         (lookup.extrapolated && iops_source == IopsSource::Guidance) || cache_pm.extrapolated;
     if extrapolated {
@@ -420,6 +427,7 @@ fn size_mailbox(
         cache: cache_pm.value.round() as u64,
         log_size_factor: log_factor,
         logs_per_day: logs_pm,
+        move_logs_per_day: move_logs_pm,
         white_space: white,
         dumpster,
         size_on_disk: on_disk,
@@ -461,7 +469,11 @@ fn size_database(
     let mailboxes_db = mailboxes_group.div_ceil(databases);
     let db_active = mailboxes_db as f64 * pm.iops_with_headroom;
     let logs_db = pm.logs_per_day * mailboxes_db as f64;
+    let move_logs_db = pm.move_logs_per_day * mailboxes_db as f64;
     let log_file = rules.logs.log_file_size.0 as f64;
+    // M4: room for the days of logs the truncation may fail for, and for a
+    // week's mailbox moves (their size).
+    let moves = input.mailbox_moves_pct / 100.0 * (mailboxes_db * pm.size_on_disk) as f64;
     let db_size = mailboxes_db * pm.size_on_disk;
     let growth = 1.0 + input.growth_pct / 100.0;
     let ci = 1.0 + input.content_index_pct / 100.0;
@@ -477,12 +489,13 @@ fn size_database(
         read_share: g.read_share(input.copies),
         maintenance_mb_s: g.maintenance_mb_per_s_per_copy,
         logs_per_day: logs_db,
+        move_logs_per_day: move_logs_db,
         cache: (cache_per_mailbox * mailboxes_db as f64).round() as u64,
         size: db_size,
         volume: (db_size as f64 * growth * ci).round() as u64,
-        log_space: (logs_db * log_file * input.log_days).round() as u64,
-        log_space_lagged: (logs_db * log_file * (input.log_days + input.replay_lag_days)).round()
-            as u64,
+        log_space: (logs_db * log_file * input.log_days + moves).round() as u64,
+        log_space_lagged: (logs_db * log_file * (input.log_days + input.replay_lag_days) + moves)
+            .round() as u64,
         size_advice: advice,
     };
     warn_database(input, &per_database, warnings);

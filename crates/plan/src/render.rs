@@ -1,6 +1,6 @@
 //! Plan output as a plain-text report (default) or Markdown; JSON is serde of [`Plan`].
 
-use crate::model::{IopsSource, PerDatabase, PerMailbox, Plan, ServerPlan};
+use crate::model::{IopsSource, PerMailbox, Plan, ServerPlan};
 use mailbench_base::ByteSize;
 
 /// One block of the report.
@@ -173,10 +173,10 @@ fn section_inputs(p: &Plan, sites: &[String], out: &mut Vec<Section>) {
             format!("{} ({})", p.guidance.version, p.guidance.name),
         ),
     ];
-    if i.move_share_pct > 0.0 {
+    if i.mailbox_moves_pct > 0.0 {
         inputs.push((
             "mailbox-move log share",
-            format!("{} %", num(i.move_share_pct, 0)),
+            format!("{} %", num(i.mailbox_moves_pct, 0)),
         ));
     }
     if i.content_index_pct > 0.0 {
@@ -267,7 +267,7 @@ fn iops_origin(m: &PerMailbox) -> (&'static str, String) {
             num_auto(m.iops, 4),
             num(m.guidance_iops * m.message_size_factor, 4)
         ),
-        IopsSource::Guidance => "guidance (table x message size factor)".to_string(),
+        IopsSource::Guidance => "guidance (its rate or table x message size factor)".to_string(),
     };
     ("IOPS source", text)
 }
@@ -302,9 +302,10 @@ fn section_per_mailbox(p: &Plan, out: &mut Vec<Section>) {
             (
                 "transaction logs per day",
                 format!(
-                    "{} (size factor {})",
+                    "{} (size factor {}) + {} of mailbox moves",
                     num(m.logs_per_day, 1),
-                    num(m.log_size_factor, 1)
+                    num(m.log_size_factor, 2),
+                    num(m.move_logs_per_day, 2)
                 ),
             ),
             ("white space", size(m.white_space)),
@@ -350,7 +351,14 @@ fn section_per_database(p: &Plan, out: &mut Vec<Section>) {
                     "background maintenance per copy",
                     format!("{} MB/s", num(d.maintenance_mb_s, 1)),
                 ),
-                ("transaction logs per day", num(d.logs_per_day, 0)),
+                (
+                    "transaction logs per day",
+                    format!(
+                        "{} + {} of mailbox moves",
+                        num(d.logs_per_day, 0),
+                        num(d.move_logs_per_day, 0)
+                    ),
+                ),
                 ("database cache (active)", size(d.cache)),
                 (
                     "database size",
@@ -604,28 +612,34 @@ fn section_failure(p: &Plan, layout: bool, out: &mut Vec<Section>) {
     });
 }
 
-/// The requirements per database copy, per server (the most loaded one), per group
-/// (DAG) and for the environment, as the 2013 calculator lays them out (its "Log,
-/// Disk Space, and IO Requirements": docs/planner.md "The calculator's pane").
-/// A group's IOPS row counts what every server's storage must carry in its own
-/// worst case, summed over the servers.
+/// The Exchange 2013 calculator's "Role Requirements Results Pane - Log,
+/// Disk Space, and IO Requirements", row by row and named as it names them:
+/// per database, per server (the most loaded one), per group (DAG) and for
+/// the environment, each row counted as the calculator counts it (docs/
+/// planner.md "The calculator's pane"). Rows marked `*` are the model's own
+/// figures: the calculator's formula for them is not in a source we have.
 fn requirements_pane(p: &Plan) -> Section {
-    let sv = &p.servers;
     let groups = f64::from(p.inputs.groups);
-    let table = requirements(&p.per_database)
-        .into_iter()
-        .map(|r| {
-            let most = sv.iter().map(r.server).fold(0.0, f64::max);
-            let sum = sv.iter().map(r.server).sum::<f64>();
-            vec![
-                r.name.to_string(),
+    let mut rows = Vec::new();
+    for (title, group) in pane_rows(p) {
+        rows.push(vec![
+            title.to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        for r in group {
+            let env = r.dag.map(|x| x * groups);
+            rows.push(vec![
+                format!("  {}", r.name),
                 (r.show)(r.database),
-                (r.show)(most),
-                (r.show)(sum),
-                (r.show)(sum * groups),
-            ]
-        })
-        .collect();
+                (r.show)(r.server),
+                (r.show)(r.dag),
+                (r.show)(env),
+            ]);
+        }
+    }
     Section {
         title: "Log, Disk Space, and IO Requirements".into(),
         blocks: vec![
@@ -634,100 +648,202 @@ fn requirements_pane(p: &Plan) -> Section {
                     .iter()
                     .map(|h| (*h).to_string())
                     .collect(),
-                table,
+                rows,
             ),
             Block::Lines(requirements_notes(p)),
         ],
     }
 }
 
-/// One row of the requirements pane: the database copy's figure, a server's, and how
-/// both are shown.
-struct Requirement {
+/// One row of the pane: the figure per database, server and group (None:
+/// `--`, the calculator shows none), and how they are shown.
+struct PaneRow {
     name: &'static str,
-    database: f64,
-    server: fn(&ServerPlan) -> f64,
-    show: fn(f64) -> String,
+    database: Option<f64>,
+    server: Option<f64>,
+    dag: Option<f64>,
+    show: fn(Option<f64>) -> String,
 }
 
-/// The rows of the requirements pane, in the calculator's order.
-fn requirements(d: &PerDatabase) -> Vec<Requirement> {
-    let row = |name, database, server, show| Requirement {
+/// The most of `f` over the servers.
+fn most(p: &Plan, f: impl Fn(&ServerPlan) -> f64) -> f64 {
+    p.servers.iter().map(f).fold(0.0, f64::max)
+}
+
+/// The pane's rows in the calculator's three tables.
+fn pane_rows(p: &Plan) -> Vec<(&'static str, Vec<PaneRow>)> {
+    vec![
+        ("Transaction Log Requirements", log_rows(p)),
+        ("Disk Space Requirements", space_rows(p)),
+        ("Host IO and Throughput Requirements", io_rows(p)),
+    ]
+}
+
+fn row(
+    name: &'static str,
+    database: Option<f64>,
+    server: Option<f64>,
+    dag: Option<f64>,
+    show: fn(Option<f64>) -> String,
+) -> PaneRow {
+    PaneRow {
         name,
         database,
         server,
+        dag,
         show,
-    };
-    let logs: fn(f64) -> String = |x| num(x, 0);
-    let iops: fn(f64) -> String = |x| num(x, 1);
-    let mbs: fn(f64) -> String = |x| format!("{} MB/s", num(x, 1));
-    let bytes: fn(f64) -> String = |x| size(x.round() as u64);
+    }
+}
+
+fn whole(x: Option<f64>) -> String {
+    x.map_or("--".into(), |v| num(v, 0))
+}
+
+fn gb(x: Option<f64>) -> String {
+    x.map_or("--".into(), |v| format!("{} GB", num(v / GIB, 0)))
+}
+
+/// Logs a day: one database, the most loaded server's active databases in
+/// normal operation, every mailbox of the group once.
+fn log_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, pm) = (&p.per_database, &p.per_mailbox);
+    let m = p.group.mailboxes as f64;
+    let actives = most(p, |s| f64::from(s.normal.active));
+    let cols =
+        |per_db: f64, per_mbx: f64| (Some(per_db), Some(actives * per_db), Some(m * per_mbx));
+    let (u_db, u_sv, u_dag) = cols(d.logs_per_day, pm.logs_per_day);
+    let (mv_db, mv_sv, mv_dag) = cols(d.move_logs_per_day, pm.move_logs_per_day);
+    let sum = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
     vec![
         row(
-            "Transaction Logs Generated / Day",
-            d.logs_per_day,
-            |s| s.logs_per_day,
-            logs,
-        ),
-        row("Log Write IOPS", d.log_iops, |s| s.log_iops, iops),
-        row(
-            "Database IOPS, normal operation",
-            d.active_iops,
-            |s| s.iops_normal,
-            iops,
+            "User Transaction Logs Generated / Day",
+            u_db,
+            u_sv,
+            u_dag,
+            whole,
         ),
         row(
-            "Database IOPS, worst failure case",
-            d.active_iops,
-            |s| s.iops_after_failure,
-            iops,
+            "Average Move Mailbox Transaction Logs Generated / Day",
+            mv_db,
+            mv_sv,
+            mv_dag,
+            whole,
         ),
         row(
-            "Background Database Maintenance",
-            d.maintenance_mb_s,
-            |s| s.maintenance_mb_s,
-            mbs,
-        ),
-        row(
-            "Database Volume Space Required",
-            d.volume as f64,
-            |s| s.database_space as f64,
-            bytes,
-        ),
-        row(
-            "Log Space Required",
-            d.log_space as f64,
-            |s| s.log_space as f64,
-            bytes,
-        ),
-        row(
-            "Restore Volume Space Required",
-            0.0,
-            |s| s.restore_space as f64,
-            bytes,
-        ),
-        row(
-            "Total Space Required",
-            (d.volume + d.log_space) as f64,
-            |s| s.capacity as f64,
-            bytes,
+            "Average Transaction Logs Generated / Day",
+            sum(u_db, mv_db),
+            sum(u_sv, mv_sv),
+            sum(u_dag, mv_dag),
+            whole,
         ),
     ]
 }
 
-/// What the pane's columns mean and what its log space holds.
+/// Space: one database (copy), every copy the most loaded server holds,
+/// every copy of the group.
+fn space_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, pm, g) = (&p.per_database, &p.per_mailbox, &p.group);
+    let copies_per_db = g.copies as f64 / g.databases.max(1) as f64;
+    let on_server = most(p, |s| f64::from(s.normal.copies()));
+    let db_space = d.size as f64;
+    let volume = (d.volume + d.log_space) as f64;
+    vec![
+        row("Transport Database Space Required *", None, None, None, gb),
+        row(
+            "Database Space Required",
+            Some(db_space),
+            Some(on_server * db_space),
+            Some(copies_per_db * g.mailboxes as f64 * pm.size_on_disk as f64),
+            gb,
+        ),
+        row(
+            "Log Space Required",
+            Some(d.log_space as f64),
+            Some(most(p, |s| s.log_space as f64)),
+            Some(g.log_space as f64),
+            gb,
+        ),
+        row(
+            "Database+Log Volume Space Required *",
+            Some(volume),
+            Some(on_server * volume),
+            Some(g.copies as f64 * volume),
+            gb,
+        ),
+        row(
+            "Log Volume Space Required",
+            Some(0.0),
+            Some(0.0),
+            Some(0.0),
+            gb,
+        ),
+        row(
+            "Restore Volume Space Required *",
+            None,
+            Some(most(p, |s| s.restore_space as f64)),
+            Some(p.servers.iter().map(|s| s.restore_space as f64).sum()),
+            gb,
+        ),
+    ]
+}
+
+/// IOPS: the database's active copy, the most loaded server's worst case,
+/// every server of the group built for it; maintenance of every copy.
+fn io_rows(p: &Plan) -> Vec<PaneRow> {
+    let (d, g) = (&p.per_database, &p.group);
+    let mbs: fn(Option<f64>) -> String = |x| {
+        x.map_or("--".into(), |v| {
+            format!("{} MB/s", num(v, if v < 10.0 { 1 } else { 0 }))
+        })
+    };
+    let pct: fn(Option<f64>) -> String =
+        |x| x.map_or("--".into(), |v| format!("{}%", num(v * 100.0, 0)));
+    let worst = most(p, |s| s.iops_after_failure);
+    vec![
+        row(
+            "Total Database Required IOPS",
+            Some(d.active_iops),
+            Some(worst),
+            // Identical servers, each built for the most loaded one's worst case.
+            Some(p.servers.len() as f64 * worst),
+            whole,
+        ),
+        row(
+            "Total Log Required IOPS *",
+            Some(d.log_iops),
+            Some(most(p, |s| s.log_iops)),
+            Some(g.log_iops),
+            whole,
+        ),
+        row(
+            "Database Read I/O Percentage",
+            Some(d.read_share),
+            None,
+            None,
+            pct,
+        ),
+        row(
+            "Background Database Maintenance Throughput Requirements",
+            Some(d.maintenance_mb_s),
+            Some(most(p, |s| s.maintenance_mb_s)),
+            Some(g.maintenance_mb_s),
+            mbs,
+        ),
+    ]
+}
+
+const GIB: f64 = 1073741824.0;
+
+/// What the pane's columns count, and which rows are the model's own.
 fn requirements_notes(p: &Plan) -> Vec<String> {
     vec![
-        "/ Database: one copy of the fullest database (IOPS: its active copy); / Server: the most loaded server, in its worst failure case for IOPS; / DAG: the sum over one group's servers; / Environment: all groups".into(),
+        "/ Database: one database (the fullest), IOPS of its active copy; / Server: the most loaded server (its active databases in normal operation for logs, every copy it holds for space and maintenance, its worst failure case for IOPS); / DAG: logs of every mailbox once, space and maintenance of every copy, IOPS of every server built for the most loaded one's worst case; / Environment: every group".into(),
         format!(
-            "log space: {} days of logs (truncation failure tolerance){}; transport database space is not modelled",
+            "log space: {} days of logs (truncation failure tolerance) + a week's mailbox moves ({} % of the mailboxes); GB = 1,024 MB as the calculator counts",
             num_auto(p.inputs.log_days, 1),
-            if p.inputs.move_share_pct > 0.0 {
-                format!(" + {} % for mailbox moves", num(p.inputs.move_share_pct, 0))
-            } else {
-                String::new()
-            }
+            num_auto(p.inputs.mailbox_moves_pct, 1)
         ),
+        "* the model's own figure or none: the calculator's formula for this row is not in a source the planner cites (docs/planner.md)".into(),
     ]
 }
 

@@ -192,9 +192,10 @@ mailbench_base::options_struct! {
         /// Days of logs to keep room for [default: 3].
         #[arg(long, value_name = "DAYS")]
         pub log_days: Option<f64>,
-        /// Extra log traffic from mailbox moves, as a share of the daily logs [default: 0%].
+        /// Mailboxes moved per week, as a share of all: their content passes through
+        /// the target database's log [default: 1%].
         #[arg(long, value_name = "PCT")]
-        pub move_share: Option<Word>,
+        pub mailbox_moves: Option<Word>,
         /// Add a restore volume (one database + its logs) per server.
         #[arg(long, num_args = 0, default_missing_value = "true")]
         pub restore_volume: Option<bool>,
@@ -413,7 +414,7 @@ impl Settings {
             ("growth", cap.growth_pct, MAX_PCT),
             ("content_index", cap.content_index_pct, MAX_PCT),
             ("log_days", cap.log_days, MAX_DAYS),
-            ("move_share", cap.move_share_pct, 100.0),
+            ("mailbox_moves", cap.mailbox_moves_pct, 100.0),
         ] {
             if x.is_nan() || x > max {
                 return Err(bad(key, x, format!("must be at most {max}")));
@@ -447,7 +448,7 @@ impl Settings {
             growth_pct: cap.growth_pct,
             content_index_pct: cap.content_index_pct,
             log_days: cap.log_days,
-            move_share_pct: cap.move_share_pct,
+            mailbox_moves_pct: cap.mailbox_moves_pct,
             restore_volume: self.restore_volume.unwrap_or(false),
             layout: self.layout.unwrap_or(false),
             markdown: self.markdown.unwrap_or(false),
@@ -500,7 +501,7 @@ struct Capacity {
     growth_pct: f64,
     content_index_pct: f64,
     log_days: f64,
-    move_share_pct: f64,
+    mailbox_moves_pct: f64,
     scale: f64,
 }
 
@@ -840,7 +841,11 @@ impl Settings {
         let growth_pct = percent("growth", &self.growth, rules.capacity.growth_pct)?;
         let content_index_pct = percent("content_index", &self.content_index, 0.0)?;
         let log_days = positive("log_days", self.log_days, rules.logs.keep_days, false)?;
-        let move_share_pct = percent("move_share", &self.move_share, 0.0)?;
+        let mailbox_moves_pct = percent(
+            "mailbox_moves",
+            &self.mailbox_moves,
+            rules.logs.mailbox_moves_pct_per_week,
+        )?;
         let scale = positive("scale", self.scale, 1.0, false)?;
         if scale > 1.0 {
             return Err(bad(
@@ -856,7 +861,7 @@ impl Settings {
             growth_pct,
             content_index_pct,
             log_days,
-            move_share_pct,
+            mailbox_moves_pct,
             scale,
         })
     }

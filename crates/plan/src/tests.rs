@@ -57,9 +57,9 @@ fn usage_error(s: &Settings) -> String {
 fn worked_example_per_mailbox_and_database() {
     let p = run(&worked());
     let m = &p.per_mailbox;
-    assert!(close(m.iops, 0.101, 1e-12));
-    assert!(close(m.iops_with_headroom, 0.1212, 1e-12));
-    assert!(close(m.passive_iops_with_headroom, 0.0606, 1e-12));
+    assert!(close(m.iops, 0.1005, 1e-12));
+    assert!(close(m.iops_with_headroom, 0.1206, 1e-12));
+    assert!(close(m.passive_iops_with_headroom, 0.0603, 1e-12));
     assert!(close(m.logs_per_day, 30.0, 1e-12));
     assert_eq!(m.cache, 9 << 20);
     // White space: 150 x 75,000 B = 11.25 MB. Dumpster: 14 days of mail (157.5 MB)
@@ -72,13 +72,20 @@ fn worked_example_per_mailbox_and_database() {
     // 12 servers x 14 copies / 3 copies = 56 databases; 15,000 / 56 = 267.9 -> 268.
     assert_eq!(d.per_group, 56);
     assert_eq!(d.mailboxes, 268);
-    assert!(close(d.active_iops, 268.0 * 0.1212, 1e-9));
-    assert!(close(d.passive_iops, 268.0 * 0.0606, 1e-9));
+    assert!(close(d.active_iops, 268.0 * 0.1206, 1e-9));
+    assert!(close(d.passive_iops, 268.0 * 0.0603, 1e-9));
     assert!(close(d.logs_per_day, 8040.0, 1e-9));
     assert_eq!(d.size, 268 * 4_448_750_000);
     assert_eq!(d.volume, (268.0 * 4_448_750_000.0 * 1.2f64).round() as u64);
-    // 8,040 logs of 1 MiB x 3 days.
-    assert_eq!(d.log_space, 8040 * 3 * (1 << 20));
+    // 8,040 logs of 1 MiB x 3 days, and a week's moves: 1 % of 268 mailboxes.
+    let moves = (0.01 * 268.0 * 4_448_750_000.0f64).round() as u64;
+    assert_eq!(d.log_space, 8040 * 3 * (1 << 20) + moves);
+    // Move logs: 1 % of the mailboxes a week, their size in 1 MiB logs, over 7 days.
+    assert!(close(
+        m.move_logs_per_day,
+        0.01 * 4_448_750_000.0 / 1048576.0 / 7.0,
+        1e-9
+    ));
     assert!(d.size < d.size_advice, "1.19 TB is under the 2 TiB advice");
     assert!(close(d.read_share, 0.6, 1e-12));
 }
@@ -87,8 +94,8 @@ fn worked_example_per_mailbox_and_database() {
 fn worked_example_servers_failure_and_totals() {
     let p = run(&worked());
     assert_eq!(p.servers.len(), 12);
-    let a = 268.0 * 0.1212;
-    let pas = 268.0 * 0.0606;
+    let a = 268.0 * 0.1206;
+    let pas = 268.0 * 0.0603;
     for s in &p.servers[..8] {
         assert_eq!((s.normal.active, s.normal.passive), (7, 7));
         assert!(close(s.iops_normal, 7.0 * a + 7.0 * pas, 1e-9));
@@ -127,7 +134,7 @@ fn worked_example_servers_failure_and_totals() {
     assert!(b.iops_utilisation_after_failure <= 1.0);
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
     // Exchange 2013 guidance total: the published 0.121 per mailbox x 15,000 mailboxes is
-    // the active load; the plan's active load is 56 x 268 mailboxes x 0.1212.
+    // the active load; the plan's active load is 56 x 268 mailboxes x 0.1206.
     assert!(close(p.total.iops_normal, g.iops_normal, 1e-9));
 }
 
@@ -298,10 +305,12 @@ fn lagged_copies_keep_the_replay_lag_of_logs() {
         ..Settings::default()
     };
     let p = run(&s);
-    // 3 days + 7 days of lag = 10 days of logs on the lagged copy.
+    // 3 days + 7 days of lag = 10 days of logs on the lagged copy (beside the
+    // same room for a week's mailbox moves).
     let d = &p.per_database;
+    let moves = 0.01 * (d.mailboxes * p.per_mailbox.size_on_disk) as f64;
     assert!(close(
-        d.log_space_lagged as f64 / d.log_space as f64,
+        (d.log_space_lagged as f64 - moves) / (d.log_space as f64 - moves),
         10.0 / 3.0,
         1e-6
     ));
@@ -423,7 +432,7 @@ fn emitted_config_is_the_storage_format() {
     // 4,448,750,000 B x 0.01 = 43,444.8 KiB -> 43,445 KiB.
     assert_eq!(st["mailbox_quota"].as_str(), Some("43445KiB"));
     let target = st["target_iops"].as_float().unwrap();
-    assert!(close(target, 14.0 * 268.0 * 0.1212, 0.01));
+    assert!(close(target, 14.0 * 268.0 * 0.1206, 0.01));
     assert_eq!(st["paths"].as_array().unwrap().len(), 2);
     // Too small a scale is refused.
     let mut s = worked();
@@ -446,7 +455,7 @@ fn reports_render_every_section() {
         "Group and total",
         "Copy layout",
         "DB056",
-        "0.1212",
+        "0.1206",
         "site A",
         "Warnings",
     ] {
@@ -472,6 +481,7 @@ fn pane_row(report: &str, name: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("no row {name}"));
     line.trim_start()[name.len()..]
         .split_whitespace()
+        .filter(|c| !["GB", "MB/s"].contains(c))
         .map(str::to_string)
         .collect()
 }
@@ -484,21 +494,95 @@ fn requirements_pane_adds_up_per_database_server_group_and_environment() {
     let p = run(&s);
     let t = crate::render::text(&p, false);
     let n = |x: &str| x.replace(',', "").parse::<f64>().unwrap();
-    // Logs a day: one database, the most loaded server (14 copies), the group, both groups.
-    let logs = pane_row(&t, "Transaction Logs Generated / Day");
+    // User logs a day: one database, the most loaded server's 7 active
+    // databases, every mailbox of the group once, both groups.
+    let logs = pane_row(&t, "User Transaction Logs Generated / Day");
     assert_eq!(n(&logs[0]), p.per_database.logs_per_day.round());
-    assert_eq!(n(&logs[1]), (14.0 * p.per_database.logs_per_day).round());
-    assert_eq!(n(&logs[2]), p.group.logs_per_day.round());
-    assert_eq!(n(&logs[3]), p.total.logs_per_day.round());
-    // A group's worst-case IOPS: every server's storage sized for its own worst case,
-    // more than the survivors carry in any one case (site A's loss leaves site B only).
-    let worst = pane_row(&t, "Database IOPS, worst failure case");
-    let sum: f64 = p.servers.iter().map(|s| s.iops_after_failure).sum();
-    assert!((n(&worst[2]) - sum).abs() < 0.06, "{worst:?} {sum}");
-    assert!(sum > p.group.iops_after_failure);
-    assert!((n(&worst[3]) - 2.0 * sum).abs() < 0.11);
-    // Space: the group's column is the group total of the model.
-    let space = pane_row(&t, "Total Space Required");
-    assert_eq!(space[2], crate::render::size(p.group.capacity));
-    assert_eq!(space[3], crate::render::size(p.total.capacity));
+    assert_eq!(n(&logs[1]), (7.0 * p.per_database.logs_per_day).round());
+    let group = 15000.0 * p.per_mailbox.logs_per_day;
+    assert_eq!(n(&logs[2]), group.round());
+    assert_eq!(n(&logs[3]), (2.0 * group).round());
+    // IOPS: the most loaded server's worst case (site B carrying 14 actives),
+    // every server of a group built for it.
+    let iops = pane_row(&t, "Total Database Required IOPS");
+    let worst = 14.0 * p.per_database.active_iops;
+    assert_eq!(n(&iops[1]), worst.round());
+    assert_eq!(n(&iops[2]), (12.0 * worst).round());
+    assert_eq!(n(&iops[3]), (24.0 * worst).round());
+    // Space: every copy (14 per server, 168 per group).
+    let space = pane_row(&t, "Database Space Required");
+    let db = p.per_database.size as f64 / 1073741824.0;
+    assert_eq!(n(&space[1]), (14.0 * db).round());
+    let all = 3.0 * 15000.0 * p.per_mailbox.size_on_disk as f64 / 1073741824.0;
+    assert_eq!(n(&space[2]), all.round());
+    assert_eq!(n(&space[3]), (2.0 * all).round());
+    assert_eq!(pane_row(&t, "Log Volume Space Required")[0], "0");
+}
+
+/// The published Exchange 2013 report's pane (15,000 mailboxes, 150 messages
+/// a day, 3 copies over 8 + 4 servers, 14 database copies a server; the
+/// report states neither the message size nor the quota in MB: 100 KB and
+/// 4,000 MB are the inputs its rows follow), row by row within 1 % for the
+/// rows the planner's rules cover (docs/planner.md "The calculator's pane").
+#[test]
+fn the_published_2013_pane_is_printed_within_one_percent() {
+    let mut s = worked();
+    s.message_size = text("100KiB");
+    s.mailbox_quota = text("4000MiB");
+    let p = run(&s);
+    let t = crate::render::text(&p, false);
+    let n = |x: &str| x.replace(',', "").parse::<f64>().unwrap();
+    let published: [(&str, [f64; 4]); 9] = [
+        (
+            "User Transaction Logs Generated / Day",
+            [10446.0, 73125.0, 585000.0, 585000.0],
+        ),
+        (
+            "Average Move Mailbox Transaction Logs Generated / Day",
+            [1717.0, 12021.0, 96171.0, 96171.0],
+        ),
+        (
+            "Average Transaction Logs Generated / Day",
+            [12164.0, 85146.0, 681171.0, 681171.0],
+        ),
+        (
+            "Database Space Required",
+            [1174.0, 16436.0, 197227.0, 197227.0],
+        ),
+        ("Log Space Required", [42.0, 593.0, 7114.0, 7114.0]),
+        ("Log Volume Space Required", [0.0, 0.0, 0.0, 0.0]),
+        (
+            "Total Database Required IOPS",
+            [32.0, 452.0, 5427.0, 5427.0],
+        ),
+        (
+            "Database Read I/O Percentage",
+            [60.0, f64::NAN, f64::NAN, f64::NAN],
+        ),
+        (
+            "Background Database Maintenance Throughput Requirements",
+            [1.0, 14.0, 168.0, 168.0],
+        ),
+    ];
+    for (row, want) in published {
+        let cells: Vec<f64> = pane_row(&t, row)
+            .iter()
+            .map(|c| {
+                if c == "--" {
+                    f64::NAN
+                } else {
+                    n(c.trim_end_matches('%'))
+                }
+            })
+            .collect();
+        for (got, want) in cells.iter().zip(want) {
+            if want.is_nan() {
+                assert!(got.is_nan(), "{row}: {got} where the calculator shows none");
+                continue;
+            }
+            // Within 1 %, or the calculator's own rounding of small figures.
+            let ok = (got - want).abs() <= (0.01 * want).max(0.5);
+            assert!(ok, "{row}: {got} against the published {want}");
+        }
+    }
 }

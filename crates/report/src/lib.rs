@@ -21,7 +21,7 @@ pub mod svg;
 
 pub use load::{Doc, load};
 
-use mailbench_base::rundir::write_atomic;
+use mailbench_base::rundir::write_text;
 use mailbench_base::{Error, Result};
 use mailbench_results::storage::run::StorageResult;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ pub fn write_html(dir: &Path, result: &StorageResult) -> Result<PathBuf> {
 pub fn write_html_value(dir: &Path, result: &serde_json::Value) -> Result<PathBuf> {
     let doc = load::from_value(result.clone(), &dir.join("result.json"))?;
     let out = dir.join("report.html");
-    write_atomic(&out, try_render_html(&doc)?.as_bytes())?;
+    write_text(&out, &try_render_html(&doc)?)?;
     Ok(out)
 }
 

@@ -102,6 +102,8 @@ fn result(spec: &StorageSpec, host: &str, st: &Stats, secs: f64) -> StorageResul
             transactions_per_s: st.counters.transactions as f64 / secs,
             page_fault_stalls_per_s: 0.0,
             page_fault_stalls_max_per_s: 0.0,
+            db_read_sample_max_ms: 0.0,
+            log_write_sample_max_ms: 0.0,
             io_errors: st.io_errors(),
             classes: class_map(st, secs),
             counters: st.counters.clone(),

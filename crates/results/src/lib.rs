@@ -10,6 +10,7 @@
 // A dependency declared but unused fails the build (dev-dependencies excepted).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
+pub mod disclosure;
 pub mod kind;
 pub mod live;
 pub mod mail;

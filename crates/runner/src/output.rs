@@ -3,7 +3,8 @@
 //! host or many, writes its result through here, so every run folder holds
 //! the same files.
 
-use mailbench_base::rundir::{RunDir, write_atomic};
+use mailbench_base::rundir::{RunDir, write_json, write_text};
+use mailbench_base::secrets::say;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_results::AnyResult;
 use mailbench_results::verdict::Verdict;
@@ -47,11 +48,9 @@ pub fn write_with(
 /// and, when given, summary.txt in `top`, each replaced atomically; a file
 /// that cannot be written is left as it was.
 pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) {
-    if let Ok(text) = serde_json::to_vec_pretty(result) {
-        let _ = write_atomic(&top.join("result.json"), &text);
-    }
+    let _ = write_json(&top.join("result.json"), result);
     if let Some(s) = summary {
-        let _ = write_atomic(&top.join("summary.txt"), s.as_bytes());
+        let _ = write_text(&top.join("summary.txt"), s);
     }
 }
 
@@ -99,9 +98,9 @@ impl Outcome {
 /// with `-q`.
 pub fn print(outcome: &Outcome, common: &crate::Common) {
     if common.json {
-        println!("{}", outcome.line);
+        say(&outcome.line);
     } else if !common.quiet {
-        println!("{}", text(outcome));
+        say(&text(outcome));
     }
 }
 

@@ -26,6 +26,15 @@ impl Hasher for PageHasher {
     }
 }
 
+/// What one pass of the scavenger did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scavenged {
+    /// Frames it made available.
+    pub freed: usize,
+    /// Cold dirty pages it passed: their log is not durable yet.
+    pub not_durable: usize,
+}
+
 /// A map keyed by page number.
 pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
 
@@ -189,10 +198,19 @@ impl Cache {
         for _ in 0..min_frames.min(max_frames) {
             c.grow();
         }
+        invariant!(
+            c.frames.len() >= min_frames.min(max_frames),
+            "cache opened with fewer frames than its minimum"
+        );
         c
     }
 
     fn grow(&mut self) -> usize {
+        invariant!(
+            self.frames.len() < self.max_frames,
+            "cache grown past its maximum of {} frames",
+            self.max_frames
+        );
         if self.spare.is_empty() {
             let per_region = (mailbench_io::buf::REGION / self.page_size).max(1);
             let n = per_region.min(self.max_frames - self.frames.len()).max(1);
@@ -439,6 +457,26 @@ impl Cache {
         let &(_, f) = self.dirty.iter().find(|&&(lsn, f)| {
             Self::is_dirty_entry(frames, (lsn, f)) && frames[f].lsn <= durable_lsn
         })?;
+        Some(self.run_around(f, durable_lsn, max_pages))
+    }
+
+    /// [`Cache::take_write_run`] around frame `f` (a cold page the scavenger
+    /// chose), if it is dirty and its changes are durable.
+    pub fn take_write_run_at(
+        &mut self,
+        f: usize,
+        durable_lsn: u64,
+        max_pages: usize,
+    ) -> Option<(u64, Vec<usize>)> {
+        let fr = self.frames.get(f)?;
+        (fr.state == FrameState::Dirty && fr.lsn <= durable_lsn)
+            .then(|| self.run_around(f, durable_lsn, max_pages))
+    }
+
+    /// Frame `f` (dirty, durable) and its dirty, durable neighbours, up to
+    /// `max_pages` contiguous pages, marked Writing: the first page number
+    /// and the frames in page order.
+    fn run_around(&mut self, f: usize, durable_lsn: u64, max_pages: usize) -> (u64, Vec<usize>) {
         let page = self.frames[f].page_no;
         let eligible = |c: &Cache, p: u64| -> Option<usize> {
             let g = c.map.get(p)?;
@@ -474,7 +512,66 @@ impl Cache {
             self.dirty_remove();
             self.writing_insert(key);
         }
-        Some((first, run))
+        (first, run)
+    }
+
+    /// Frames holding no page, the free ones and those the cache may still
+    /// create: ESE's available buffers (its avail pool holds no page data).
+    pub fn available(&self) -> usize {
+        self.free.len() + (self.max_frames - self.frames.len())
+    }
+
+    /// One pass of the scavenger over the CLOCK hand, as ESE maintains its
+    /// pool of available buffers from the cold end of its LRU-K: at most
+    /// `scan` frames, until `want` frames are freed or found to write. A
+    /// page no session holds or waits for and not referenced since the hand
+    /// last passed is cold: a clean one is evicted (its frame becomes
+    /// available), a dirty one whose changes are durable (`durable_lsn`) goes
+    /// to `dirty` (at most `max_dirty`) to be written, and becomes available
+    /// on a later pass once clean; a referenced page loses its reference
+    /// bit. Says how many frames it freed, and how many cold dirty pages it
+    /// passed because their changes are not durable yet (they wait for the
+    /// log: the write-ahead rule).
+    pub fn scavenge(
+        &mut self,
+        want: usize,
+        durable_lsn: u64,
+        max_dirty: usize,
+        scan: usize,
+        dirty: &mut Vec<usize>,
+    ) -> Scavenged {
+        let n = self.frames.len();
+        let mut freed = 0;
+        let mut not_durable = 0;
+        for _ in 0..scan.min(2 * n) {
+            if freed + dirty.len() >= want {
+                break;
+            }
+            let f = self.hand;
+            self.hand = (self.hand + 1) % n;
+            let fr = &mut self.frames[f];
+            if fr.page_no == u64::MAX || fr.pins > 0 || !fr.waiters.is_empty() {
+                continue;
+            }
+            if fr.referenced {
+                fr.referenced = false;
+                continue;
+            }
+            match fr.state {
+                FrameState::Clean => {
+                    self.map.remove(fr.page_no);
+                    fr.page_no = u64::MAX;
+                    self.free.push(f);
+                    freed += 1;
+                }
+                FrameState::Dirty if fr.lsn > durable_lsn => not_durable += 1,
+                FrameState::Dirty if dirty.len() < max_dirty && !dirty.contains(&f) => {
+                    dirty.push(f);
+                }
+                _ => {}
+            }
+        }
+        Scavenged { freed, not_durable }
     }
 
     /// A write of frame `f` finished (`ok`), or failed (the page stays dirty).
@@ -670,6 +767,48 @@ mod tests {
                 assert_eq!(live, dirty.iter().copied().collect::<Vec<_>>());
             }
         }
+    }
+
+    /// The cache never holds more frames than its maximum: growing past it
+    /// is a broken invariant, not a bigger cache.
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "cache grown past its maximum")]
+    fn growing_past_the_maximum_breaks_an_invariant() {
+        let mut c = Cache::new(1, 2, 4096, 64);
+        c.grow();
+        c.grow();
+    }
+
+    /// The scavenger evicts cold clean pages, hands cold dirty pages whose
+    /// changes are durable to be written, and spares referenced ones once.
+    #[test]
+    fn the_scavenger_frees_cold_clean_pages_and_finds_cold_dirty_ones() {
+        let mut c = Cache::new(0, 6, 4096, 64);
+        for p in 1..=6u64 {
+            let f = c.allocate(p).unwrap();
+            c.frames[f].state = FrameState::Clean;
+        }
+        assert_eq!(c.available(), 0);
+        // Pages 1 and 2 dirty (2 not yet durable), 3 pinned.
+        let f1 = c.frame_of(1).unwrap();
+        let f2 = c.frame_of(2).unwrap();
+        c.mark_dirty(f1, 10, 10);
+        c.mark_dirty(f2, 20, 20);
+        let f3 = c.frame_of(3).unwrap();
+        c.frames[f3].pins = 1;
+        let mut dirty = Vec::new();
+        // First pass: every page was referenced by its allocation.
+        assert_eq!(c.scavenge(6, 15, 4, 6, &mut dirty).freed, 0);
+        let s = c.scavenge(6, 15, 4, 12, &mut dirty);
+        assert_eq!(s.freed, 3, "pages 4, 5 and 6 evicted");
+        assert!(s.not_durable >= 1, "page 2 waits for the log");
+        assert_eq!(dirty, [f1], "page 1 is durable, page 2 not yet");
+        assert_eq!(c.available(), 3);
+        assert!(c.contains(2) && c.contains(3) && !c.contains(4));
+        let (first, run) = c.take_write_run_at(f1, 15, 8).unwrap();
+        assert_eq!((first, run.len()), (1, 1));
+        assert!(c.take_write_run_at(f2, 15, 8).is_none(), "write-ahead rule");
     }
 
     /// The hot fields share a frame's first cache line.

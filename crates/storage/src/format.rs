@@ -20,7 +20,9 @@ const CRC_AT: usize = 32;
 /// Where a page's header holds its LSN (the fields before it are fixed per page).
 const PAGE_LSN_AT: usize = 24;
 
-/// Log block size and its header.
+/// The largest log block (the log's sector: 512 bytes to 4 KiB, per profile
+/// and volume; a log of a database whose header names none has these) and
+/// every block's header.
 pub const LOG_BLOCK: usize = 4096;
 pub const LOG_BLOCK_HEADER: usize = 32;
 pub const LOG_BLOCK_DATA: usize = LOG_BLOCK - LOG_BLOCK_HEADER;
@@ -314,7 +316,8 @@ pub const DBHDR_VERSION_LOST_TAIL: u16 = 2;
 /// Page 0 of every database: what it is and how it was left.
 /// `0 magic | 4 version u16 | 8 db_id | 16 page_size u32 | 20 log_file_size u32 |
 ///  24 page_count u64 | 32 crc | 36 clean u8 | 37 lost_log_tail u8 |
-///  40 profile name (32 bytes) | 72 created unix secs u64`, rest of the page
+///  40 profile name (32 bytes) | 72 created unix secs u64 | 80 log sector u32`
+/// (0 in databases older than it: [`LOG_BLOCK`]), rest of the page
 /// random. Version 1 (byte 37 zero) or 2 (byte 37 one, [`DBHDR_VERSION_LOST_TAIL`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbHeader {
@@ -330,9 +333,20 @@ pub struct DbHeader {
     pub lost_log_tail: bool,
     pub profile: String,
     pub created: u64,
+    /// The size of the log's blocks (its sector) the last run wrote; 0 (in
+    /// older databases) reads as [`LOG_BLOCK`].
+    pub log_sector: u32,
 }
 
 impl DbHeader {
+    /// The log's block size for reading its log.
+    pub fn log_block(&self) -> usize {
+        match self.log_sector {
+            0 => LOG_BLOCK,
+            n => n as usize,
+        }
+    }
+
     pub fn encode(&self, buf: &mut [u8]) {
         let mut rng = SmallRng::seed_from_u64(self.db_id);
         rng.fill_bytes(buf);
@@ -354,6 +368,7 @@ impl DbHeader {
         let n = name.len().min(32);
         buf[40..40 + n].copy_from_slice(&name[..n]);
         put_u64(buf, 72, self.created);
+        put_u32(buf, 80, self.log_sector);
         let crc = crc_skipping(buf, CRC_AT);
         put_u32(buf, CRC_AT, crc);
     }
@@ -383,6 +398,7 @@ impl DbHeader {
             lost_log_tail: version == DBHDR_VERSION_LOST_TAIL || buf[37] != 0,
             profile: String::from_utf8_lossy(&name[..end]).into_owned(),
             created: get_u64(buf, 72),
+            log_sector: get_u32(buf, 80),
         })
     }
 }
@@ -438,10 +454,32 @@ pub fn check_log_block(block: &[u8], db_id: u64, generation: u64, block_no: u32)
         return LogBlock::End;
     }
     let data_len = get_u16(block, 6) as usize;
-    if !crc_ok || data_len > LOG_BLOCK_DATA || get_u16(block, 4) != FORMAT_VERSION {
+    let room = block.len().saturating_sub(LOG_BLOCK_HEADER);
+    if !crc_ok || data_len > room || get_u16(block, 4) != FORMAT_VERSION {
         return LogBlock::Corrupt;
     }
     LogBlock::Valid { data_len }
+}
+
+/// Block `block_no` read back damaged, with the block after it a valid copy
+/// of it (the shadow the log writes after a partial block, as ESE writes a
+/// shadow sector, so that a write torn while it rewrote the partial block
+/// loses nothing that was durable): the shadow's length of data, which then
+/// stands for the block (and the log ends after it). None otherwise.
+pub fn shadow_rescue(
+    block: &[u8],
+    next: &[u8],
+    db_id: u64,
+    generation: u64,
+    block_no: u32,
+) -> Option<usize> {
+    if check_log_block(block, db_id, generation, block_no) != LogBlock::Corrupt {
+        return None;
+    }
+    match check_log_block(next, db_id, generation, block_no) {
+        LogBlock::Valid { data_len } => Some(data_len),
+        _ => None,
+    }
 }
 
 /// Log records. Layout: `0 len u32 (whole record) | 4 kind u8 | 5..8 pad | 8 txn u64 | ...`.
@@ -775,6 +813,7 @@ mod tests {
             lost_log_tail: false,
             profile: "exchange2013".into(),
             created: 17,
+            log_sector: 512,
         };
         let mut b = vec![0u8; 32768];
         h.encode(&mut b);

@@ -457,6 +457,8 @@ fn init_one(
         lost_log_tail: false,
         profile: spec.profile.name.clone(),
         created: mailbench_base::host::unix_now() as u64,
+        // Set by the first run: its log's sector.
+        log_sector: 0,
     };
     let mut buf = AlignedBuf::new(ps as usize);
     header.encode(buf.as_mut_slice());

@@ -5,6 +5,17 @@
 // A dependency declared but unused fails the build (dev-dependencies excepted).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
+/// Asserts an invariant the engine relies on: in debug builds and with the
+/// `invariants` feature (the test suite's release build); compiled out of
+/// other release builds (the hot path pays nothing for it there).
+macro_rules! invariant {
+    ($cond:expr, $($arg:tt)+) => {
+        if cfg!(any(debug_assertions, feature = "invariants")) {
+            assert!($cond, $($arg)+);
+        }
+    };
+}
+
 pub mod backup;
 pub mod cache;
 pub mod engine;

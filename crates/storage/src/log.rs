@@ -3,13 +3,51 @@
 //! one write in flight at a time (so one flush serves every commit that waited
 //! for it: group commit), circular: files behind the checkpoint are reused or removed.
 
-use crate::format::{self, LOG_BLOCK, LOG_BLOCK_DATA, LOG_BLOCK_HEADER, Record, UPDATE_HEADER};
+use crate::format::{self, LOG_BLOCK, LOG_BLOCK_HEADER, Record, UPDATE_HEADER};
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, BufPool};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+/// The log's block size in `dir`: the profile's sector (`want`), or the
+/// smallest write the folder's volume takes with O_DIRECT where that is
+/// larger, as the 2007-era ESE log writes its volume's sectors
+/// (`m_cbSecVolume`): tried with a probe file written and removed (without
+/// O_DIRECT any size works).
+pub fn log_sector(dir: &Path, want: u64, direct: bool) -> usize {
+    let want = (want as usize).clamp(512, LOG_BLOCK);
+    if !direct {
+        return want;
+    }
+    let probe = dir.join(".mailbench-sector-probe");
+    let size = mailbench_io::open_file(&probe, true, true, false)
+        .ok()
+        .and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            let mut size = want;
+            while size <= LOG_BLOCK {
+                let buf = AlignedBuf::new(size);
+                if f.write_at(buf.as_slice(), size as u64).is_ok() {
+                    return Some(size);
+                }
+                size *= 2;
+            }
+            None
+        })
+        .unwrap_or(LOG_BLOCK);
+    let _ = std::fs::remove_file(&probe);
+    size
+}
+
+/// The log's LSNs only grow: each record ends past the one before it.
+fn check_lsn_order(before: u64, after: u64, what: &str) {
+    invariant!(
+        after > before,
+        "LSN not increasing: {what} ends at {after}, not past {before}"
+    );
+}
 
 /// Blocks a new staging buffer has room for (it doubles when a flush in flight
 /// lets more accumulate).
@@ -90,7 +128,7 @@ impl Ready {
 }
 
 /// Appended blocks of one generation not yet handed to a write, laid out as
-/// they go to disk: each 4 KiB block has room for its header, then its data.
+/// they go to disk: each block has room for its header, then its data.
 struct Segment {
     generation: u64,
     first_block: u32,
@@ -101,10 +139,32 @@ struct Segment {
     buf: AlignedBuf,
 }
 
+/// What a log flush writes: everything appended (a commit, a page write or
+/// the stop waits for it), or only the whole blocks (the log buffer is half
+/// full, nobody waits: the partial block waits for more records), as ESE
+/// writes its full sectors and the partial one only when someone waits for
+/// it (`LOG_WRITE_BUFFER::ErrLGIWriteLog`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushKind {
+    All,
+    WholeBlocks,
+}
+
+/// After one write of a flush completed: the next one to submit, or the LSN
+/// durable now that the flush is done.
+#[derive(Debug)]
+pub enum Next {
+    Write(LogWrite),
+    Durable(u64),
+}
+
 pub struct LogWriter {
     dir: PathBuf,
     db_id: u64,
     file_size: u64,
+    /// The log's block (its sector) and the record bytes one holds.
+    block: usize,
+    block_data: usize,
     blocks_per_file: u32,
     direct: bool,
     files: BTreeMap<u64, Arc<File>>,
@@ -112,14 +172,24 @@ pub struct LogWriter {
     cur_gen: u64,
     cur_block: u32,
     cur_len: usize,
-    /// Appended and not yet written, one segment per generation.
+    /// Appended and not yet written, one segment per generation; the current
+    /// block stays here after a write of it while it is partial.
     pending: Vec<Segment>,
-    /// Full blocks in `pending`.
-    full_blocks: usize,
+    /// Record bytes appended and not yet handed to a write.
+    unwritten: u64,
+    /// The partial block last written whole with its data bytes then:
+    /// (generation, block, bytes).
+    partial_on_disk: Option<(u64, u32, usize)>,
+    /// The partial block whose shadow copy is on disk in the block after it.
+    shadow: Option<(u64, u32)>,
     next_lsn: u64,
     durable_lsn: u64,
-    /// End LSN of the write in flight and how many segment writes remain.
-    in_flight: Option<(u64, usize)>,
+    /// End LSN of the flush in flight, and its writes still to submit (one
+    /// at a time, in order: a write never overtakes the one before it).
+    in_flight: Option<u64>,
+    queued: VecDeque<LogWrite>,
+    /// The last flush wrote to two generations.
+    rolled: bool,
     closed: Vec<u64>,
     pool: BufPool,
     pub bytes_appended: u64,
@@ -140,6 +210,7 @@ pub struct LogFiles {
 }
 
 /// One log write to submit; its buffer comes back through [`LogWriter::recycle`].
+#[derive(Debug)]
 pub struct LogWrite {
     pub file: Arc<File>,
     pub offset: u64,
@@ -147,29 +218,42 @@ pub struct LogWrite {
 }
 
 impl LogWriter {
-    /// Starts a log in `dir` at generation `first_gen` (a new, empty file).
+    /// Starts a log in `dir` at generation `first_gen` (a new, empty file),
+    /// written in blocks of `block` bytes (its sector: 512 B to 4 KiB).
     pub fn create(
         dir: &Path,
         db_id: u64,
         file_size: u64,
+        block: usize,
         first_gen: u64,
         direct: bool,
     ) -> Result<LogWriter> {
+        if !(512..=LOG_BLOCK).contains(&block) || !block.is_power_of_two() {
+            return Err(Error::runtime(format!(
+                "log sector of {block} bytes: must be a power of two from 512 to {LOG_BLOCK}"
+            )));
+        }
         let mut w = LogWriter {
             dir: dir.to_path_buf(),
             db_id,
             file_size,
-            blocks_per_file: (file_size / LOG_BLOCK as u64) as u32,
+            block,
+            block_data: block - LOG_BLOCK_HEADER,
+            blocks_per_file: (file_size / block as u64) as u32,
             direct,
             files: BTreeMap::new(),
             cur_gen: first_gen,
             cur_block: 0,
             cur_len: 0,
             pending: Vec::new(),
-            full_blocks: 0,
+            unwritten: 0,
+            partial_on_disk: None,
+            shadow: None,
             next_lsn: 0,
             durable_lsn: 0,
             in_flight: None,
+            queued: VecDeque::new(),
+            rolled: false,
             closed: Vec::new(),
             pool: BufPool::new(BUFFERS_KEPT),
             bytes_appended: 0,
@@ -177,7 +261,7 @@ impl LogWriter {
             counts: LogFiles::default(),
         };
         // The staging buffers' memory faulted in now, not on the first flushes.
-        w.pool.prefill(SEGMENT_BLOCKS * LOG_BLOCK);
+        w.pool.prefill(SEGMENT_BLOCKS * block);
         w.open_gen(first_gen)?;
         w.open_gen(first_gen + 1)?;
         w.next_lsn = w.position(first_gen, 0, 0);
@@ -187,7 +271,7 @@ impl LogWriter {
 
     fn position(&self, generation: u64, block: u32, data_off: usize) -> u64 {
         generation * self.file_size
-            + block as u64 * LOG_BLOCK as u64
+            + block as u64 * self.block as u64
             + (LOG_BLOCK_HEADER + data_off) as u64
     }
 
@@ -195,6 +279,10 @@ impl LogWriter {
         dir.join(format::log_file_name(generation))
     }
 
+    /// The log's block size (its sector).
+    pub fn block(&self) -> usize {
+        self.block
+    }
     fn open_gen(&mut self, generation: u64) -> Result<()> {
         if self.files.contains_key(&generation) {
             return Ok(());
@@ -296,7 +384,12 @@ impl LogWriter {
 
     /// Log bytes appended and not yet handed to a write.
     pub fn unflushed(&self) -> u64 {
-        (self.full_blocks * LOG_BLOCK_DATA + self.cur_len) as u64
+        self.unwritten
+    }
+
+    /// Whether the last flush wrote to two generations.
+    pub fn rolled(&self) -> bool {
+        self.rolled
     }
 
     /// Generations closed since the last call (all their blocks durable).
@@ -315,6 +408,7 @@ impl LogWriter {
     /// Appends a record; returns its LSN (the position just after it). The
     /// record is encoded straight into the block it goes to disk in.
     pub fn append(&mut self, rec: &Record<'_>) -> Result<u64> {
+        let before = self.next_lsn;
         let mut h = [0u8; UPDATE_HEADER];
         let n = rec.encode_header(&mut h);
         self.put(&h[..n])?;
@@ -325,6 +419,7 @@ impl LogWriter {
         if self.cur_len > 0 {
             self.next_lsn = self.position(self.cur_gen, self.cur_block, self.cur_len);
         }
+        check_lsn_order(before, self.next_lsn, "appended record");
         Ok(self.next_lsn)
     }
 
@@ -334,18 +429,19 @@ impl LogWriter {
             if self.cur_len == 0 {
                 self.begin_block();
             }
-            let n = (LOG_BLOCK_DATA - self.cur_len).min(bytes.len());
+            let n = (self.block_data - self.cur_len).min(bytes.len());
+            let block = self.block;
             let Some(seg) = self.pending.last_mut() else {
                 return Err(Error::runtime("log block not begun (internal error)"));
             };
-            let at = (seg.blocks - 1) * LOG_BLOCK + LOG_BLOCK_HEADER + self.cur_len;
+            let at = (seg.blocks - 1) * block + LOG_BLOCK_HEADER + self.cur_len;
             seg.buf.as_mut_slice()[at..at + n].copy_from_slice(&bytes[..n]);
             self.cur_len += n;
+            self.unwritten += n as u64;
             seg.last_len = self.cur_len;
             bytes = &bytes[n..];
-            if self.cur_len == LOG_BLOCK_DATA {
-                self.next_lsn = self.position(self.cur_gen, self.cur_block, LOG_BLOCK_DATA);
-                self.full_blocks += 1;
+            if self.cur_len == self.block_data {
+                self.next_lsn = self.position(self.cur_gen, self.cur_block, self.block_data);
                 self.seal_current()?;
             }
         }
@@ -359,7 +455,7 @@ impl LogWriter {
             .last()
             .is_some_and(|s| s.generation == self.cur_gen);
         if !same_gen {
-            let mut buf = self.pool.get(SEGMENT_BLOCKS * LOG_BLOCK);
+            let mut buf = self.pool.get(SEGMENT_BLOCKS * self.block);
             buf.set_len(buf.capacity());
             self.pending.push(Segment {
                 generation: self.cur_gen,
@@ -369,15 +465,16 @@ impl LogWriter {
                 buf,
             });
         }
+        let block = self.block;
         let pool = &mut self.pool;
         let Some(seg) = self.pending.last_mut() else {
             return;
         };
-        if (seg.blocks + 1) * LOG_BLOCK > seg.buf.len() {
+        if (seg.blocks + 1) * block > seg.buf.len() {
             // A write in flight let more accumulate: a buffer twice the size.
             let mut bigger = pool.get(seg.buf.len() * 2);
             bigger.set_len(bigger.capacity());
-            let used = seg.blocks * LOG_BLOCK;
+            let used = seg.blocks * block;
             bigger.as_mut_slice()[..used].copy_from_slice(&seg.buf.as_slice()[..used]);
             pool.put(std::mem::replace(&mut seg.buf, bigger));
         }
@@ -400,48 +497,186 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Takes everything appended (the partial block padded with zeros) as the
-    /// writes of one flush, one per generation file touched. None if nothing to
-    /// write or a write is already in flight.
-    pub fn start_flush(&mut self) -> Result<Option<Vec<LogWrite>>> {
+    /// Starts a flush of what is appended (`kind`): its writes are queued and
+    /// the first is returned (the next ones come from [`Self::write_done`],
+    /// one after the other). None if nothing is to write or a flush is in
+    /// flight.
+    ///
+    /// The writes follow ESE's log writer (`ErrLGIWriteFullSectors`,
+    /// `ErrLGIWritePartialSector` in `dev/ese/src/ese/_log/logwrite.cxx`):
+    /// the whole blocks in one write, but when the first of them is the
+    /// partial block written before (its shadow behind it), that block alone
+    /// first and the rest after, so that the shadow outlives the block until
+    /// the block is whole again (a second write of that block's copy over the
+    /// shadow when it is the only whole block); then the partial block, if
+    /// written, together with its shadow (a copy of it in the next block, read
+    /// as the end of the log), or as two writes when a shadow of it is on
+    /// disk already. A write of the partial block keeps it in the buffer: the
+    /// next records fill it and it is written again.
+    pub fn start_flush(&mut self, kind: FlushKind) -> Result<Option<LogWrite>> {
         if self.in_flight.is_some() || self.pending.is_empty() {
             return Ok(None);
         }
-        if self.cur_len > 0 {
-            if let Some(seg) = self.pending.last_mut() {
-                let end = seg.blocks * LOG_BLOCK;
-                let at = end - LOG_BLOCK + LOG_BLOCK_HEADER + self.cur_len;
-                seg.buf.as_mut_slice()[at..end].fill(0);
-            }
-            self.seal_current()?;
+        let partial = self.cur_len > 0;
+        let whole_blocks: usize =
+            self.pending.iter().map(|s| s.blocks).sum::<usize>() - usize::from(partial);
+        if kind == FlushKind::WholeBlocks && whole_blocks == 0 {
+            return Ok(None);
         }
-        let end_lsn = self.next_lsn;
-        let mut writes = Vec::with_capacity(self.pending.len());
-        for mut seg in std::mem::take(&mut self.pending) {
-            seg.buf.set_len(seg.blocks * LOG_BLOCK);
-            let g = seg.generation;
-            for (k, b) in seg.buf.as_mut_slice().chunks_mut(LOG_BLOCK).enumerate() {
-                let len = if k + 1 == seg.blocks {
-                    seg.last_len
-                } else {
-                    LOG_BLOCK_DATA
-                };
-                format::seal_log_block(b, self.db_id, g, seg.first_block + k as u32, len);
+        let write_partial = partial && kind == FlushKind::All;
+        let end_lsn = if partial && !write_partial {
+            self.cur_gen * self.file_size + u64::from(self.cur_block) * self.block as u64
+        } else {
+            self.next_lsn
+        };
+        let segments = std::mem::take(&mut self.pending);
+        self.rolled = segments.len() > 1;
+        let last = segments.len() - 1;
+        let mut writes = VecDeque::new();
+        for (k, mut seg) in segments.into_iter().enumerate() {
+            let seg_partial = k == last && partial;
+            self.seal_segment(&mut seg, seg_partial);
+            self.whole_block_writes(&seg, seg.blocks - usize::from(seg_partial), &mut writes)?;
+            if seg_partial {
+                self.keep_partial(&seg);
+                if write_partial {
+                    self.partial_block_writes(&seg, &mut writes)?;
+                }
             }
-            let file = self
-                .file(g)
-                .ok_or_else(|| Error::runtime(format!("log generation {g} has no open file")))?;
-            writes.push(LogWrite {
-                file,
-                offset: seg.first_block as u64 * LOG_BLOCK as u64,
-                buf: seg.buf,
-            });
+            self.pool.put(seg.buf);
         }
-        self.full_blocks = 0;
-        // The next record starts in a fresh block.
-        self.next_lsn = self.position(self.cur_gen, self.cur_block, 0);
-        self.in_flight = Some((end_lsn, writes.len()));
-        Ok(Some(writes))
+        self.unwritten = match self.partial_on_disk {
+            _ if write_partial || !partial => 0,
+            Some((g, b, n)) if (g, b) == (self.cur_gen, self.cur_block) => {
+                (self.cur_len - n) as u64
+            }
+            _ => self.cur_len as u64,
+        };
+        debug_assert!(
+            end_lsn >= self.durable_lsn,
+            "a flush never ends before what is durable"
+        );
+        let first = writes.pop_front();
+        if first.is_some() {
+            self.in_flight = Some(end_lsn);
+            self.queued = writes;
+        }
+        Ok(first)
+    }
+
+    /// Seals the blocks of `seg` (the last one with its data so far if `partial`).
+    fn seal_segment(&self, seg: &mut Segment, partial: bool) {
+        let b = self.block;
+        let blocks = seg.blocks;
+        seg.buf.set_len(blocks * b);
+        for (k, blk) in seg.buf.as_mut_slice().chunks_mut(b).enumerate() {
+            let len = if k + 1 == blocks && partial {
+                seg.last_len
+            } else {
+                self.block_data
+            };
+            if k + 1 == blocks && partial {
+                // Zeros after the data (the buffer may hold older bytes).
+                blk[LOG_BLOCK_HEADER + len..].fill(0);
+            }
+            let no = seg.first_block + k as u32;
+            format::seal_log_block(blk, self.db_id, seg.generation, no, len);
+        }
+    }
+
+    /// Queues the writes of the first `whole` blocks of `seg`.
+    fn whole_block_writes(
+        &mut self,
+        seg: &Segment,
+        whole: usize,
+        out: &mut VecDeque<LogWrite>,
+    ) -> Result<()> {
+        if whole == 0 {
+            return Ok(());
+        }
+        let g = seg.generation;
+        let w0 = seg.first_block;
+        if self.shadow == Some((g, w0)) {
+            out.push_back(self.write_of(seg, 0..1, w0)?);
+            if whole == 1 {
+                if w0 + 1 < self.blocks_per_file {
+                    out.push_back(self.write_of(seg, 0..1, w0 + 1)?);
+                }
+            } else {
+                out.push_back(self.write_of(seg, 1..whole, w0 + 1)?);
+            }
+        } else {
+            out.push_back(self.write_of(seg, 0..whole, w0)?);
+        }
+        self.shadow = None;
+        Ok(())
+    }
+
+    /// Queues the writes of the partial block (the last of `seg`) and its shadow.
+    fn partial_block_writes(&mut self, seg: &Segment, out: &mut VecDeque<LogWrite>) -> Result<()> {
+        let g = seg.generation;
+        let k = seg.blocks - 1;
+        let p = seg.first_block + k as u32;
+        let room = p + 1 < self.blocks_per_file;
+        if self.shadow == Some((g, p)) {
+            out.push_back(self.write_of(seg, k..k + 1, p)?);
+            out.push_back(self.write_of(seg, k..k + 1, p + 1)?);
+        } else if room {
+            let mut w = self.write_of(seg, k..k + 1, p)?;
+            let b = self.block;
+            let mut both = self.pool.get(2 * b);
+            both.set_len(2 * b);
+            both.as_mut_slice()[..b].copy_from_slice(w.buf.as_slice());
+            both.as_mut_slice()[b..].copy_from_slice(w.buf.as_slice());
+            self.pool.put(std::mem::replace(&mut w.buf, both));
+            out.push_back(w);
+        } else {
+            out.push_back(self.write_of(seg, k..k + 1, p)?);
+        }
+        self.shadow = room.then_some((g, p));
+        self.partial_on_disk = Some((g, p, seg.last_len));
+        Ok(())
+    }
+
+    /// A write of blocks `range` of `seg` at block `at` of its generation.
+    fn write_of(
+        &mut self,
+        seg: &Segment,
+        range: std::ops::Range<usize>,
+        at: u32,
+    ) -> Result<LogWrite> {
+        let b = self.block;
+        let g = seg.generation;
+        let file = self
+            .file(g)
+            .ok_or_else(|| Error::runtime(format!("log generation {g} has no open file")))?;
+        let n = range.len() * b;
+        let mut buf = self.pool.get(n);
+        buf.set_len(n);
+        buf.as_mut_slice()
+            .copy_from_slice(&seg.buf.as_slice()[range.start * b..range.end * b]);
+        Ok(LogWrite {
+            file,
+            offset: u64::from(at) * b as u64,
+            buf,
+        })
+    }
+
+    /// The partial block (the last of `seg`) stays to be filled: a new
+    /// segment begins with its bytes.
+    fn keep_partial(&mut self, seg: &Segment) {
+        let b = self.block;
+        let k = seg.blocks - 1;
+        let mut buf = self.pool.get(SEGMENT_BLOCKS * b);
+        buf.set_len(buf.capacity());
+        buf.as_mut_slice()[..b].copy_from_slice(&seg.buf.as_slice()[k * b..(k + 1) * b]);
+        self.pending.push(Segment {
+            generation: seg.generation,
+            first_block: seg.first_block + k as u32,
+            blocks: 1,
+            last_len: seg.last_len,
+            buf,
+        });
     }
 
     /// A log write's buffer, back from its completion, for later flushes.
@@ -449,17 +684,22 @@ impl LogWriter {
         self.pool.put(buf);
     }
 
-    /// One segment write of the flush in flight finished. Returns the new durable
-    /// LSN when the whole flush is done.
-    pub fn flush_segment_done(&mut self) -> Option<u64> {
-        let (end, left) = self.in_flight?;
-        if left > 1 {
-            self.in_flight = Some((end, left - 1));
-            return None;
+    /// One write of the flush in flight finished: the next write of the
+    /// flush, or, when it was the last, the new durable LSN. None if no flush
+    /// is in flight.
+    pub fn write_done(&mut self) -> Option<Next> {
+        let end = self.in_flight?;
+        if let Some(w) = self.queued.pop_front() {
+            return Some(Next::Write(w));
         }
         self.in_flight = None;
-        self.durable_lsn = self.durable_lsn.max(end);
-        Some(self.durable_lsn)
+        invariant!(
+            end >= self.durable_lsn,
+            "the durable LSN going back from {} to {end}",
+            self.durable_lsn
+        );
+        self.durable_lsn = end;
+        Some(Next::Durable(self.durable_lsn))
     }
 
     /// Removes generation files older than `keep_from` (circular logging).
@@ -488,39 +728,152 @@ impl LogWriter {
 mod tests {
     use super::*;
 
+    /// Drives a flush to its end, each write applied to the files: the
+    /// sizes of the writes, in order.
+    fn flush(w: &mut LogWriter, kind: FlushKind) -> Vec<usize> {
+        use std::os::unix::fs::FileExt;
+        let mut sizes = Vec::new();
+        let mut next = w.start_flush(kind).unwrap();
+        while let Some(wr) = next {
+            wr.file.write_at(wr.buf.as_slice(), wr.offset).unwrap();
+            sizes.push(wr.buf.len());
+            w.recycle(wr.buf);
+            next = match w.write_done() {
+                Some(Next::Write(x)) => Some(x),
+                _ => None,
+            };
+        }
+        sizes
+    }
+
+    fn update(w: &mut LogWriter, i: u64, len: usize) -> u64 {
+        let data = vec![7u8; len];
+        w.append(&Record::Update {
+            txn: i,
+            page_no: i,
+            offset: 64,
+            data: &data,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "LSN not increasing")]
+    fn an_lsn_that_does_not_grow_breaks_an_invariant() {
+        check_lsn_order(4096, 4096, "a record");
+    }
+
     #[test]
     fn appends_flush_and_roll_over() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = LogWriter::create(dir.path(), 9, 64 * 1024, 1, false).unwrap();
-        let data = vec![7u8; 5000];
+        let mut w = LogWriter::create(dir.path(), 9, 64 * 1024, 4096, 1, false).unwrap();
         let mut last = 0;
         for i in 0..20u64 {
-            let l = w
-                .append(&Record::Update {
-                    txn: i,
-                    page_no: i,
-                    offset: 64,
-                    data: &data,
-                })
-                .unwrap();
+            let l = update(&mut w, i, 5000);
             assert!(l > last);
             last = l;
         }
         assert!(w.generation() >= 2, "20 x 5 KB spans 64 KiB files");
-        let writes = w.start_flush().unwrap().unwrap();
-        assert!(w.start_flush().unwrap().is_none(), "one flush at a time");
-        let n = writes.len();
-        for (k, wr) in writes.into_iter().enumerate() {
-            use std::os::unix::fs::FileExt;
-            wr.file.write_at(wr.buf.as_slice(), wr.offset).unwrap();
-            let done = w.flush_segment_done();
-            assert_eq!(done.is_some(), k + 1 == n);
+        let first = w.start_flush(FlushKind::All).unwrap().unwrap();
+        assert!(w.rolled(), "the flush writes to two generations");
+        assert!(
+            w.start_flush(FlushKind::All).unwrap().is_none(),
+            "one flush at a time"
+        );
+        let mut writes = 1;
+        loop {
+            match w.write_done() {
+                Some(Next::Write(_)) => writes += 1,
+                Some(Next::Durable(d)) => {
+                    assert_eq!(d, last);
+                    break;
+                }
+                None => panic!("the flush ended without a durable LSN"),
+            }
         }
+        assert!(writes >= 2, "one write per generation at least");
+        drop(first);
         assert_eq!(w.durable_lsn(), last);
-        assert!(w.next_lsn() > last, "next record starts in a fresh block");
+        assert_eq!(
+            w.next_lsn(),
+            last,
+            "the next record goes on in the partial block"
+        );
         let closed = w.take_closed();
         assert!(!closed.is_empty());
         assert_eq!(w.remove_before(closed[closed.len() - 1] + 1), closed.len());
+    }
+
+    /// ESE's log writes: a partial block goes with its shadow in one write;
+    /// written again while partial, as itself and its shadow; when the whole
+    /// blocks after it follow, the old partial block alone first, then the
+    /// rest, then the new partial block with its shadow. A write of the
+    /// whole blocks only leaves the partial one unwritten and durable up to
+    /// its start.
+    #[test]
+    fn writes_follow_the_shadow_sector_protocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = 512usize;
+        let mut w = LogWriter::create(dir.path(), 9, 64 * 1024, b, 1, false).unwrap();
+        let start = w.next_lsn();
+        update(&mut w, 1, 100);
+        assert_eq!(flush(&mut w, FlushKind::All), [2 * b], "partial + shadow");
+        update(&mut w, 2, 100);
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [b, b],
+            "rewritten, shadow again"
+        );
+        let end = update(&mut w, 3, 1400);
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [b, 2 * b, 2 * b],
+            "old partial alone, the next whole blocks, the new partial with its shadow"
+        );
+        assert_eq!(w.durable_lsn(), end);
+        update(&mut w, 4, 40);
+        assert_eq!(
+            flush(&mut w, FlushKind::WholeBlocks),
+            Vec::<usize>::new(),
+            "no whole block"
+        );
+        update(&mut w, 5, 700);
+        let pos = w.next_lsn();
+        assert_eq!(
+            flush(&mut w, FlushKind::WholeBlocks),
+            [b, b],
+            "the partial block (its shadow behind it) alone, then the one after it"
+        );
+        assert!(
+            w.durable_lsn() < pos && w.unflushed() > 0,
+            "the partial block waits"
+        );
+        assert_eq!(
+            w.durable_lsn() % b as u64,
+            0,
+            "durable up to a block's start"
+        );
+        assert_eq!(flush(&mut w, FlushKind::All), [2 * b]);
+        // Read back: the stream is whole, the shadow after the last block reads as the end.
+        let bytes = std::fs::read(LogWriter::path_of(dir.path(), 1)).unwrap();
+        let mut data = 0;
+        let mut k = 0;
+        while let format::LogBlock::Valid { data_len } =
+            format::check_log_block(&bytes[k * b..(k + 1) * b], 9, 1, k as u32)
+        {
+            data += data_len;
+            k += 1;
+        }
+        assert_eq!(
+            (w.next_lsn() - start) as usize,
+            data + (k - 1) * LOG_BLOCK_HEADER
+        );
+        assert_eq!(
+            &bytes[k * b + 24..k * b + 28],
+            &((k - 1) as u32).to_le_bytes(),
+            "the shadow names the block before it"
+        );
     }
 
     /// A file left under a generation's name (an earlier run's) is replaced by
@@ -531,7 +884,7 @@ mod tests {
         let fs = 64 * 1024u64;
         let old = LogWriter::path_of(dir.path(), 4);
         std::fs::write(&old, vec![0xA5u8; 3 * 4096]).unwrap();
-        let w = LogWriter::create(dir.path(), 5, fs, 4, false).unwrap();
+        let w = LogWriter::create(dir.path(), 5, fs, 4096, 4, false).unwrap();
         for g in [4, 5] {
             let bytes = std::fs::read(LogWriter::path_of(dir.path(), g)).unwrap();
             assert_eq!(bytes.len() as u64, fs, "generation {g} preallocated");
@@ -552,7 +905,7 @@ mod tests {
     fn ready_files_are_opened_not_created() {
         let dir = tempfile::tempdir().unwrap();
         let fs = 64 * 1024u64;
-        let mut w = LogWriter::create(dir.path(), 5, fs, 1, false).unwrap();
+        let mut w = LogWriter::create(dir.path(), 5, fs, 4096, 1, false).unwrap();
         let counts = |created, formatted, reused| LogFiles {
             created,
             formatted,
@@ -596,14 +949,21 @@ mod tests {
     /// data (a reused buffer holds an earlier flush's bytes).
     #[test]
     fn blocks_hold_the_encoded_stream() {
+        for block in [512, 4096] {
+            blocks_hold_the_encoded_stream_in(block);
+        }
+    }
+
+    fn blocks_hold_the_encoded_stream_in(lb: usize) {
         use std::collections::HashMap;
         let dir = tempfile::tempdir().unwrap();
         let fs = 64 * 1024u64;
-        let mut w = LogWriter::create(dir.path(), 5, fs, 3, false).unwrap();
+        let mut w = LogWriter::create(dir.path(), 5, fs, lb, 3, false).unwrap();
         let mut want: Vec<u8> = Vec::new();
         let mut disk: HashMap<u64, Vec<u8>> = HashMap::new();
-        let flush = |w: &mut LogWriter, disk: &mut HashMap<u64, Vec<u8>>| {
-            for wr in w.start_flush().unwrap().unwrap_or_default() {
+        let flush = |w: &mut LogWriter, disk: &mut HashMap<u64, Vec<u8>>, kind| {
+            let mut next = w.start_flush(kind).unwrap();
+            while let Some(wr) = next {
                 let g = (w
                     .files
                     .iter()
@@ -614,7 +974,10 @@ mod tests {
                 let at = wr.offset as usize;
                 file[at..at + wr.buf.len()].copy_from_slice(wr.buf.as_slice());
                 w.recycle(wr.buf);
-                w.flush_segment_done();
+                next = match w.write_done() {
+                    Some(Next::Write(x)) => Some(x),
+                    _ => None,
+                };
             }
         };
         let mut x = 17u64;
@@ -638,17 +1001,19 @@ mod tests {
             w.append(&rec).unwrap();
             rec.encode(&mut want);
             if i % 37 == 0 {
-                // A flush pads the partial block: the stream skips to the next one.
-                flush(&mut w, &mut disk);
+                // The partial block is written, and written again later.
+                flush(&mut w, &mut disk, FlushKind::All);
+            } else if i % 11 == 0 {
+                flush(&mut w, &mut disk, FlushKind::WholeBlocks);
             }
         }
-        flush(&mut w, &mut disk);
+        flush(&mut w, &mut disk, FlushKind::All);
         let mut got = Vec::new();
         let mut gens: Vec<u64> = disk.keys().copied().collect();
         gens.sort_unstable();
         assert!(gens.len() >= 3, "the records span several files");
         for g in gens {
-            for (b, block) in disk[&g].chunks(LOG_BLOCK).enumerate() {
+            for (b, block) in disk[&g].chunks(lb).enumerate() {
                 match format::check_log_block(block, 5, g, b as u32) {
                     format::LogBlock::Valid { data_len } => {
                         got.extend_from_slice(
@@ -661,6 +1026,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(got, want);
+        assert_eq!(got, want, "blocks of {lb} bytes");
     }
 }

@@ -45,6 +45,7 @@ fn validate_thresholds(t: &ProfileThresholds) -> Result<()> {
             log_write_max_ms: Some(th.log_write_max_ms),
             page_fault_stalls_per_s: Some(th.page_fault_stalls_per_s),
             page_fault_stalls_max_per_s: th.page_fault_stalls_max_per_s,
+            latency_max: Some(th.latency_max),
         };
         th.with(&o, &format!("profile key thresholds.{name}"))?;
     }
@@ -57,8 +58,19 @@ pub const MIN_MAINTENANCE_MB_PER_S: f64 = 0.001;
 pub const MAX_MAINTENANCE_MB_PER_S: f64 = 100_000.0;
 /// The longest a lazy commit waits for its log flush.
 pub const MAX_LOG_FLUSH_INTERVAL_MS: u64 = 10_000;
+/// Operations per transaction at most.
+pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 64;
 /// Database copies at most (each adds a replication stream per instance).
 pub const MAX_COPIES: u32 = 16;
+/// The highest flush thresholds ESE allows, in % of the cache (bf.cxx:
+/// "we never allow thresholds higher than 20%/25%").
+pub const MAX_FLUSH_START_PCT: f64 = 20.0;
+pub const MAX_FLUSH_STOP_PCT: f64 = 25.0;
+/// The most log buffers a profile may ask for (512-byte units: 1 GiB; the
+/// buffer used is at most one log file, as ESE caps it).
+pub const MAX_LOG_BUFFERS: u32 = 1 << 21;
+/// The largest log sector (the log's blocks are read and written whole).
+pub const MAX_LOG_SECTOR: u64 = crate::format::LOG_BLOCK as u64;
 
 impl ProfileExt for Profile {
     fn builtin_names() -> Vec<&'static str> {
@@ -155,9 +167,6 @@ impl ProfileExt for Profile {
         if self.cache_max_per_db.0 < 64 * ps {
             return bad("cache_max_per_db", "must hold at least 64 pages");
         }
-        if self.flush_stop_pct > self.flush_start_pct {
-            return bad("flush_stop_pct", "must not exceed flush_start_pct");
-        }
         if self.read_pages == 0 || self.read_pages > 64 {
             return bad("read_pages", "must be 1..64");
         }
@@ -186,15 +195,6 @@ impl ProfileExt for Profile {
                 ),
             );
         }
-        if self.log_flush_interval_ms > MAX_LOG_FLUSH_INTERVAL_MS {
-            return bad(
-                "log_flush_interval_ms",
-                &format!("must be at most {MAX_LOG_FLUSH_INTERVAL_MS}"),
-            );
-        }
-        if self.log_buffer_flush.0 == 0 || self.log_buffer_flush.0 > lf {
-            return bad("log_buffer_flush", "must be from 1 byte to one log file");
-        }
         if self.copies > MAX_COPIES {
             return bad("copies", &format!("must be at most {MAX_COPIES}"));
         }
@@ -204,8 +204,64 @@ impl ProfileExt for Profile {
         if self.checkpoint_depth.0 < 2 * lf {
             return bad("checkpoint_depth", "must be at least two log files");
         }
+        validate_flush_and_log(self)?;
         validate_thresholds(&self.thresholds)
     }
+}
+
+/// Refuses impossible flush thresholds, log sector, log buffers, lazy commit
+/// wait or operations per transaction, naming the key.
+fn validate_flush_and_log(p: &Profile) -> Result<()> {
+    let bad = |key: &str, why: &str| Err(Error::usage(format!("profile key `{key}`: {why}")));
+    let s = p;
+    // ESE: the stop threshold "must also always be greater than the
+    // start threshold", at most 20 % / 25 % of the cache.
+    if s.flush_stop_pct <= s.flush_start_pct {
+        return bad(
+            "flush_stop_pct",
+            "must be greater than flush_start_pct (both are shares of the cache's available buffers)",
+        );
+    }
+    if s.flush_start_pct > MAX_FLUSH_START_PCT || s.flush_stop_pct > MAX_FLUSH_STOP_PCT {
+        return bad(
+            "flush_start_pct/flush_stop_pct",
+            &format!("at most {MAX_FLUSH_START_PCT} / {MAX_FLUSH_STOP_PCT} % of the cache"),
+        );
+    }
+    if s.log_flush_interval_ms > MAX_LOG_FLUSH_INTERVAL_MS {
+        return bad(
+            "log_flush_interval_ms",
+            &format!("must be at most {MAX_LOG_FLUSH_INTERVAL_MS}"),
+        );
+    }
+    let sector = s.log_sector_size.0;
+    if !(512..=MAX_LOG_SECTOR).contains(&sector) || !sector.is_power_of_two() {
+        return bad(
+            "log_sector_size",
+            "must be a power of two from 512B to 4KiB",
+        );
+    }
+    if s.log_buffers.is_some_and(|b| b == 0 || b > MAX_LOG_BUFFERS) {
+        return bad(
+            "log_buffers",
+            &format!(
+                "must be from 1 to {MAX_LOG_BUFFERS} (512-byte units; the buffer is at most one log file)"
+            ),
+        );
+    }
+    if s.log_buffer_flush.is_some() {
+        return bad(
+            "log_buffer_flush",
+            "is replaced by log_buffers (512-byte units; half of them filled starts a log write)",
+        );
+    }
+    if !(1..=MAX_OPERATIONS_PER_TRANSACTION).contains(&s.operations_per_transaction) {
+        return bad(
+            "operations_per_transaction",
+            &format!("must be 1..{MAX_OPERATIONS_PER_TRANSACTION}"),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

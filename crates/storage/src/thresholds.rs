@@ -2,6 +2,7 @@
 //! type, key by key.
 
 use mailbench_base::{Error, Result};
+use mailbench_results::storage::spec::LatencyMax;
 use mailbench_results::storage::spec::Thresholds;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,8 @@ pub struct ThresholdsToml {
     pub log_write_max_ms: Option<f64>,
     pub page_fault_stalls_per_s: Option<f64>,
     pub page_fault_stalls_max_per_s: Option<f64>,
+    /// `"sampled"` (the published tool's rule) or `"single_io"` (stricter).
+    pub latency_max: Option<LatencyMax>,
 }
 
 /// Applying `[storage.thresholds]` to thresholds (whose type lives with
@@ -76,6 +79,9 @@ impl ThresholdsExt for Thresholds {
         )?;
         if let Some(x) = o.page_fault_stalls_max_per_s {
             self.page_fault_stalls_max_per_s = Some(check(x, "page_fault_stalls_max_per_s", true)?);
+        }
+        if let Some(m) = o.latency_max {
+            self.latency_max = m;
         }
         Ok(self)
     }

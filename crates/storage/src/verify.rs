@@ -4,7 +4,7 @@
 //!
 //! The same page scanner serves `storage backup` (256 KiB reads, optional copy).
 
-use crate::format::{self, DbHeader, LOG_BLOCK, LogBlock, PageError};
+use crate::format::{self, DbHeader, LogBlock, PageError};
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
 use crate::stats::{ClassFigures, ClassStats};
@@ -104,10 +104,11 @@ pub fn log_generations(dir: &Path) -> Vec<u64> {
 /// Checks every block of every log file. The log is read on from the
 /// checkpoint's generation: it ends at the first block never written (or at a
 /// bad block), unless that generation is full and the next one goes on.
-pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
+pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> LogScan {
     let gens = log_generations(dir);
     let ckpt = read_checkpoint(dir, db_id);
-    let blocks_per_file = (file_size / LOG_BLOCK as u64) as usize;
+    let lb = log_block;
+    let blocks_per_file = (file_size / lb as u64) as usize;
     let mut scan = LogScan {
         end_lsn: ckpt.map(|c| c.checkpoint_lsn).unwrap_or(0),
         checkpoint_lsn: ckpt.map(|c| c.checkpoint_lsn),
@@ -150,8 +151,8 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
         scan.bytes += bytes.len() as u64;
         let in_log = expect == Some(*g);
         let mut full = true;
-        for (b, block) in bytes.chunks(LOG_BLOCK).enumerate().take(blocks_per_file) {
-            if block.len() < LOG_BLOCK {
+        for (b, block) in bytes.chunks(lb).enumerate().take(blocks_per_file) {
+            if block.len() < lb {
                 // A file cut inside a block.
                 scan.blocks += 1;
                 scan.bad_blocks += 1;
@@ -162,12 +163,19 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
                 full = false;
                 break;
             }
-            match format::check_log_block(block, db_id, *g, b as u32) {
+            let next = bytes.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
+            // A torn rewrite of the last partial block whose shadow is whole
+            // is the log's end, not damage.
+            let checked = match format::shadow_rescue(block, next, db_id, *g, b as u32) {
+                Some(data_len) => LogBlock::Valid { data_len },
+                None => format::check_log_block(block, db_id, *g, b as u32),
+            };
+            match checked {
                 LogBlock::Valid { data_len } => {
                     scan.blocks += 1;
                     if in_log && full {
-                        let end = g * file_size
-                            + (b * LOG_BLOCK + format::LOG_BLOCK_HEADER + data_len) as u64;
+                        let end =
+                            g * file_size + (b * lb + format::LOG_BLOCK_HEADER + data_len) as u64;
                         scan.end_lsn = scan.end_lsn.max(end);
                     } else if *g >= start_gen {
                         scan.after_end += 1;
@@ -187,7 +195,7 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64) -> LogScan {
                 }
             }
         }
-        if bytes.len() < blocks_per_file * LOG_BLOCK {
+        if bytes.len() < blocks_per_file * lb {
             full = false;
         }
         if in_log {
@@ -578,7 +586,12 @@ pub(crate) fn verify_db(
     let t0 = Instant::now();
     let header = read_header(db_path)?;
     let ps = header.page_size as u64;
-    let scan = scan_log(log_dir, header.db_id, header.log_file_size as u64);
+    let scan = scan_log(
+        log_dir,
+        header.db_id,
+        header.log_file_size as u64,
+        header.log_block(),
+    );
     let caps = mailbench_io::probe(volume);
     let file = Arc::new(
         mailbench_io::open_file(db_path, false, caps.o_direct, false)
@@ -635,7 +648,7 @@ pub fn figures(c: &ClassStats, secs: f64) -> ClassFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{LOG_BLOCK_HEADER, seal_log_block};
+    use crate::format::{LOG_BLOCK, LOG_BLOCK_HEADER, seal_log_block};
 
     fn write_gen(dir: &Path, db_id: u64, g: u64, fs: usize, blocks: &[(u32, usize)]) {
         let mut f = vec![0u8; fs];
@@ -661,7 +674,7 @@ mod tests {
         write_gen(d.path(), 3, 3, fs, &[(0, 10)]);
         // Gen 4 has a block after a hole: a torn flush, beyond the end.
         write_gen(d.path(), 3, 4, fs, &[(1, 10)]);
-        let s = scan_log(d.path(), 3, fs as u64);
+        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
         assert_eq!(s.end_lsn, 3 * fs as u64 + (LOG_BLOCK_HEADER + 10) as u64);
         assert_eq!((s.bad_blocks, s.gaps, s.after_end, s.blocks), (0, 0, 1, 6));
         // A damaged block ends the log and is reported.
@@ -669,12 +682,12 @@ mod tests {
         let mut b = std::fs::read(&p).unwrap();
         b[LOG_BLOCK + 200] ^= 1;
         std::fs::write(&p, b).unwrap();
-        let s = scan_log(d.path(), 3, fs as u64);
+        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
         assert_eq!(s.bad_blocks, 1);
         assert_eq!(s.first_bad, vec!["E00000002.log block 1".to_string()]);
         assert_eq!(s.end_lsn, 2 * fs as u64 + (LOG_BLOCK_HEADER + 100) as u64);
         // A missing generation after the checkpoint is a gap.
         std::fs::remove_file(d.path().join(format::log_file_name(3))).unwrap();
-        assert_eq!(scan_log(d.path(), 3, fs as u64).gaps, 1);
+        assert_eq!(scan_log(d.path(), 3, fs as u64, LOG_BLOCK).gaps, 1);
     }
 }

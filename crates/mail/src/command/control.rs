@@ -30,6 +30,46 @@ pub(super) struct CtlResult {
     pub hard_stopped: bool,
     /// Every line written to intervals.jsonl.
     pub intervals: Vec<MailInterval>,
+    /// The generator's memory and how much of the day it drove.
+    pub generator: crate::result::GenSamples,
+}
+
+/// Takes one resident-set sample `rss` at `now` into `g`.
+fn sample_into(
+    g: &mut crate::result::GenSamples,
+    rss: u64,
+    now: Instant,
+    (day_start, day_end): (Instant, Instant),
+    stopped: bool,
+) {
+    g.rss_max_bytes = g.rss_max_bytes.max(rss);
+    if now >= day_start && g.rss_day_start_bytes == 0 {
+        g.rss_day_start_bytes = rss;
+    }
+    if now <= day_end && !stopped {
+        g.rss_day_end_bytes = rss;
+    }
+}
+
+/// This process's resident set size (VmRSS), bytes.
+pub(crate) fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Real seconds of the day (`day_start`..`day_end`) that passed before `stop`.
+fn day_run_s(day_start: Instant, day_end: Instant, stop: Instant) -> f64 {
+    stop.min(day_end)
+        .saturating_duration_since(day_start)
+        .as_secs_f64()
 }
 
 /// How often the controller checks the end of the day and of the drain and
@@ -145,6 +185,7 @@ pub(super) async fn controller<'h>(
         // Hard bound: nothing outlives the day + drain + a grace period.
         hard_end: day_end + o.drain + o.op_timeout * 2 + Duration::from_secs(30),
         stopping: false,
+        stopped_at: None,
         stop_tx,
         sh,
         o,
@@ -212,6 +253,8 @@ struct Control<'a> {
     hard_end: Instant,
     /// The users were told to stop (drain over or interrupted).
     stopping: bool,
+    /// When an interrupt stopped the users.
+    stopped_at: Option<Instant>,
     stop_tx: tokio::sync::watch::Sender<bool>,
 }
 
@@ -219,6 +262,8 @@ impl Control<'_> {
     /// Ctrl-C / SIGTERM (or the coordinator's flag): the users are told to stop.
     fn interrupted(&mut self) {
         self.log.line("interrupted: stopping the users");
+        self.stopped_at.get_or_insert_with(Instant::now);
+        self.sample_rss(Instant::now());
         self.sh.interrupted.store(true, Ordering::Relaxed);
         let _ = self.stop_tx.send(true);
         self.stopping = true;
@@ -228,6 +273,7 @@ impl Control<'_> {
     /// asked only when every delivery was seen). False past the hard limit.
     async fn control_tick(&mut self) -> bool {
         let now = Instant::now();
+        self.sample_rss(now);
         if !self.stopping && now >= self.day_end {
             let (_, expected, delivered) = self.sh.counts();
             // The queue is only asked once every delivery was seen.
@@ -297,6 +343,7 @@ impl Control<'_> {
             cpu_iowait_pct: host.cpu_iowait_pct,
             memory_used_pct: host.memory_used_pct,
             disk: host.disk,
+            rss_bytes: self.sample_rss(now),
             generators: None,
         };
         let text = serde_json::to_string(&line).unwrap_or_default();
@@ -321,6 +368,15 @@ impl Control<'_> {
             self.end_drain(now, delivered, expected);
         }
         !self.past_hard_end(now)
+    }
+
+    /// One sample of the generator's resident set; returns it.
+    fn sample_rss(&mut self, now: Instant) -> Option<u64> {
+        let rss = rss_bytes()?;
+        let (start, end) = (self.sh.day_start(), self.day_end);
+        let stopped = self.stopped_at.is_some_and(|t| t < now);
+        sample_into(&mut self.res.generator, rss, now, (start, end), stopped);
+        Some(rss)
     }
 
     /// The drain is over: its length logged, the users told to stop.
@@ -348,6 +404,10 @@ impl Control<'_> {
 
     /// After the users: one last queue sample, the host's CPU and disk over the day.
     async fn finish(mut self) -> CtlResult {
+        let now = Instant::now();
+        self.sample_rss(now);
+        let stop = self.stopped_at.unwrap_or(now);
+        self.res.generator.day_run_s = day_run_s(self.sh.day_start(), self.day_end, stop);
         if let Some(q) = sample_queue(&self.queue_etc).await {
             self.res.queue.push(QueueSample {
                 t_s: Instant::now()

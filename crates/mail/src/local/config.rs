@@ -2,7 +2,7 @@
 //! master.cf) and the folders they name.
 
 use super::{
-    LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, LocalTls, chown, mkdir, write_file,
+    LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, Sizing, chown, mkdir, write_file,
     write_private,
 };
 use mailbench_base::Result;
@@ -30,7 +30,7 @@ pub(super) fn write_configs(
     }
     chown(&dv.join("mail"), "65534:65534")?;
     let dconf = dv.join("dovecot.conf");
-    let mut conf = dovecot_conf(dir, ports, password, o.tls.as_ref());
+    let mut conf = dovecot_conf(dir, ports, password, o);
     if !o.dovecot_extra.is_empty() {
         conf.push_str("# added for this run\n");
         conf.push_str(&o.dovecot_extra);
@@ -56,8 +56,8 @@ pub(super) fn write_configs(
 
 /// Dovecot's configuration: its folders, the static user and password, the
 /// listeners on `p` (TLS ones with `tls`) and the limits raised for a load test.
-fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str, tls: Option<&LocalTls>) -> String {
-    let (ssl, imaps, submissions) = match (tls, p.imaps, p.submissions) {
+fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str, o: &LocalOptions) -> String {
+    let (ssl, imaps, submissions) = match (o.tls.as_ref(), p.imaps, p.submissions) {
         (Some(t), Some(imaps), Some(subs)) => (
             format!(
                 "ssl = yes\nssl_cert = <{}\nssl_key = <{}\nssl_min_protocol = TLSv1.2",
@@ -76,7 +76,7 @@ fn dovecot_conf(dir: &Path, p: &LocalPorts, password: &str, tls: Option<&LocalTl
         ),
     };
     let mut s = dovecot_settings(dir, p.smtp, password, &ssl);
-    s.push_str(&dovecot_services(p, &imaps, &submissions));
+    s.push_str(&dovecot_services(p, &imaps, &submissions, &o.sizing));
     s
 }
 
@@ -128,8 +128,8 @@ recipient_delimiter = +
 
 /// Dovecot's services on `p`'s ports (`imaps`: the imaps listener's settings,
 /// `submissions`: the submissions listener, empty without TLS) and the load-test
-/// limits.
-fn dovecot_services(p: &LocalPorts, imaps: &str, submissions: &str) -> String {
+/// limits (the IMAP process and client limits from `z`).
+fn dovecot_services(p: &LocalPorts, imaps: &str, submissions: &str, z: &Sizing) -> String {
     format!(
         r#"service imap-login {{
   service_count = 0
@@ -178,14 +178,17 @@ protocol lmtp {{
 plugin {{
   sieve = file:~/sieve;active=~/.dovecot.sieve
 }}
-# load-test tuning (mailbench docs/mail-load.md, "Targets")
-default_client_limit = 8000
+# load-test tuning (mailbench docs/mail-load.md, "Targets"); one imap process per
+# session, sized from the run's users
+default_client_limit = {clients}
 mail_max_userip_connections = 1000
 auth_failure_delay = 0
 service imap {{
-  process_limit = 4096
+  process_limit = {imap_processes}
 }}
 "#,
+        clients = z.client_limit,
+        imap_processes = z.imap_processes,
         imap = p.imap,
         lmtp = p.lmtp,
         sub = p.submission,

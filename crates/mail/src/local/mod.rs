@@ -21,8 +21,10 @@ use std::process::{Child, Command};
 mod config;
 mod processes;
 mod server;
+mod sizing;
 
 pub use processes::{TEMP_PREFIX, queue_len, remove_stale_temp_dirs, stop_stale};
+pub use sizing::{IMAP_PROCESS_BYTES, Machine, Sizing};
 
 /// The mail domain of the local target.
 pub const LOCAL_DOMAIN: &str = "example.test";
@@ -115,6 +117,15 @@ pub struct LocalTls {
 pub struct LocalOptions {
     pub tls: Option<LocalTls>,
     pub dovecot_extra: String,
+    /// Process and client limits for the sessions the run opens.
+    pub sizing: Sizing,
+}
+
+/// Refuses (exit 2) `users` the local target cannot hold on this machine,
+/// `sessions` being the IMAP sessions the run opens at once (the users, or
+/// setup's workers if more), naming the bound.
+pub fn check_capacity(users: usize, sessions: usize) -> Result<()> {
+    sizing::check(users, sessions.max(users), &Machine::read())
 }
 
 /// A running Dovecot + Postfix pair.
@@ -197,20 +208,16 @@ pub fn local_password(dir: &Path) -> Result<String> {
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    let mut f = mailbench_base::rundir::create_replacing(path, 0o600)
         .map_err(|e| Error::io("cannot write", path, e))?;
     f.write_all(bytes)
         .map_err(|e| Error::io("cannot write", path, e))
 }
 
+/// A server's configuration (it may hold the local target's password: not
+/// redacted, never through a symlink).
 fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| Error::io("cannot write", path, e))
+    mailbench_base::rundir::write_atomic(path, text.as_bytes())
 }
 
 fn mkdir(path: &Path) -> Result<()> {

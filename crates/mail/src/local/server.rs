@@ -32,6 +32,19 @@ impl LocalServer {
         Self::start_with(dir, log, None)
     }
 
+    /// As `start`, with the limits sized for `sessions` IMAP sessions at once.
+    pub fn start_sized(dir: &Path, log: &TestLog, sessions: usize) -> Result<LocalServer> {
+        let o = LocalOptions {
+            sizing: super::Sizing::for_sessions(sessions),
+            ..Default::default()
+        };
+        log.line(format!(
+            "local target: sized for {sessions} IMAP sessions (imap process_limit {}, default_client_limit {})",
+            o.sizing.imap_processes, o.sizing.client_limit
+        ));
+        Self::start_opts(dir, log, &o)
+    }
+
     /// As `start`, with TLS on Dovecot's listeners when `tls` is given.
     pub fn start_with(dir: &Path, log: &TestLog, tls: Option<&LocalTls>) -> Result<LocalServer> {
         let o = LocalOptions {
@@ -46,7 +59,7 @@ impl LocalServer {
         check_prerequisites()?;
         let dir = prepare_dir(dir)?;
         let password = local_password(&dir)?;
-        crate::secrets::register(&password);
+        mailbench_base::secrets::register(&password);
         let ports = LocalPorts::free(o.tls.is_some())?;
         let configs = write_configs(&dir, &ports, &password, o)?;
         let mut server = LocalServer {
@@ -84,7 +97,7 @@ impl LocalServer {
             ports.imap, ports.submission, ports.sieve, ports.lmtp
         ));
         let dv = self.dir.join("dovecot");
-        let dlog = std::fs::File::create(dv.join("dovecot.stderr"))
+        let dlog = mailbench_base::rundir::create_replacing(&dv.join("dovecot.stderr"), 0o644)
             .map_err(|e| Error::io("cannot create", &dv.join("dovecot.stderr"), e))?;
         let child = bound_to_us("/usr/sbin/dovecot")
             .arg("-F")
@@ -109,7 +122,7 @@ impl LocalServer {
             "local target: starting postfix (smtp {})",
             self.ports.smtp
         ));
-        let plog = std::fs::File::create(pf.join("postfix.stderr"))
+        let plog = mailbench_base::rundir::create_replacing(&pf.join("postfix.stderr"), 0o644)
             .map_err(|e| Error::io("cannot create", &pf.join("postfix.stderr"), e))?;
         // Postfix's master itself (what `postfix start-fg` runs after the
         // checks above), so that it is our child (`start-fg` puts a shell in
@@ -250,7 +263,7 @@ impl LocalServer {
                     return out;
                 }
                 if marks.iter().any(|m| l.contains(m)) {
-                    out.push(crate::secrets::redact(l.trim()).into_owned());
+                    out.push(mailbench_base::secrets::redact(l.trim()).into_owned());
                 }
             }
         }

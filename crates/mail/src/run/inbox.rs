@@ -55,9 +55,13 @@ impl User {
         .await;
         self.count_cmds(sh);
         match &r {
-            Ok(()) => sh.stats().ok(op, t.elapsed()),
+            Ok(()) => {
+                self.backoff.succeeded();
+                sh.stats().ok(op, t.elapsed());
+            }
             Err(e) => {
                 self.imap = None;
+                self.backoff.failed(Instant::now(), &mut self.rng);
                 sh.stats().error(op, &self.addr, e);
             }
         }

@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+mod backoff;
+pub mod capacity;
 mod folders;
 mod inbox;
 mod tasks;
@@ -138,6 +140,8 @@ struct User {
     /// When the next poll is due (polling mode: a schedule of its own,
     /// whatever the tasks do).
     next_poll: Option<Instant>,
+    /// Waits between failed connections.
+    backoff: backoff::Backoff,
 }
 
 /// The day's tasks of one user: `(offset from day start, kind)`, sorted.
@@ -199,6 +203,7 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         rules: Vec::new(),
         next_name: 1,
         next_poll: None,
+        backoff: backoff::Backoff::default(),
     };
     // Logon during the ramp-up.
     tokio::select! {
@@ -211,7 +216,7 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
     let day_start = sh.day_start();
     for (offset, kind) in plan {
         let when = day_start + offset;
-        if u.wait_until(&sh, when, &mut stop).await {
+        if u.wait_until(&sh, when, &mut stop).await || u.wait_backoff(&mut stop).await {
             break;
         }
         let r = u.task(&sh, kind).await;
@@ -241,6 +246,23 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
     }
     if let Some(mut c) = u.imap.take() {
         let _ = tokio::time::timeout(Duration::from_secs(5), c.logout()).await;
+    }
+}
+
+impl User {
+    /// Without a connection, waits for the back-off after a failed one to
+    /// end. Returns true when the run is stopping.
+    async fn wait_backoff(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+        if self.imap.is_some() {
+            return false;
+        }
+        let Some(at) = self.backoff.pending(Instant::now()) else {
+            return false;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => *stop.borrow(),
+            _ = stop.changed() => true,
+        }
     }
 }
 

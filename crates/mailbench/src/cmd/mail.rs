@@ -19,6 +19,9 @@ pub enum MailCommand {
     /// Run levels of users against one server (--users 100,200,400 or
     /// 100..1000:100), or search for the most it carries (--find-max).
     Sweep(SweepArgs),
+    /// The sink of `--target sink` (started by a run, not by hand).
+    #[command(hide = true)]
+    Sink,
 }
 
 /// `mail setup`: the options of [`SetupOptions`].
@@ -51,6 +54,9 @@ pub struct SweepArgs {
 }
 
 pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
+    if let MailCommand::Sink = cmd {
+        return mailbench_mail::sink::child_main().map(|()| ExitStatus::Pass);
+    }
     let file = ConfigFile::load_optional(global.config.as_deref())?;
     let from_file: MailOptions = file.section("mail")?;
     let mut flags = match &cmd {
@@ -60,6 +66,7 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         },
         MailCommand::Run(a) => a.options.clone(),
         MailCommand::Sweep(a) => a.options.clone(),
+        MailCommand::Sink => MailOptions::default(),
     };
     let plan = match &cmd {
         // The sweep provisions and checks for its largest level.
@@ -206,7 +213,7 @@ mod tests {
         assert_eq!(r.day_length.map(|d| d.0.as_secs()), Some(600));
         assert_eq!(
             (s.seed, s.starttls),
-            (Some(7), Some(mailbench_mail::tls::StartTls::Require))
+            (Some(7), Some(mailbench_mail::endpoint::StartTls::Require))
         );
         let parse =
             |args: &[&str]| crate::Cli::try_parse_from(["mailbench", "mail"].iter().chain(args));

@@ -45,7 +45,7 @@ pub fn run(args: PlanArgs, global: &Global) -> Result<ExitStatus> {
 
     if let Some(path) = &input.emit_config {
         let text = emit::storage_config(&plan)?;
-        std::fs::write(path, text).map_err(|e| Error::io("cannot write", path, e))?;
+        mailbench_base::rundir::write_text(path, &text)?;
     }
     if global.json {
         let text = serde_json::to_string_pretty(&plan)

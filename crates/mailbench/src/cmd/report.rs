@@ -3,7 +3,7 @@
 
 use crate::Global;
 use mailbench_base::config::ConfigFile;
-use mailbench_base::rundir::{RunDir, write_atomic};
+use mailbench_base::rundir::{RunDir, write_text};
 use mailbench_base::{Error, ExitStatus, Result, parse_percent};
 use mailbench_report::load::{Doc, MailDoc, StorageDoc};
 use mailbench_report::{ReportConfig, compare, mailmerge, merge};
@@ -88,10 +88,7 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."));
         let html_path = a.html.clone().unwrap_or_else(|| dir.join("report.html"));
-        write_atomic(
-            &html_path,
-            mailbench_report::try_render_html(doc)?.as_bytes(),
-        )?;
+        write_text(&html_path, &mailbench_report::try_render_html(doc)?)?;
         written.push(html_path.display().to_string());
         if a.html.is_none() {
             let summary = match doc {
@@ -101,7 +98,7 @@ fn render(a: &RenderArgs, global: &Global) -> Result<ExitStatus> {
             };
             if let Some(text) = summary {
                 let p = dir.join("summary.txt");
-                write_atomic(&p, text.as_bytes())?;
+                write_text(&p, &text)?;
                 written.push(p.display().to_string());
             }
         }

@@ -275,24 +275,14 @@ pub(super) fn tables_system_parameters(d: &StorageDoc) -> Kv {
             ),
             ("Lazy Commits", format!("{} %", p.lazy_commit_pct)),
             (
-                "Database Cache per Database",
-                format!(
-                    "{} min, {} max (all databases: {} min, {} max)",
-                    bytes(sp.cache_min_per_db as f64),
-                    bytes(sp.cache_max_per_db as f64),
-                    bytes(sp.cache_min_per_db as f64 * sp.instances.len() as f64),
-                    bytes(sp.cache_max_per_db as f64 * sp.instances.len() as f64)
-                ),
+                "Database Cache",
+                mailbench_results::storage::wording::cache_text(sp),
             ),
-            ("Flush Thresholds / Checkpoint Depth", {
-                let (start, stop) = crate::summary::storage::flush_mb(sp);
-                format!(
-                    "start {} %, stop {} % dirty ({start:.1} MB / {stop:.1} MB per database) / {}",
-                    p.flush_start_pct,
-                    p.flush_stop_pct,
-                    bytes(p.checkpoint_depth.0 as f64)
-                )
-            }),
+            (
+                "Flush Thresholds / Checkpoint Depth",
+                mailbench_results::storage::wording::flush_text(sp),
+            ),
+            ("Log", mailbench_results::storage::wording::log_text(sp)),
             (
                 "Run Background Database Maintenance",
                 if p.maintenance {

@@ -4,7 +4,9 @@
 use mailbench_base::ByteSize;
 use mailbench_results::storage::merge::StorageMerged;
 use mailbench_results::storage::run::StorageResult;
+use mailbench_results::storage::spec::ToolStyle;
 use mailbench_results::storage::stats::ClassFigures;
+use mailbench_results::storage::wording;
 use std::fmt::Write;
 
 fn lat(c: &ClassFigures) -> String {
@@ -117,6 +119,13 @@ fn sizing_text(r: &StorageResult, o: &mut String) {
         "  Page-fault stalls per second            {:.3} (highest sample {:.3})",
         t.page_fault_stalls_per_s, t.page_fault_stalls_max_per_s
     );
+    let rd = t.classes.get("db_read").map_or(0.0, |c| c.latency_ms.max);
+    let lw = t.classes.get("log_write").map_or(0.0, |c| c.latency_ms.max);
+    let _ = writeln!(
+        o,
+        "  Highest sample average (ms)             database read {:.1}, log write {:.1} (slowest single I/O {:.1} / {:.1})",
+        t.db_read_sample_max_ms, t.log_write_sample_max_ms, rd, lw
+    );
     if let Some(i) = &r.init {
         let total: u64 = i.databases.iter().map(|d| d.size_bytes).sum();
         let _ = writeln!(
@@ -164,23 +173,17 @@ fn parameters_text(r: &StorageResult, o: &mut String) {
         p.insert_pct, p.delete_pct, p.replace_pct, p.read_pct
     );
     let _ = writeln!(o, "  Lazy commits            {} %", p.lazy_commit_pct);
-    let n = s.instances.len() as f64;
-    let mb = |b: f64| b / 1048576.0;
-    let _ = writeln!(
-        o,
-        "  Cache per database      {} max, {} min; all {} databases: minimum {:.1} MB, maximum {:.1} MB",
-        ByteSize(s.cache_max_per_db),
-        ByteSize(s.cache_min_per_db),
-        s.instances.len(),
-        mb(s.cache_min_per_db as f64 * n),
-        mb(s.cache_max_per_db as f64 * n)
-    );
-    let (start, stop) = flush_mb(s);
-    let _ = writeln!(
-        o,
-        "  Flush thresholds        start {} % / stop {} % dirty ({start:.1} / {stop:.1} MB per database); checkpoint depth {}",
-        p.flush_start_pct, p.flush_stop_pct, p.checkpoint_depth
-    );
+    let _ = writeln!(o, "  Database cache          {}", wording::cache_text(s));
+    let _ = writeln!(o, "  Flush thresholds        {}", wording::flush_text(s));
+    if p.tool_style == ToolStyle::Jetstress2007 {
+        let _ = writeln!(
+            o,
+            "  Log buffers             {}",
+            p.log_buffers
+                .unwrap_or(mailbench_results::storage::spec::DEFAULT_LOG_BUFFERS)
+        );
+    }
+    let _ = writeln!(o, "  Log                     {}", wording::log_text(s));
     let _ = writeln!(
         o,
         "  Background maintenance  {}",
@@ -201,19 +204,6 @@ fn parameters_text(r: &StorageResult, o: &mut String) {
         if r.o_direct { "yes" } else { "no" }
     );
     let _ = writeln!(o, "  Thresholds              {}", s.thresholds.describe());
-}
-
-/// The flush thresholds of one database's cache in MB of dirty pages: the
-/// profile's shares of the maximum cache as the engine counts it in pages.
-pub fn flush_mb(s: &mailbench_results::storage::spec::StorageSpec) -> (f64, f64) {
-    let ps = s.profile.page_size.0.max(1);
-    let max = (s.cache_max_per_db / ps).max(64) as f64;
-    let pages = |pct: f64| (max * pct / 100.0).floor();
-    let mb = |pages: f64| pages * ps as f64 / 1048576.0;
-    (
-        mb(pages(s.profile.flush_start_pct).max(1.0)),
-        mb(pages(s.profile.flush_stop_pct)),
-    )
 }
 
 /// Transactional I/O per instance.

@@ -347,6 +347,7 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
     out.generator = merge_generator(
         &inputs,
         users as f64 * first.window.simulated_day_s / 3600.0,
+        users,
     );
     out.window = merge_window(&inputs);
     out.setup = merge_setup(&inputs);
@@ -596,24 +597,38 @@ impl Input<'_> {
     }
 }
 
-fn merge_generator(inputs: &[Input], user_hours: f64) -> Generator {
+/// The generators' figures together. Simulated user-hours are the sum of
+/// each generator's (what it simulated, less than its day when it was
+/// interrupted); `user_hours` (users x day) stands in for results that
+/// do not have them.
+fn merge_generator(inputs: &[Input], user_hours: f64, users: u64) -> Generator {
     let g = |f: fn(&Generator) -> u64| inputs.iter().map(|i| f(&i.r().generator)).sum::<u64>();
     let mut sched = LatencyHist::new();
     for i in inputs {
         sched.add(&i.r().generator.sched_delay_hist);
     }
-    Generator::of(
+    let simulated: f64 = (inputs.iter())
+        .map(|i| i.r().generator.simulated_user_hours)
+        .sum();
+    let mut out = Generator::of(
         inputs.iter().map(|i| i.r().generator.cpu_s).sum(),
         [
             g(|g| g.imap_commands),
             g(|g| g.smtp_commands),
             g(|g| g.sieve_commands),
         ],
-        user_hours,
+        if simulated > 0.0 {
+            simulated
+        } else {
+            user_hours
+        },
         sched,
         g(|g| g.planned_tasks),
         g(|g| g.executed_tasks),
-    )
+    );
+    let memory: Vec<GeneratorMemory> = inputs.iter().map(|i| i.r().generator.memory).collect();
+    out.memory = GeneratorMemory::sum(&memory, users);
+    out
 }
 
 fn merge_window(inputs: &[Input]) -> MailWindow {

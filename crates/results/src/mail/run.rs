@@ -311,6 +311,50 @@ pub struct Generator {
     pub planned_tasks: u64,
     /// Tasks completed, failed or skipped.
     pub executed_tasks: u64,
+    /// The generator's memory (resident set) and file limit.
+    #[serde(default, flatten)]
+    pub memory: GeneratorMemory,
+}
+
+/// The generator process's memory over the run (resident set size, sampled
+/// every second; 0 when not measured) and the users its file limit holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GeneratorMemory {
+    /// The largest resident set over the run (setup excluded); in a merge, summed
+    /// over the generators.
+    #[serde(default)]
+    pub rss_max_bytes: u64,
+    /// `rss_max_bytes` per simulated user.
+    #[serde(default)]
+    pub rss_max_bytes_per_user: f64,
+    /// The resident set when the day started (all users logged on).
+    #[serde(default)]
+    pub rss_day_start_bytes: u64,
+    /// The resident set at the end of the day (or when the run was stopped).
+    #[serde(default)]
+    pub rss_day_end_bytes: u64,
+    /// The open-file limit the generator ran with (raised to the hard limit).
+    #[serde(default)]
+    pub file_limit: u64,
+    /// The most users one generator holds with that limit (in a merge, summed).
+    #[serde(default)]
+    pub max_users: u64,
+}
+
+impl GeneratorMemory {
+    /// The figures of several generators together: sizes and capacities summed.
+    pub fn sum(all: &[GeneratorMemory], users: u64) -> GeneratorMemory {
+        let total = |f: fn(&GeneratorMemory) -> u64| all.iter().map(f).sum::<u64>();
+        let rss = total(|m| m.rss_max_bytes);
+        GeneratorMemory {
+            rss_max_bytes: rss,
+            rss_max_bytes_per_user: rss as f64 / users.max(1) as f64,
+            rss_day_start_bytes: total(|m| m.rss_day_start_bytes),
+            rss_day_end_bytes: total(|m| m.rss_day_end_bytes),
+            file_limit: all.iter().map(|m| m.file_limit).max().unwrap_or(0),
+            max_users: total(|m| m.max_users),
+        }
+    }
 }
 
 impl Generator {
@@ -346,6 +390,7 @@ impl Generator {
             sched_delay_hist: sched,
             planned_tasks,
             executed_tasks,
+            memory: GeneratorMemory::default(),
         }
     }
 }
@@ -507,6 +552,10 @@ pub struct MailInterval {
     pub cpu_iowait_pct: f64,
     pub memory_used_pct: f64,
     pub disk: Option<DiskRates>,
+    /// The generator's resident set at the end of the interval, bytes
+    /// (absent in older results and in merges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
     /// In a merge: how many generators had this interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generators: Option<u64>,

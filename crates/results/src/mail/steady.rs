@@ -174,45 +174,76 @@ pub fn steady(
     profile: &Profile,
     users: usize,
 ) -> SteadySection {
-    let mut s = SteadySection {
-        window: Some(*w),
-        ..Default::default()
-    };
-    // Per operation: the window's histogram.
-    let mut hists: BTreeMap<String, LatencyHist> = BTreeMap::new();
-    let mut disks = Vec::new();
+    let mut acc = Steady::new(w);
     for iv in intervals.iter().filter(|i| w.holds(i.t_s, i.interval_s)) {
+        acc.add(iv);
+    }
+    acc.finish(w, profile, users)
+}
+
+/// The window's figures, added up one interval at a time (so a whole day's
+/// intervals need not be decoded at once).
+struct Steady {
+    s: SteadySection,
+    /// Per operation: the window's histogram.
+    hists: BTreeMap<String, LatencyHist>,
+    disks: Vec<DiskRates>,
+}
+
+impl Steady {
+    fn new(w: &Window) -> Steady {
+        Steady {
+            s: SteadySection {
+                window: Some(*w),
+                ..Default::default()
+            },
+            hists: BTreeMap::new(),
+            disks: Vec::new(),
+        }
+    }
+
+    /// Adds an interval inside the window.
+    fn add(&mut self, iv: &Interval) {
+        let s = &mut self.s;
         s.intervals += 1;
         for (op, h) in &iv.ops {
-            hists.entry(op.clone()).or_default().add(h);
+            self.hists.entry(op.clone()).or_default().add(h);
         }
         s.errors += iv.errors.values().sum::<u64>();
         s.submitted += iv.submitted;
         s.delivered += iv.delivered;
         s.host_cpu_busy_pct += iv.cpu_busy_pct;
         if let Some(d) = &iv.disk {
-            disks.push(*d);
+            self.disks.push(*d);
         }
     }
-    if s.intervals > 0 {
-        s.host_cpu_busy_pct /= s.intervals as f64;
-    }
-    s.disk = mean_disk(&disks);
-    s.response_time_ms = weighted_ms(profile, &hists, 0.95);
-    s.response_time_p50_ms = weighted_ms(profile, &hists, 0.50);
-    s.tasks = (hists.iter())
-        .map(|(k, h)| (k.clone(), h.summary().into()))
-        .collect();
-    let per_day = |n: u64| {
-        if users == 0 || s.intervals == 0 {
-            0.0
-        } else {
-            n as f64 / users as f64 / w.share_of_day()
+
+    fn finish(self, w: &Window, profile: &Profile, users: usize) -> SteadySection {
+        let Steady {
+            mut s,
+            hists,
+            disks,
+        } = self;
+        if s.intervals > 0 {
+            s.host_cpu_busy_pct /= s.intervals as f64;
         }
-    };
-    s.submitted_per_user_per_day = per_day(s.submitted);
-    s.delivered_per_user_per_day = per_day(s.delivered);
-    s
+        s.disk = mean_disk(&disks);
+        s.response_time_ms = weighted_ms(profile, &hists, 0.95);
+        s.response_time_p50_ms = weighted_ms(profile, &hists, 0.50);
+        s.tasks = (hists.iter())
+            .map(|(k, h)| (k.clone(), h.summary().into()))
+            .collect();
+        let per_day = |n: u64| {
+            if users == 0 || s.intervals == 0 {
+                0.0
+            } else {
+                n as f64 / users as f64 / w.share_of_day()
+            }
+        };
+        s.submitted_per_user_per_day = per_day(s.submitted);
+        s.delivered_per_user_per_day = per_day(s.delivered);
+        s
+    }
 }
 
 fn mean_disk(d: &[DiskRates]) -> Option<DiskRates> {
@@ -236,28 +267,30 @@ fn mean_disk(d: &[DiskRates]) -> Option<DiskRates> {
 /// The lines of intervals.jsonl as the window's inputs (a histogram that
 /// does not decode counts as empty).
 pub fn intervals_of(lines: &[MailInterval]) -> Vec<Interval> {
-    lines
-        .iter()
-        .map(|l| Interval {
-            t_s: l.t_s,
-            interval_s: l.interval_s,
-            ops: (l.ops.iter())
-                .map(|(k, op)| {
-                    let h = LatencyHist::from_base64(&op.hist).unwrap_or_default();
-                    (k.clone(), h)
-                })
-                .collect(),
-            errors: (l.ops.iter())
-                .filter(|(_, op)| op.errors > 0)
-                .map(|(k, op)| (k.clone(), op.errors))
-                .collect(),
-            submitted: l.submitted,
-            delivered: l.delivered,
-            queue: l.queue_length.map(|q| q as f64),
-            cpu_busy_pct: l.cpu_busy_pct,
-            disk: l.disk,
-        })
-        .collect()
+    lines.iter().map(interval_of).collect()
+}
+
+/// One line of intervals.jsonl decoded.
+fn interval_of(l: &MailInterval) -> Interval {
+    Interval {
+        t_s: l.t_s,
+        interval_s: l.interval_s,
+        ops: (l.ops.iter())
+            .map(|(k, op)| {
+                let h = LatencyHist::from_base64(&op.hist).unwrap_or_default();
+                (k.clone(), h)
+            })
+            .collect(),
+        errors: (l.ops.iter())
+            .filter(|(_, op)| op.errors > 0)
+            .map(|(k, op)| (k.clone(), op.errors))
+            .collect(),
+        submitted: l.submitted,
+        delivered: l.delivered,
+        queue: l.queue_length.map(|q| q as f64),
+        cpu_busy_pct: l.cpu_busy_pct,
+        disk: l.disk,
+    }
 }
 
 /// The `steady` section of the result: the window's figures and the queue
@@ -271,7 +304,13 @@ pub fn section(
     users: usize,
     delivery_within: Duration,
 ) -> SteadySection {
-    let s = steady(&intervals_of(lines), w, profile, users);
+    // One interval decoded at a time: a whole day's histograms at once
+    // would take hundreds of MB.
+    let mut acc = Steady::new(w);
+    for l in lines.iter().filter(|l| w.holds(l.t_s, l.interval_s)) {
+        acc.add(&interval_of(l));
+    }
+    let s = acc.finish(w, profile, users);
     let per_s = s.submitted as f64 / w.seconds().max(1e-9);
     let limit = default_queue_limit(per_s, delivery_within);
     SteadySection {

@@ -2,9 +2,33 @@
 //! failed criterion, against the thresholds the result carries.
 
 use crate::storage::run::Totals;
+use crate::storage::spec::LatencyMax;
 use crate::storage::spec::StorageSpec;
 use crate::storage::verify::VerifySummary;
 use crate::verdict::Verdict;
+
+/// A latency maximum judged by `rule`: the highest sample average of any
+/// database (`sampled`), or the slowest single I/O (`single`); the failure
+/// in words, if any.
+fn judge_max(
+    what: &str,
+    single: f64,
+    sampled: f64,
+    limit: f64,
+    rule: LatencyMax,
+) -> Option<String> {
+    match rule {
+        LatencyMax::Sampled => (sampled > limit).then(|| {
+            format!(
+                "The {what} latency of a database averaged {sampled:.1} ms over one sample \
+                 interval, above the {limit:.0} ms maximum."
+            )
+        }),
+        LatencyMax::SingleIo => (single > limit).then(|| {
+            format!("The slowest {what} took {single:.1} ms, above the {limit:.0} ms limit.")
+        }),
+    }
+}
 
 /// The verdict (docs/storage.md, "Verdict"), one plain sentence per failure.
 pub fn judge(
@@ -29,24 +53,26 @@ pub fn judge(
             rd.avg, th.db_read_avg_ms
         ));
     }
-    if rd.max > th.db_read_max_ms {
-        r.push(format!(
-            "The slowest database read took {:.1} ms, above the {:.0} ms limit.",
-            rd.max, th.db_read_max_ms
-        ));
-    }
+    r.extend(judge_max(
+        "database read",
+        rd.max,
+        t.db_read_sample_max_ms,
+        th.db_read_max_ms,
+        th.latency_max,
+    ));
     if lw.avg > th.log_write_avg_ms {
         r.push(format!(
             "Log write latency averaged {:.2} ms, above the {:.0} ms limit.",
             lw.avg, th.log_write_avg_ms
         ));
     }
-    if lw.max > th.log_write_max_ms {
-        r.push(format!(
-            "The slowest log write took {:.1} ms, above the {:.0} ms limit.",
-            lw.max, th.log_write_max_ms
-        ));
-    }
+    r.extend(judge_max(
+        "log write",
+        lw.max,
+        t.log_write_sample_max_ms,
+        th.log_write_max_ms,
+        th.latency_max,
+    ));
     if let Some(target) = t.target_iops
         && t.transactional_iops < target
     {

@@ -154,6 +154,12 @@ pub fn merge_totals(ts: &[&Totals]) -> Totals {
         page_fault_stalls_max_per_s: (ts.iter())
             .map(|t| t.page_fault_stalls_max_per_s)
             .fold(0.0, f64::max),
+        db_read_sample_max_ms: (ts.iter())
+            .map(|t| t.db_read_sample_max_ms)
+            .fold(0.0, f64::max),
+        log_write_sample_max_ms: (ts.iter())
+            .map(|t| t.log_write_sample_max_ms)
+            .fold(0.0, f64::max),
         io_errors: ts.iter().map(|t| t.io_errors).sum(),
         classes,
         counters,
@@ -172,6 +178,7 @@ pub fn merge_totals(ts: &[&Totals]) -> Totals {
             log_write_max_ms: 0.0,
             page_fault_stalls_per_s: 0.0,
             page_fault_stalls_max_per_s: None,
+            latency_max: Default::default(),
         }),
     }
 }

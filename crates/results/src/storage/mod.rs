@@ -12,3 +12,4 @@ pub mod spec;
 pub mod stats;
 pub mod suite;
 pub mod verify;
+pub mod wording;

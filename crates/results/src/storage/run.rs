@@ -141,6 +141,14 @@ pub struct Totals {
     /// interval of the measured window.
     #[serde(default)]
     pub page_fault_stalls_max_per_s: f64,
+    /// The highest average database read latency of any database over any
+    /// sample interval of the measured window, in ms (what a sampled maximum
+    /// is judged on; 0 in older results).
+    #[serde(default)]
+    pub db_read_sample_max_ms: f64,
+    /// The same for log writes.
+    #[serde(default)]
+    pub log_write_sample_max_ms: f64,
     pub io_errors: u64,
     pub classes: BTreeMap<String, ClassFigures>,
     pub counters: Counters,

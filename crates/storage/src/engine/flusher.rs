@@ -3,7 +3,7 @@
 
 use super::{Instance, InstanceSetup, K_LOG_WRITE, K_PAGE_WRITE, K_SYNC, Slab, io_error_text, tag};
 use crate::format;
-use crate::log::{LogWriter, Origin, Ready};
+use crate::log::{FlushKind, LogWrite, LogWriter, Next, Origin, Ready};
 use crate::stats::Class;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoRequest, OpKind};
@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 /// Page writes in flight at most per instance.
 const MAX_WRITE_IOS: usize = 16;
+/// Frames the scavenger's hand passes at most per turn (the rest next turn).
+const SCAVENGE_SCAN: usize = 512;
 /// The database is synced and the checkpoint advanced this often.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -25,55 +27,81 @@ pub(super) struct PageWrite {
     lent: bool,
 }
 
-/// Write-back state: whether the dirty share passed the start threshold (and
-/// not yet fallen under the stop threshold), writes in flight, thresholds.
+/// Write-back state: whether the available buffers fell under the start
+/// threshold (and have not yet reached the stop threshold), writes in flight,
+/// thresholds, and the log's capacity write.
 pub(super) struct WriteBack {
-    flushing: bool,
-    flush_start: usize,
-    flush_stop: usize,
+    scavenging: bool,
+    avail_start: usize,
+    avail_stop: usize,
     write_ios: usize,
     writes: Slab<PageWrite>,
     last_log_flush: Instant,
+    /// Unwritten log bytes that start a write of the log's whole blocks
+    /// (half the log buffer).
+    log_capacity: u64,
+    /// The cold dirty frames the scavenger found (kept for its next pass).
+    cold: Vec<usize>,
+    /// A page to write waits for its log to be durable: the next log flush
+    /// writes everything (cleared when a flush starts).
+    wal_wanted: bool,
 }
 
-/// The flush thresholds in pages: write-back starts when this many pages are
-/// dirty (`start_pct` of the maximum cache, at least one page) and stops at or
-/// under the second (`stop_pct`).
+/// The flush thresholds in frames of an instance's cache of `max_frames`:
+/// write-back of cold pages starts when fewer than `start_pct` of the frames
+/// are available (hold no page) and stops once `stop_pct` are, as ESE keeps
+/// its pool of available buffers between the start and stop thresholds
+/// (`BFIMaintAvailPoolUpdateThresholds` in `dev/ese/src/ese/bf.cxx`:
+/// `cbfCacheTargetOptimal / 100` and `/ 50` when the cache size is set and
+/// the thresholds are not). At least one frame to start, one more to stop.
 pub(crate) fn flush_thresholds(max_frames: usize, start_pct: f64, stop_pct: f64) -> (usize, usize) {
     let max = max_frames as f64;
-    (
-        ((max * start_pct / 100.0) as usize).max(1),
-        (max * stop_pct / 100.0) as usize,
-    )
+    let start = ((max * start_pct / 100.0) as usize).max(1);
+    let stop = ((max * stop_pct / 100.0) as usize).max(start + 1);
+    (start, stop.min(max_frames.saturating_sub(1).max(start)))
 }
 
-/// Whether write-back runs after seeing `dirty` pages: it starts at the start
-/// threshold, stops at or under the stop threshold, and between them keeps
-/// doing what it did (the gap lets neighbouring pages be written together).
-fn flushing_after(flushing: bool, dirty: usize, start: usize, stop: usize) -> bool {
-    if dirty >= start {
+/// The write-ahead rule at a page write's submission: the log holding the
+/// page's last change is durable.
+fn check_write_ahead(page: u64, page_lsn: u64, durable_lsn: u64) {
+    invariant!(
+        page_lsn <= durable_lsn,
+        "write-ahead rule: page {page} (LSN {page_lsn}) written before its log is durable \
+         (durable up to {durable_lsn})"
+    );
+}
+
+/// Whether the scavenger runs after seeing `available` frames: it starts
+/// under the start threshold, stops at or over the stop threshold, and
+/// between them keeps doing what it did.
+fn scavenging_after(scavenging: bool, available: usize, start: usize, stop: usize) -> bool {
+    if available < start {
         true
-    } else if dirty <= stop {
+    } else if available >= stop {
         false
     } else {
-        flushing
+        scavenging
     }
 }
 
 impl WriteBack {
-    pub(super) fn new(s: &InstanceSetup, now: Instant) -> WriteBack {
-        let (flush_start, flush_stop) = flush_thresholds(
+    pub(super) fn new(s: &InstanceSetup, log_block: usize, now: Instant) -> WriteBack {
+        let (avail_start, avail_stop) = flush_thresholds(
             s.cache_max_frames,
             s.profile.flush_start_pct,
             s.profile.flush_stop_pct,
         );
+        let data_share = (log_block - format::LOG_BLOCK_HEADER) as f64 / log_block as f64;
         WriteBack {
-            flushing: false,
-            flush_start,
-            flush_stop,
+            scavenging: false,
+            avail_start,
+            avail_stop,
             write_ios: 0,
             writes: Slab::new(),
             last_log_flush: now,
+            log_capacity: (s.profile.log_buffer_bytes() as f64 / 2.0 * data_share) as u64,
+            cold: Vec::new(),
+            wal_wanted: false,
         }
     }
 }
@@ -380,54 +408,70 @@ impl Drop for CheckpointFiles {
 impl Instance {
     // ------------------------------------------------------------ log
 
-    /// Starts a log flush when one is due: a commit waits, the log buffer is
-    /// full, the flush interval passed, write-back waits on the write-ahead rule,
-    /// or the instance is stopping.
+    /// Starts a log flush when one is due: everything appended when a commit
+    /// waits, the flush interval passed, write-back waits on the write-ahead
+    /// rule, or the instance is stopping; the whole blocks only when half the
+    /// log buffer is filled (ESE's capacity write: "Signal write thread to
+    /// write log buffer if at least (g_lLogBuffers / 2) disk sectors are
+    /// ready", `LOG_WRITE_BUFFER::ErrLGLogRec`).
     pub(super) fn drive_log(&mut self, now: Instant, aborting: bool) {
         if self.log.writing() || self.log.unflushed() == 0 {
             return;
         }
         let p = &self.s.profile;
-        let wal_blocked = self.cache.dirty_count() > 0
-            && (self.wb.flushing || self.any_stalled() || !self.accepting())
-            && self.cache.writing_count() == 0;
-        let due = self.commits_waiting()
-            || self.log.unflushed() >= p.log_buffer_flush.0
-            || now.duration_since(self.wb.last_log_flush)
-                >= Duration::from_millis(p.log_flush_interval_ms)
-            || wal_blocked
-            || aborting
-            || !self.accepting();
-        if !due {
+        // A page write waits for the log (ESE's `ErrPrepareLogWrite`): a cold
+        // page the scavenger or the checkpoint depth wants to write is not
+        // durable yet, or a session stalled or the instance stops with
+        // nothing being written.
+        let wal_blocked = self.wb.wal_wanted
+            || (self.cache.dirty_count() > 0
+                && (self.any_stalled() || !self.accepting())
+                && self.cache.writing_count() == 0);
+        let lazy_due = p.log_flush_interval_ms > 0
+            && now.duration_since(self.wb.last_log_flush)
+                >= Duration::from_millis(p.log_flush_interval_ms);
+        let everything =
+            self.commits_waiting() || lazy_due || wal_blocked || aborting || !self.accepting();
+        let kind = if everything {
+            FlushKind::All
+        } else if self.log.unflushed() >= self.wb.log_capacity {
+            FlushKind::WholeBlocks
+        } else {
             return;
-        }
-        match self.log.start_flush() {
-            Ok(Some(writes)) => {
-                if self.s.ack_stream && writes.len() > 1 {
+        };
+        match self.log.start_flush(kind) {
+            Ok(Some(first)) => {
+                if kind == FlushKind::All {
+                    self.wb.wal_wanted = false;
+                }
+                if self.s.ack_stream && self.log.rolled() {
                     // Test-only: this flush rolls over to a new log generation.
                     println!("ROLL {} {}", self.s.index, self.log.generation());
                 }
                 self.wb.last_log_flush = now;
                 self.interval.counters.log_flushes += 1;
-                for w in writes {
-                    self.io.submit(IoRequest {
-                        file: w.file,
-                        kind: OpKind::Write,
-                        offset: w.offset,
-                        buf: w.buf,
-                        tag: tag(K_LOG_WRITE, 0),
-                        more: Vec::new(),
-                    });
-                }
+                self.submit_log_write(first);
             }
             Ok(None) => {}
             Err(e) => self.record_error(e.to_string()),
         }
     }
 
+    fn submit_log_write(&mut self, w: LogWrite) {
+        self.io.submit(IoRequest {
+            file: w.file,
+            kind: OpKind::Write,
+            offset: w.offset,
+            buf: w.buf,
+            tag: tag(K_LOG_WRITE, 0),
+            more: Vec::new(),
+        });
+    }
+
     /// When the log flush interval makes a flush of what is appended due.
     pub(super) fn next_log_flush_due(&self) -> Option<Instant> {
-        (self.log.unflushed() > 0 && !self.log.writing()).then(|| {
+        let timer = self.s.profile.log_flush_interval_ms > 0;
+        (timer && self.log.unflushed() > 0 && !self.log.writing()).then(|| {
             self.wb.last_log_flush + Duration::from_millis(self.s.profile.log_flush_interval_ms)
         })
     }
@@ -447,18 +491,24 @@ impl Instance {
             self.record_error(io_error_text("writing log", &self.s.log_dir, offset, e));
             return;
         }
-        if let Some(durable) = self.log.flush_segment_done() {
-            self.commits_durable(durable);
-            let closed = self.log.take_closed();
-            if !closed.is_empty()
-                && let Some(f) = &self.ckpt.files
-            {
-                f.want_log_files();
+        let durable = match self.log.write_done() {
+            Some(Next::Write(w)) => {
+                self.submit_log_write(w);
+                return;
             }
-            for g in closed {
-                self.interval.counters.log_generations += 1;
-                self.log_closed(g);
-            }
+            Some(Next::Durable(d)) => d,
+            None => return,
+        };
+        self.commits_durable(durable);
+        let closed = self.log.take_closed();
+        if !closed.is_empty()
+            && let Some(f) = &self.ckpt.files
+        {
+            f.want_log_files();
+        }
+        for g in closed {
+            self.interval.counters.log_generations += 1;
+            self.log_closed(g);
         }
     }
 
@@ -473,30 +523,70 @@ impl Instance {
         self.log.next_lsn().saturating_sub(oldest)
     }
 
-    /// Writes dirty pages back, oldest change first, while the dirty share is
-    /// above the thresholds, the checkpoint is too deep, a session stalled for a
-    /// clean buffer, or the instance is stopping.
+    /// Writes dirty pages back: the cold ones the scavenger finds while the
+    /// available buffers are short (under the start threshold, until the stop
+    /// threshold) or a session stalled for a clean buffer, and the oldest
+    /// changes first while the checkpoint is deeper than its limit or the
+    /// instance is stopping (ESE's avail pool and checkpoint depth
+    /// maintenance, `BFIMaintScavengeIScavengePages` and
+    /// `BFIMaintCheckpointDepthIFlushPages` in `dev/ese/src/ese/bf.cxx`).
     pub(super) fn drive_writeback(&mut self) {
-        self.wb.flushing = flushing_after(
-            self.wb.flushing,
-            self.cache.dirty_count(),
-            self.wb.flush_start,
-            self.wb.flush_stop,
+        self.wb.scavenging = scavenging_after(
+            self.wb.scavenging,
+            self.cache.available(),
+            self.wb.avail_start,
+            self.wb.avail_stop,
         );
+        if self.wb.scavenging || self.any_stalled() {
+            self.scavenge();
+        }
         let depth_max = self.s.profile.checkpoint_depth.0;
-        let pressed = self.wb.flushing || self.any_stalled() || !self.accepting();
+        let stopping = !self.accepting();
         let max_pages = self.s.profile.max_write_pages as usize;
         while self.wb.write_ios < MAX_WRITE_IOS {
-            if !pressed && self.checkpoint_depth() <= depth_max {
+            if !stopping && self.checkpoint_depth() <= depth_max {
                 break;
             }
             let Some((first_page, frames)) =
                 self.cache.take_write_run(self.log.durable_lsn(), max_pages)
             else {
+                // The oldest change is not durable yet: the log first.
+                self.wb.wal_wanted |= self.cache.dirty_count() > 0;
                 break;
             };
             self.submit_page_write(first_page, frames);
         }
+    }
+
+    /// One pass of the scavenger: cold clean pages become available frames,
+    /// cold dirty pages (whose changes are durable) are written, so that
+    /// they are clean for its next pass, until the available frames and the
+    /// pages being written reach the stop threshold.
+    fn scavenge(&mut self) {
+        let durable = self.log.durable_lsn();
+        let max_pages = self.s.profile.max_write_pages as usize;
+        let mut cold = std::mem::take(&mut self.wb.cold);
+        cold.clear();
+        let want = self
+            .wb
+            .avail_stop
+            .max(1)
+            .saturating_sub(self.cache.available() + self.cache.writing_count());
+        let room = MAX_WRITE_IOS.saturating_sub(self.wb.write_ios);
+        let scan = self
+            .cache
+            .scavenge(want, durable, room, SCAVENGE_SCAN, &mut cold);
+        self.wb.wal_wanted |= scan.not_durable > 0;
+        for &f in &cold {
+            if self.wb.write_ios >= MAX_WRITE_IOS {
+                break;
+            }
+            if let Some((first_page, frames)) = self.cache.take_write_run_at(f, durable, max_pages)
+            {
+                self.submit_page_write(first_page, frames);
+            }
+        }
+        self.wb.cold = cold;
     }
 
     /// Seals the pages (header and checksum: patched where the frame knows its
@@ -510,8 +600,10 @@ impl Instance {
         let n = frames.len();
         let ps = self.ps;
         let db_id = self.s.header.db_id;
+        let durable = self.log.durable_lsn();
         for &f in &frames {
             let fr = &mut self.cache.frames[f];
+            check_write_ahead(fr.page_no, fr.lsn, durable);
             let page = fr.data.as_mut_slice();
             // A page whose checksum is known is resealed by patching it.
             let id = (db_id, fr.page_no);
@@ -776,24 +868,30 @@ mod tests {
 
     #[test]
     fn thresholds_are_shares_of_the_maximum_cache_in_pages() {
-        // exchange2013: 256 MiB of 32 KiB pages = 8192 frames; 20 % / 15 %
-        // = 51.2 MB / 38.4 MB of dirty pages.
-        let (start, stop) = flush_thresholds(8192, 20.0, 15.0);
-        assert_eq!((start, stop), (1638, 1228));
-        assert_eq!(start * 32768, 53_673_984, "51.2 MiB");
-        // exchange2007: 128 MiB of 8 KiB pages.
-        assert_eq!(flush_thresholds(16384, 20.0, 15.0), (3276, 2457));
-        // A zero start threshold still needs one dirty page.
-        assert_eq!(flush_thresholds(64, 0.0, 0.0), (1, 0));
+        // The published 2013 tool's cache: 3,584 MB of 32 KiB pages over 14
+        // databases, 8,192 frames each: 1 % / 2 % available.
+        assert_eq!(flush_thresholds(8192, 1.0, 2.0), (81, 163));
+        // The 2007 tool's: 256 MB of 8 KiB pages per storage group.
+        assert_eq!(flush_thresholds(32768, 1.0, 2.0), (327, 655));
+        // A tiny cache still starts at one frame and stops one later.
+        assert_eq!(flush_thresholds(64, 0.0, 0.0), (1, 2));
     }
 
     #[test]
-    fn write_back_starts_at_the_start_threshold_and_stops_at_the_stop_threshold() {
-        let (start, stop) = (100, 75);
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "write-ahead rule: page 7")]
+    fn writing_a_page_before_its_log_is_durable_breaks_an_invariant() {
+        check_write_ahead(7, 4096, 4096);
+        check_write_ahead(7, 4097, 4096);
+    }
+
+    #[test]
+    fn the_scavenger_starts_under_the_start_threshold_and_stops_at_the_stop_threshold() {
+        let (start, stop) = (100, 200);
         let mut on = false;
         let mut seen = Vec::new();
-        for dirty in [50, 99, 100, 90, 76, 75, 90, 99] {
-            on = flushing_after(on, dirty, start, stop);
+        for available in [500, 150, 99, 150, 199, 200, 150, 100] {
+            on = scavenging_after(on, available, start, stop);
             seen.push(on);
         }
         assert_eq!(

@@ -249,9 +249,10 @@ impl Instance {
             self.pool.put(c.buf);
             return;
         };
-        let first_block = (off / format::LOG_BLOCK as u64) as u32;
+        let block = self.log.block();
+        let first_block = (off / block as u64) as u32;
         let mut bad = 0;
-        for (k, b) in c.buf.as_slice().chunks(format::LOG_BLOCK).enumerate() {
+        for (k, b) in c.buf.as_slice().chunks(block).enumerate() {
             if format::check_log_block(b, db_id, g, first_block + k as u32)
                 == format::LogBlock::Corrupt
             {

@@ -189,14 +189,29 @@ fn tag(kind: u64, id: usize) -> u64 {
 /// An instance's side of its thread's shared I/O engine: the requests it queued
 /// this turn (the thread hands them over after the turn) and how many of its
 /// requests are queued or in flight.
-#[derive(Default)]
 struct Outbox {
     queued: Vec<IoRequest>,
     in_flight: usize,
+    /// The most I/Os the instance may have in flight: its share of its
+    /// thread's engine ([`io_depth`]).
+    depth: usize,
 }
 
 impl Outbox {
+    fn new(depth: usize) -> Outbox {
+        Outbox {
+            queued: Vec::new(),
+            in_flight: 0,
+            depth,
+        }
+    }
+
     fn submit(&mut self, req: IoRequest) {
+        invariant!(
+            self.in_flight < self.depth,
+            "I/O in flight beyond the instance's depth of {}",
+            self.depth
+        );
         self.in_flight += 1;
         self.queued.push(req);
     }
@@ -303,20 +318,24 @@ impl Instance {
             .map_err(|e| Error::io("cannot open database", &s.db_path, e))?;
         let ps = s.profile.page_size.0 as usize;
         let start_gen = next_generation(&s.log_dir);
+        let block = crate::log::log_sector(&s.log_dir, s.profile.log_sector_size.0, s.direct);
         let log = LogWriter::create(
             &s.log_dir,
             s.header.db_id,
             s.profile.log_file_size.0,
+            block,
             start_gen,
             s.direct,
         )?;
+        let mut s = s;
+        s.header.log_sector = block as u32;
         let now = Instant::now();
         let checkpoint_lsn = log.next_lsn();
         let ckpt = flusher::Checkpoints::new(now, checkpoint_lsn, &log, &s.log_dir);
         let mut inst = Instance {
             ps,
             db: Arc::new(db),
-            io: Outbox::default(),
+            io: Outbox::new(io_depth(&s)),
             cache: Cache::new(
                 s.cache_min_frames,
                 s.cache_max_frames,
@@ -328,7 +347,7 @@ impl Instance {
             rng: SmallRng::seed_from_u64(s.seed),
             work: sessions::Workload::new(&s),
             pacing: sessions::Pacing::new(t0, now),
-            wb: flusher::WriteBack::new(&s, now),
+            wb: flusher::WriteBack::new(&s, block, now),
             ckpt,
             bg: maintenance::Background::new(s.copies, now),
             interval: Stats::default(),
@@ -630,4 +649,29 @@ fn next_log_file(dir: &std::path::Path) -> u64 {
         })
         .unwrap_or(0);
     newest + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An instance never has more I/O in flight than its share of its
+    /// thread's engine: a request past it breaks an invariant.
+    #[test]
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[should_panic(expected = "I/O in flight beyond the instance's depth of 1")]
+    fn io_past_the_depth_breaks_an_invariant() {
+        let f = Arc::new(tempfile::tempfile().unwrap());
+        let req = || IoRequest {
+            file: f.clone(),
+            kind: mailbench_io::OpKind::Sync,
+            offset: 0,
+            buf: AlignedBuf::empty(),
+            tag: 0,
+            more: Vec::new(),
+        };
+        let mut o = Outbox::new(1);
+        o.submit(req());
+        o.submit(req());
+    }
 }

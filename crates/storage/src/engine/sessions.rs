@@ -54,6 +54,10 @@ pub(super) struct Txn {
     next: usize,
     frames: Vec<usize>,
     pending: u32,
+    /// Operations still to run after the current one, before the commit.
+    ops_left: u32,
+    /// Whether an operation of it changed a row (only those commit durably).
+    modified: bool,
     durable: bool,
     stalled_counted: bool,
     /// (page, end LSN of its update record), kept for the ACK stream only.
@@ -72,6 +76,8 @@ impl Txn {
             next: 0,
             frames: Vec::new(),
             pending: 0,
+            ops_left: 0,
+            modified: false,
             durable: false,
             stalled_counted: false,
             logged: Vec::new(),
@@ -119,6 +125,8 @@ struct Mix {
     read_run_pct: f64,
     split_pct: f64,
     lazy_pct: f64,
+    /// Operations per transaction (one commit for all of them).
+    ops_per_txn: u32,
 }
 
 /// The transactional side of an instance.
@@ -167,6 +175,7 @@ impl Workload {
                 read_run_pct: p.read_run_pct,
                 split_pct: p.split_pct,
                 lazy_pct: p.lazy_commit_pct,
+                ops_per_txn: p.operations_per_transaction.max(1),
             },
         }
     }
@@ -361,8 +370,23 @@ impl Instance {
         (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.s.header.db_id) % m
     }
 
-    /// Fills `txn` with a new transaction: its pages, changes and commit mode.
+    /// Fills `txn` with a new transaction: its first operation's pages and
+    /// changes; the others follow, one after the other ([`Self::next_operation`]).
     fn plan_transaction(&mut self, intended: Instant, paced: bool, txn: &mut Txn) {
+        txn.logged.clear();
+        txn.modified = false;
+        txn.durable = false;
+        txn.ops_left = self.work.mix.ops_per_txn;
+        txn.id = self.work.next_txn;
+        self.work.next_txn += 1;
+        txn.intended = intended;
+        txn.paced = paced;
+        txn.stalled_counted = false;
+        self.plan_operation(txn);
+    }
+
+    /// Plans the transaction's next operation: a mailbox drawn, its pages.
+    fn plan_operation(&mut self, txn: &mut Txn) {
         let mailbox = self.pick_mailbox();
         let w = &self.work;
         let first = 1 + mailbox * w.pages_per_mailbox;
@@ -373,18 +397,11 @@ impl Instance {
         };
         txn.touches.clear();
         txn.frames.clear();
-        txn.logged.clear();
         self.plan_touches(&mbx, &mut txn.touches);
         merge_touches(&mut txn.touches);
-        let modifies = txn.touches.iter().any(|t| t.modify > 0);
-        txn.durable = modifies && self.rng.random_range(0.0..100.0) >= self.work.mix.lazy_pct;
-        txn.id = self.work.next_txn;
-        self.work.next_txn += 1;
-        txn.intended = intended;
-        txn.paced = paced;
+        txn.modified |= txn.touches.iter().any(|t| t.modify > 0);
         txn.next = 0;
         txn.pending = 0;
-        txn.stalled_counted = false;
     }
 
     /// The pages an operation of the mix touches, by a roll of the dice.
@@ -631,21 +648,33 @@ impl Instance {
         }
     }
 
-    /// Every page is in: change the rows, log them, commit.
+    /// Every page of the operation is in: change the rows and log them; then
+    /// the transaction's next operation, or its commit (lazily, or waiting
+    /// for the log flush that covers the commit record).
     fn apply(&mut self, sid: usize) {
         let Some(mut txn) = self.work.sessions[sid].txn.take() else {
             return;
         };
         let ok = self.log_changes(&mut txn);
+        for &f in &txn.frames {
+            let fr = &mut self.cache.frames[f];
+            fr.pins = fr.pins.saturating_sub(1);
+        }
+        txn.ops_left = txn.ops_left.saturating_sub(1);
+        if ok && txn.ops_left > 0 {
+            // The next operation of the same transaction (its pages released:
+            // ESE latches a page for one operation, not for the transaction).
+            self.plan_operation(&mut txn);
+            self.work.sessions[sid].txn = Some(txn);
+            self.acquire(sid);
+            return;
+        }
+        txn.durable = txn.modified && self.rng.random_range(0.0..100.0) >= self.work.mix.lazy_pct;
         let commit = if ok {
             self.log.append(&Record::Commit { txn: txn.id })
         } else {
             Ok(0)
         };
-        for &f in &txn.frames {
-            let fr = &mut self.cache.frames[f];
-            fr.pins = fr.pins.saturating_sub(1);
-        }
         self.interval.counters.transactions += 1;
         self.total_txns += 1;
         match commit {

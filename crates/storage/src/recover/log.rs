@@ -5,7 +5,7 @@
 //! damaged block, and says where.
 
 use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd, UpdBytes};
-use crate::format::{self, LOG_BLOCK, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
+use crate::format::{self, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -130,11 +130,12 @@ impl Replay {
     }
 
     fn consume_chunk(&mut self, g: u64, off: u64, bytes: &[u8], asked: usize) {
-        let first_block = off / LOG_BLOCK as u64;
-        let whole = bytes.len() / LOG_BLOCK;
+        let lb = self.log_block;
+        let first_block = off / lb as u64;
+        let whole = bytes.len() / lb;
         for k in 0..whole {
             let b = first_block + k as u64;
-            let block = &bytes[k * LOG_BLOCK..(k + 1) * LOG_BLOCK];
+            let block = &bytes[k * lb..(k + 1) * lb];
             let mut skip = 0usize;
             if let Some((sg, sb, s)) = self.skip_first {
                 if g == sg && b < sb {
@@ -145,20 +146,24 @@ impl Replay {
                     self.skip_first = None;
                 }
             }
-            match format::check_log_block(block, self.header.db_id, g, b as u32) {
-                LogBlock::Valid { data_len } => {
-                    if self.gens_seen.last() != Some(&g) {
-                        self.gens_seen.push(g);
-                    }
-                    let s = skip.min(data_len);
-                    let data = &block[LOG_BLOCK_HEADER + s..LOG_BLOCK_HEADER + data_len];
-                    let lsn = g * self.fs + b * LOG_BLOCK as u64 + (LOG_BLOCK_HEADER + s) as u64;
-                    let stream_at = self.pend_base + self.pend.len() as u64;
-                    self.segs.push_back((stream_at, lsn, data.len()));
-                    self.pend.extend_from_slice(data);
-                    self.log_bytes += data.len() as u64;
-                    self.end_lsn = self.end_lsn.max(lsn + data.len() as u64);
+            let next = bytes.get((k + 1) * lb..(k + 2) * lb).unwrap_or(&[]);
+            let checked = match format::shadow_rescue(block, next, self.header.db_id, g, b as u32) {
+                // A torn rewrite of the last partial block: its shadow holds
+                // what was durable, and the log ends with it.
+                Some(data_len) => {
+                    self.take_block(g, b, next, skip, data_len);
+                    self.log_done = true;
+                    self.stopped = format!(
+                        "end of the log at {} block {b} (its shadow copy replayed: the block \
+                         itself was torn)",
+                        format::log_file_name(g)
+                    );
+                    return;
                 }
+                None => format::check_log_block(block, self.header.db_id, g, b as u32),
+            };
+            match checked {
+                LogBlock::Valid { data_len } => self.take_block(g, b, block, skip, data_len),
                 LogBlock::End => {
                     self.log_done = true;
                     self.stopped =
@@ -177,7 +182,7 @@ impl Replay {
                 }
             }
         }
-        if !bytes.len().is_multiple_of(LOG_BLOCK) {
+        if !bytes.len().is_multiple_of(lb) {
             self.log_done = true;
             self.damaged = true;
             self.stopped = format!(
@@ -194,6 +199,22 @@ impl Replay {
             );
         }
         let _ = self.blocks_per_file;
+    }
+
+    /// Adds the data of block `b` of generation `g` (its first `skip` bytes
+    /// already replayed before the checkpoint) to the decoded stream.
+    fn take_block(&mut self, g: u64, b: u64, block: &[u8], skip: usize, data_len: usize) {
+        if self.gens_seen.last() != Some(&g) {
+            self.gens_seen.push(g);
+        }
+        let s = skip.min(data_len);
+        let data = &block[LOG_BLOCK_HEADER + s..LOG_BLOCK_HEADER + data_len];
+        let lsn = g * self.fs + b * self.log_block as u64 + (LOG_BLOCK_HEADER + s) as u64;
+        let stream_at = self.pend_base + self.pend.len() as u64;
+        self.segs.push_back((stream_at, lsn, data.len()));
+        self.pend.extend_from_slice(data);
+        self.log_bytes += data.len() as u64;
+        self.end_lsn = self.end_lsn.max(lsn + data.len() as u64);
     }
 
     /// The LSN of a position in the decoded byte stream (the segments are

@@ -250,6 +250,8 @@ struct Replay {
     header: DbHeader,
     ps: usize,
     fs: u64,
+    /// The log's block size (its sector, from the database header).
+    log_block: usize,
     blocks_per_file: u64,
     db: Arc<File>,
     direct: bool,

@@ -6,7 +6,7 @@ use super::{
     BUFFERS_KEPT, FINAL_DEPTH, FLUSH_DEPTH, LOG_AHEAD, LOG_READ, REPLAY_DEPTH, Replay, T_LOG,
     T_MASK, T_READ, T_WRITE, WRITE_DEPTH,
 };
-use crate::format::{self, DbHeader, LOG_BLOCK, LOG_BLOCK_HEADER};
+use crate::format::{self, DbHeader, LOG_BLOCK_HEADER};
 use crate::spec::InstanceSpec;
 use crate::stats::ClassStats;
 use crate::verify;
@@ -57,8 +57,9 @@ impl Start {
             )));
         }
         let in_file = start_lsn - start_gen * fs;
-        let block = in_file / LOG_BLOCK as u64;
-        let skip = ((in_file % LOG_BLOCK as u64) as usize).saturating_sub(LOG_BLOCK_HEADER);
+        let lb = header.log_block() as u64;
+        let block = in_file / lb;
+        let skip = ((in_file % lb) as usize).saturating_sub(LOG_BLOCK_HEADER);
         Ok(Start {
             lsn: start_lsn,
             generation: start_gen,
@@ -96,13 +97,15 @@ impl Replay {
             .map_err(Error::runtime)?;
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;
-        let chunk_start = block * LOG_BLOCK as u64 / LOG_READ as u64 * LOG_READ as u64;
+        let log_block = header.log_block();
+        let chunk_start = block * log_block as u64 / LOG_READ as u64 * LOG_READ as u64;
         Ok(Replay {
             db_path: inst.db_path.clone(),
             log_dir: inst.log_dir.clone(),
             ps,
             fs,
-            blocks_per_file: fs / LOG_BLOCK as u64,
+            log_block,
+            blocks_per_file: fs / log_block as u64,
             db: Arc::new(db),
             direct,
             io,

@@ -48,6 +48,21 @@ pub(super) fn disk_probes(spec: &StorageSpec) -> Vec<DiskProbe> {
     disks
 }
 
+/// One database's average database read and log write latency over one
+/// sample interval, in ms (0 without such I/O): what the published tool's
+/// latency counters show for that sample.
+pub(super) fn sample_averages(p: &Stats) -> (f64, f64) {
+    let avg = |c: Class| {
+        let h = &p.class(c).latency;
+        if h.count() == 0 {
+            0.0
+        } else {
+            h.summary().mean_ms()
+        }
+    };
+    (avg(Class::DbRead), avg(Class::LogWrite))
+}
+
 impl Load {
     /// One event from an instance.
     pub(super) fn event(
@@ -168,6 +183,10 @@ impl Load {
                 self.stalls_max = self
                     .stalls_max
                     .max(p.counters.page_fault_stalls as f64 / secs);
+                self.stall_samples += u64::from(p.counters.page_fault_stalls > 0);
+                let (rd, lw) = sample_averages(p);
+                self.sample_max.0 = self.sample_max.0.max(rd);
+                self.sample_max.1 = self.sample_max.1.max(lw);
             }
             self.total.add(&sum);
             self.host_sum.0 += busy;

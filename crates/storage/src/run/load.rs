@@ -41,6 +41,11 @@ pub(super) struct Load {
     pub(super) measured_s: f64,
     pub(super) intervals: u64,
     pub(super) stalls_max: f64,
+    /// The highest sample averages of database read and log write latency
+    /// of any instance in the window (ms).
+    pub(super) sample_max: (f64, f64),
+    /// Samples (one database, one interval) of the window with page-fault stalls.
+    pub(super) stall_samples: u64,
     pub(super) cpu_prev: Option<CpuTimes>,
     pub(super) last_tick_s: f64,
     /// Host CPU busy, iowait, memory used (sums over the window's intervals), count.
@@ -79,7 +84,7 @@ impl Load {
         let grace = spec
             .shutdown_grace
             .unwrap_or(limits::DEFAULT_SHUTDOWN_GRACE);
-        let intervals_file = std::fs::File::create(dir.file("intervals.jsonl"))
+        let intervals_file = mailbench_base::rundir::create_new(&dir.file("intervals.jsonl"))
             .map_err(|e| Error::io("cannot create", &dir.file("intervals.jsonl"), e))?;
         Ok(Load {
             t0,
@@ -99,6 +104,8 @@ impl Load {
             measured_s: 0.0,
             intervals: 0,
             stalls_max: 0.0,
+            sample_max: (0.0, 0.0),
+            stall_samples: 0,
             cpu_prev: CpuTimes::read(),
             last_tick_s: 0.0,
             host_sum: (0.0, 0.0, 0.0, 0),
@@ -203,16 +210,13 @@ impl Load {
             self.measure_from,
             spec.warmup.as_secs_f64(),
         );
-        log.line(format!(
-            "Attaining prerequisites: Database Cache Size, Last: {cached} (lower bound: \
-             {}, upper bound: none){}",
+        log.line(mailbench_results::storage::wording::prerequisites_line(
+            cached,
             self.cache_bound,
-            if p.attained {
-                ""
-            } else {
-                "; the warm-up limit ended the warm-up"
-            }
         ));
+        if !p.attained {
+            log.line("the warm-up limit ended the warm-up before the cache held its lower bound");
+        }
         if let Some(w) = &p.warning {
             progress.phase(&format!("warning: {w}"));
         }

@@ -7,6 +7,7 @@ mod load;
 mod progress;
 mod result;
 mod warmup;
+use mailbench_results::storage::wording;
 
 pub use progress::{LineProgress, LiveFigures, Progress};
 pub use result::{interrupted_before_start, judge};
@@ -100,7 +101,36 @@ pub fn run(
         self_cpu,
         verify: verify_result,
     };
-    Ok(load.into_result(spec, ended))
+    let stall_samples = load.stall_samples;
+    let result = load.into_result(spec, ended);
+    report_lines(&result, stall_samples, log);
+    Ok(result)
+}
+
+/// The end of test.log as the published tool ends it: each database's
+/// average latencies, then the page-fault stall lines.
+fn report_lines(r: &StorageResult, stall_samples: u64, log: &TestLog) {
+    let style = r.spec.profile.tool_style;
+    for i in &r.instances {
+        let avg = |c: &str| i.classes.get(c).map_or(0.0, |x| x.latency_ms.avg);
+        let log_read = i
+            .classes
+            .get("log_read")
+            .filter(|x| x.ops > 0)
+            .map(|x| x.latency_ms.avg);
+        for l in wording::latency_report_lines(
+            style,
+            &i.name,
+            avg("db_read"),
+            avg("log_write"),
+            log_read,
+        ) {
+            log.line(l);
+        }
+    }
+    for l in wording::stall_lines(r.total.page_fault_stalls_max_per_s, stall_samples) {
+        log.line(l);
+    }
 }
 
 /// The I/O engine's name, with a few words when io_uring could not register

@@ -63,6 +63,8 @@ impl Load {
             transactions_per_s: total.counters.transactions as f64 / secs,
             page_fault_stalls_per_s: total.counters.page_fault_stalls as f64 / secs,
             page_fault_stalls_max_per_s: self.stalls_max,
+            db_read_sample_max_ms: self.sample_max.0,
+            log_write_sample_max_ms: self.sample_max.1,
             io_errors: total.io_errors(),
             classes: class_map(total, secs),
             counters: total.counters.clone(),
@@ -222,6 +224,8 @@ pub(super) fn finish_early(
             transactions_per_s: 0.0,
             page_fault_stalls_per_s: 0.0,
             page_fault_stalls_max_per_s: 0.0,
+            db_read_sample_max_ms: 0.0,
+            log_write_sample_max_ms: 0.0,
             io_errors: 0,
             classes: class_map(&empty, 1.0),
             counters: Default::default(),
@@ -256,6 +260,8 @@ mod tests {
             transactions_per_s: 50.0,
             page_fault_stalls_per_s: stalls_avg,
             page_fault_stalls_max_per_s: stalls_max,
+            db_read_sample_max_ms: 0.0,
+            log_write_sample_max_ms: 0.0,
             io_errors: 0,
             classes: class_map(&empty, 1.0),
             counters: Default::default(),
@@ -280,5 +286,36 @@ mod tests {
         );
         let v = judge(&spec("exchange2007"), &totals(0.0, 0.0), None, &[], 60.0);
         assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
+    }
+
+    /// One slow I/O in an otherwise quick sample fails the stricter rule
+    /// only; a slow sample fails both.
+    #[test]
+    fn latency_maxima_are_judged_on_sample_averages_unless_single_io_is_chosen() {
+        let mut t = totals(0.0, 0.0);
+        if let Some(rd) = t.classes.get_mut("db_read") {
+            rd.latency_ms.max = 114.0;
+        }
+        t.db_read_sample_max_ms = 6.0;
+        let s = spec("exchange2013");
+        let v = judge(&s, &t, None, &[], 60.0);
+        assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
+        let mut strict = s.clone();
+        strict.thresholds.latency_max = mailbench_results::storage::spec::LatencyMax::SingleIo;
+        let v = judge(&strict, &t, None, &[], 60.0);
+        assert_eq!(v.status, Status::Fail);
+        assert!(
+            v.reasons[0].contains("slowest database read took 114.0 ms"),
+            "{:?}",
+            v.reasons
+        );
+        t.log_write_sample_max_ms = 101.0;
+        let v = judge(&s, &t, None, &[], 60.0);
+        assert_eq!(v.status, Status::Fail);
+        assert!(
+            v.reasons[0].contains("log write latency of a database averaged 101.0 ms"),
+            "{:?}",
+            v.reasons
+        );
     }
 }

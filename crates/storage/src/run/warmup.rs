@@ -25,11 +25,27 @@ pub(super) fn announce_warmup(
         spec.instances.len(),
         spec.threads
     ));
-    log.line(format!(
-        "Database cache settings: (minimum: {:.1} MB, maximum: {:.1} MB)",
-        mib(spec.cache_min_per_db * spec.instances.len() as u64),
-        mib(cache_max)
+    let (min, max) = mailbench_results::storage::wording::cache_totals(spec);
+    log.line(mailbench_results::storage::wording::cache_settings_line(
+        min, max,
     ));
+    let (start, stop) = mailbench_results::storage::wording::flush_threshold_bytes(
+        max,
+        spec.profile.page_size.0,
+        spec.profile.flush_start_pct,
+        spec.profile.flush_stop_pct,
+    );
+    log.line(mailbench_results::storage::wording::flush_line(start, stop));
+    for l in mailbench_results::storage::wording::latency_lines(
+        spec.profile.tool_style,
+        &spec.thresholds,
+    ) {
+        log.line(l);
+    }
+    log.line(mailbench_results::storage::wording::operation_mix_line(
+        spec,
+    ));
+    log.line(mailbench_results::storage::wording::logging_line(spec));
     log.line(format!(
         "phase: warm-up, attaining prerequisites: database cache size, lower bound {} bytes \
          ({} % of the maximum), limit {}",
@@ -37,6 +53,7 @@ pub(super) fn announce_warmup(
         spec.profile.preload_cache_pct,
         humantime::format_duration(spec.warmup)
     ));
+    log.line("Attaining prerequisites:");
 }
 
 /// How long after the prerequisites are attained the measured window starts:
@@ -55,14 +72,15 @@ pub fn cache_lower_bound(spec: &StorageSpec) -> (u64, u64) {
     let ps = spec.profile.page_size.0;
     let max_pages = (spec.cache_max_per_db / ps).max(64);
     let pct = spec.profile.preload_cache_pct.clamp(0.0, 100.0);
-    let mut bound = 0u64;
+    let mut fillable = 0u64;
     let mut max = 0u64;
     for inst in &spec.instances {
-        let fillable = max_pages.min(inst.pages);
-        bound += (fillable as f64 * pct / 100.0).ceil() as u64 * ps;
+        fillable += max_pages.min(inst.pages) * ps;
         max += max_pages * ps;
     }
-    (bound, max)
+    // A share of the whole cache in bytes, as the published tool's bound is
+    // (0.9 x 2,048 MB printed as 1932735000.0).
+    ((fillable as f64 * pct / 100.0).round() as u64, max)
 }
 
 /// The shortest warm-up of a `--quick` run (at most its `--warmup`): its small
@@ -161,8 +179,8 @@ mod tests {
         let n = s.instances.len() as u64;
         let (bound, max) = cache_lower_bound(&s);
         assert_eq!(max, n * (256 << 20));
-        // 90 % of 8192 pages of 32 KiB, rounded up to a page.
-        assert_eq!(bound, n * 7373 * ps);
+        // 90 % of the whole cache's bytes.
+        assert_eq!(bound, (0.9 * (n * (256 << 20)) as f64).round() as u64);
         // A database of 1000 pages fills at most 900 of them.
         for i in &mut s.instances {
             i.pages = 1000;

@@ -152,7 +152,7 @@ impl Tls {
     /// is implicit TLS (`imaps://`, `submissions://`, `smtps://`).
     pub async fn connect(
         &self,
-        ep: &crate::target::Endpoint,
+        ep: &super::Endpoint,
         op_timeout: std::time::Duration,
     ) -> OpResult<Wire> {
         let mut wire = Wire::connect(&ep.host, ep.port, op_timeout).await?;
@@ -325,7 +325,12 @@ pub fn cleartext_ok(encrypted: bool, loopback: bool, allowed: bool) -> bool {
 /// Reads every certificate of a PEM file (usage error when there is none).
 pub fn load_ca_file(p: &Path) -> Result<Vec<CertificateDer<'static>>> {
     let bad = |m: String| Error::usage(format!("--ca-file {}: {m}", p.display()));
-    let iter = CertificateDer::pem_file_iter(p).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let bytes = mailbench_base::limits::read_capped(
+        p,
+        mailbench_base::limits::MAX_INPUT_FILE_BYTES,
+        "CA file (--ca-file)",
+    )?;
+    let iter = CertificateDer::pem_slice_iter(&bytes);
     let mut out = Vec::new();
     for c in iter {
         out.push(c.map_err(|e| bad(format!("not a PEM certificate file: {e}")))?);

@@ -1,0 +1,68 @@
+//! A run's sink target: its users and lists generated as for the local
+//! target, the sink started with them, the endpoints and the password.
+
+use super::SinkProcess;
+use crate::local::LOCAL_DOMAIN;
+use crate::options::Resolved;
+use crate::profile::Profile;
+use crate::target::{Credentials, Endpoint, Pinned, Target};
+use crate::topology::Topology;
+use mailbench_base::Result;
+use mailbench_base::rundir::TestLog;
+
+/// The sink target of a run: where the users connect, who they are, and the
+/// sink process (stopped when dropped).
+pub struct SinkTarget {
+    pub target: Target,
+    pub topo: Topology,
+    pub process: SinkProcess,
+}
+
+/// Starts the sink for `o`'s users (with the profile's distribution lists)
+/// and describes it as a target.
+pub fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<SinkTarget> {
+    let topo = Topology::generate(
+        &o.user_format,
+        o.first_user,
+        o.users,
+        profile,
+        Some(LOCAL_DOMAIN),
+        o.seed,
+    );
+    log.line(format!(
+        "sink target: {} users, {} distribution lists",
+        topo.users.len(),
+        topo.lists.len()
+    ));
+    let process = SinkProcess::start(&topo.alias_table(), log)?;
+    let p = process.ports;
+    let target = Target {
+        kind: "sink".into(),
+        imap: Endpoint::local("imap", p.imap),
+        submission: Endpoint::local("smtp", p.submission),
+        sieve: Some(Endpoint::local("sieve", p.sieve)),
+        creds: Credentials::shared(process.password.clone()),
+        op_timeout: o.op_timeout,
+        tls: crate::tls::Tls::new(
+            o.starttls,
+            o.ca_file.as_deref(),
+            o.tls_insecure,
+            o.allow_cleartext_auth,
+        )?,
+        pinned: Pinned::default(),
+        trace: o
+            .trace_imap
+            .as_deref()
+            .map(crate::trace::TraceDir::create)
+            .transpose()?,
+    };
+    Ok(SinkTarget {
+        target,
+        topo,
+        process,
+    })
+}
+
+/// What the result says the sink target runs.
+pub const SOFTWARE: &str =
+    "mailbench sink (IMAP, submission, ManageSieve; answers at once, keeps no message bodies)";

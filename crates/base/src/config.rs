@@ -82,10 +82,14 @@ impl ConfigFile {
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "config".into());
-        T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        // Read back from text, so that an error names the line of its key
+        // (a value's error alone does not say which key it is).
+        let text = toml::to_string(table)
+            .map_err(|e| Error::usage(format!("config file {file}, section [{name}]: {e}")))?;
+        toml::from_str::<T>(&text).map_err(|e| {
             Error::usage(format!(
                 "config file {file}, section [{name}]: {}",
-                e.message()
+                toml_error(&e, &text)
             ))
         })
     }
@@ -93,6 +97,21 @@ impl ConfigFile {
 
 trait MessageWithSpan {
     fn message_with_span(&self, text: &str) -> String;
+}
+
+/// A TOML error of `text` as a usage message: the line, the line itself (so
+/// the key is named) and what is wrong.
+pub fn toml_error(e: &toml::de::Error, text: &str) -> String {
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let line_no = text[..start].matches('\n').count() + 1;
+            let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+            let shown: String = line.chars().take(80).collect();
+            format!("line {line_no} (`{shown}`): {}", e.message())
+        }
+        None => e.message().to_string(),
+    }
 }
 
 impl MessageWithSpan for toml::de::Error {

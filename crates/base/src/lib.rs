@@ -13,7 +13,6 @@ pub mod error;
 pub mod host;
 pub mod interrupt;
 pub mod limits;
-pub mod lock;
 pub mod rundir;
 pub mod secrets;
 pub mod units;

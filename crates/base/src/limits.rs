@@ -170,6 +170,25 @@ pub fn check_numbers<T: serde::Serialize>(
     section: &T,
     bounds: &[Bound],
 ) -> Result<()> {
+    check(origin, section, bounds, false)
+}
+
+/// [`check_numbers`] for a section whose top-level keys are also flags: the
+/// error names both (`` `day_length` (--day-length) ``).
+pub fn check_options<T: serde::Serialize>(
+    origin: &str,
+    section: &T,
+    bounds: &[Bound],
+) -> Result<()> {
+    check(origin, section, bounds, true)
+}
+
+fn check<T: serde::Serialize>(
+    origin: &str,
+    section: &T,
+    bounds: &[Bound],
+    flags: bool,
+) -> Result<()> {
     let value = toml::Value::try_from(section).map_err(|e| {
         Error::usage(format!(
             "{origin}: a value is out of range ({e}); numbers above 9.2e18 are not accepted"
@@ -184,14 +203,19 @@ pub fn check_numbers<T: serde::Serialize>(
         let Some(v) = number_of(leaf, b.unit) else {
             continue;
         };
+        let name = if flags && !key.contains('.') {
+            format!("`{key}` (--{})", key.replace('_', "-"))
+        } else {
+            format!("`{key}`")
+        };
         if !v.is_finite() {
             return Err(Error::usage(format!(
-                "{origin}: `{key}` = {v}: must be a finite number"
+                "{origin}: {name} = {v}: must be a finite number"
             )));
         }
         if v < b.min || v > b.max {
             return Err(Error::usage(format!(
-                "{origin}: `{key}` = {}: give {} to {}",
+                "{origin}: {name} = {}: give {} to {}",
                 b.show(v),
                 b.show(b.min),
                 b.show(b.max)
@@ -214,6 +238,64 @@ pub fn unbounded_keys<T: serde::Serialize>(section: &T, bounds: &[Bound]) -> Vec
         .filter(|(k, v)| bound_of(bounds, k).is_none() && looks_numeric(v))
         .map(|(k, _)| k)
         .collect()
+}
+
+/// For the table tests: every copy of `doc` (a config section or profile as
+/// TOML) with one bounded number replaced by a value its bound refuses (below
+/// its least, above its most, NaN, infinity), with the key spoiled. A test
+/// feeds each to the real loader and expects exit 2 naming the key.
+pub fn spoiled(doc: &toml::Value, bounds: &[Bound]) -> Vec<(String, toml::Value)> {
+    let mut leaves = Vec::new();
+    leaves_of(doc, String::new(), &mut leaves);
+    let mut out = Vec::new();
+    for (key, leaf) in leaves {
+        let Some(b) = bound_of(bounds, &key) else {
+            continue;
+        };
+        if number_of(leaf, b.unit).is_none() {
+            continue;
+        }
+        let mut bad = vec![
+            toml::Value::Float(f64::NAN),
+            toml::Value::Float(f64::INFINITY),
+        ];
+        if b.max < 9e18 {
+            bad.push(toml::Value::Integer(
+                b.max as i64 + 1 + (b.max * 0.5) as i64,
+            ));
+        }
+        if b.min >= 1.0 {
+            bad.push(toml::Value::Integer(b.min.ceil() as i64 - 1));
+        } else if b.min == 0.0 {
+            bad.push(toml::Value::Integer(-1));
+        }
+        for v in bad {
+            let mut d = doc.clone();
+            if set_leaf(&mut d, &key, v) {
+                out.push((key.clone(), d));
+            }
+        }
+    }
+    out
+}
+
+fn set_leaf(doc: &mut toml::Value, key: &str, v: toml::Value) -> bool {
+    let mut cur = doc;
+    for seg in key.split('.') {
+        cur = match cur {
+            toml::Value::Table(t) => match t.get_mut(seg) {
+                Some(x) => x,
+                None => return false,
+            },
+            toml::Value::Array(a) => match seg.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                Some(x) => x,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    *cur = v;
+    true
 }
 
 fn looks_numeric(v: &toml::Value) -> bool {

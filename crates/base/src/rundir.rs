@@ -13,6 +13,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub mod lock;
+
 /// A run's output folder and its test log.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -259,12 +261,12 @@ pub const MANIFEST: &str = ".mailbench-owned";
 /// a manifest), or it is empty, or it holds our manifest. A folder holding files
 /// mailbench did not create is refused (exit 2) before anything is written.
 /// With `dry_run` nothing is created, only checked. A folder that holds our
-/// manifest is then held by this process until it ends ([`crate::lock`]): one
+/// manifest is then held by this process until it ends ([`lock`]): one
 /// held by another command is refused (exit 2) naming it.
 pub fn claim_folder(dir: &Path, dry_run: bool) -> Result<()> {
     let manifest = dir.join(MANIFEST);
     match std::fs::symlink_metadata(&manifest) {
-        Ok(m) if m.is_file() => return crate::lock::hold(dir),
+        Ok(m) if m.is_file() => return lock::hold(dir),
         Ok(_) => {
             return Err(Error::usage(format!(
                 "{} is not a file mailbench wrote (a symlink or a folder): refusing to use {}",
@@ -305,7 +307,7 @@ pub fn claim_folder(dir: &Path, dry_run: bool) -> Result<()> {
     create_new(&manifest)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| Error::usage(format!("cannot write in folder {}: {e}", dir.display())))?;
-    crate::lock::hold(dir)
+    lock::hold(dir)
 }
 
 /// Makes room for mailbench to create `name` in `dir`, a folder [`claim_folder`]

@@ -116,7 +116,13 @@ impl<'de> serde::Deserialize<'de> for ByteSize {
             Raw::Int(i) => Err(serde::de::Error::custom(format!(
                 "size {i} is negative; sizes must be positive"
             ))),
-            Raw::Float(f) if f >= 0.0 => Ok(ByteSize(f as u64)),
+            Raw::Float(f) if f >= 0.0 && f < u64::MAX as f64 => Ok(ByteSize(f as u64)),
+            Raw::Float(f) if f.is_finite() && f >= 0.0 => {
+                Err(serde::de::Error::custom(format!("size {f} is too large")))
+            }
+            Raw::Float(f) if !f.is_finite() => Err(serde::de::Error::custom(format!(
+                "size {f} is not a finite number"
+            ))),
             Raw::Float(f) => Err(serde::de::Error::custom(format!(
                 "size {f} is negative; sizes must be positive"
             ))),

@@ -10,6 +10,7 @@
 //! its own keys from it.
 
 use crate::endpoint::StartTls;
+use mailbench_base::limits::{Bound, MAX_USERS, Unit, check_options};
 use mailbench_base::{Error, Result, parse_duration, parse_percent};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -341,6 +342,7 @@ pub trait ResolveExt: Sized {
 
 impl ResolveExt for Resolved {
     fn resolve(o: &MailOptions, profile_day: Duration) -> Result<Resolved> {
+        check_ranges(o)?;
         let (s, r) = (&o.setup, &o.run);
         let target = target_of(s)?;
         let tls_insecure = s.tls_insecure.unwrap_or(false);
@@ -361,7 +363,6 @@ impl ResolveExt for Resolved {
             .delivery_pct
             .map(|p| p.0)
             .unwrap_or(published.delivery_pct);
-        check_ranges(o)?;
         let steady = r
             .steady
             .clone()
@@ -562,74 +563,39 @@ fn server_sources(r: &RunOptions) -> Result<(Vec<String>, Vec<String>)> {
     Ok((server_metrics, server_disk))
 }
 
-/// The range of every duration option (and `--max-response-time-ms`): flag, least
-/// and most in milliseconds.
-const DURATIONS: [(&str, u64, u64); 8] = [
-    ("--day-length", 1_000, 7 * 86_400_000),
-    ("--ramp-up", 0, 86_400_000),
-    ("--drain", 0, 86_400_000),
-    ("--interval", 100, 3_600_000),
-    ("--op-timeout", 100, 3_600_000),
-    ("--delivery-within", 1_000, 86_400_000),
-    ("--poll-interval", 100, 3_600_000),
-    ("--max-response-time-ms", 1, 3_600_000),
-];
-
 /// Most users' sessions opened at once by `mail setup`.
 pub const MAX_CONCURRENCY: usize = 10_000;
 
-/// Every numeric option within its range (`DURATIONS`, percentages 0–100,
-/// `--concurrency` 1–`MAX_CONCURRENCY`), checked before anything is
-/// written; the error names the flag and the range.
+const DAY: f64 = 86_400.0;
+
+/// The range of every numeric key of [`SetupOptions`] (and its flag).
+pub const SETUP_BOUNDS: &[Bound] = &[
+    Bound::new("users", 1.0, MAX_USERS as f64, Unit::Count),
+    Bound::new("first_user", 1.0, 1e9, Unit::Count),
+    Bound::new("seed", 0.0, 9.2e18, Unit::Count),
+    Bound::new("op_timeout", 0.1, 3600.0, Unit::Seconds),
+    Bound::new("concurrency", 1.0, MAX_CONCURRENCY as f64, Unit::Count),
+];
+
+/// The range of every numeric key of [`RunOptions`] (and its flag).
+pub const RUN_BOUNDS: &[Bound] = &[
+    Bound::new("day_length", 1.0, 7.0 * DAY, Unit::Seconds),
+    Bound::new("ramp_up", 0.0, DAY, Unit::Seconds),
+    Bound::new("drain", 0.0, DAY, Unit::Seconds),
+    Bound::new("interval", 0.1, 3600.0, Unit::Seconds),
+    Bound::new("max_error_rate", 0.0, 100.0, Unit::Percent),
+    Bound::new("max_response_time_ms", 1.0, 3_600_000.0, Unit::Millis),
+    Bound::new("delivery_within", 1.0, DAY, Unit::Seconds),
+    Bound::new("delivery_pct", 0.0, 100.0, Unit::Percent),
+    Bound::new("poll_interval", 0.1, 3600.0, Unit::Seconds),
+];
+
+/// Every numeric option within its range ([`SETUP_BOUNDS`], [`RUN_BOUNDS`]),
+/// by the one numeric validator, before anything is written; the error
+/// names the key and its flag and the range.
 fn check_ranges(o: &MailOptions) -> Result<()> {
-    let (s, r) = (&o.setup, &o.run);
-    let ms = |d: &Option<Dur>| d.map(|d| d.0.as_millis() as f64);
-    let given: [Option<f64>; 8] = [
-        ms(&r.day_length),
-        ms(&r.ramp_up),
-        ms(&r.drain),
-        ms(&r.interval),
-        ms(&s.op_timeout),
-        ms(&r.delivery_within),
-        ms(&r.poll_interval),
-        r.max_response_time_ms,
-    ];
-    for ((flag, lo, hi), v) in DURATIONS.iter().zip(given) {
-        let Some(v) = v else { continue };
-        if !v.is_finite() || v < *lo as f64 || v > *hi as f64 {
-            let show = |x: f64| {
-                if *flag == "--max-response-time-ms" {
-                    format!("{x}")
-                } else {
-                    Duration::from_millis(x as u64).as_secs_f64().to_string() + "s"
-                }
-            };
-            return Err(Error::usage(format!(
-                "{flag} {}: give {} to {}",
-                show(v),
-                show(*lo as f64),
-                show(*hi as f64)
-            )));
-        }
-    }
-    for (flag, p) in [
-        ("--max-error-rate", r.max_error_rate),
-        ("--delivery-pct", r.delivery_pct),
-    ] {
-        if let Some(Pct(p)) = p
-            && !(0.0..=100.0).contains(&p)
-        {
-            return Err(Error::usage(format!("{flag} {p}%: give 0% to 100%")));
-        }
-    }
-    if let Some(c) = s.concurrency
-        && !(1..=MAX_CONCURRENCY).contains(&c)
-    {
-        return Err(Error::usage(format!(
-            "--concurrency {c}: give 1 to {MAX_CONCURRENCY} users set up at once"
-        )));
-    }
-    Ok(())
+    check_options("[mail]", &o.setup, SETUP_BOUNDS)?;
+    check_options("[mail]", &o.run, RUN_BOUNDS)
 }
 
 /// How many users a run takes from a users file: `--users` (which must not
@@ -688,6 +654,42 @@ mod tests {
         MailOptions {
             run,
             ..Default::default()
+        }
+    }
+
+    /// Every `[mail]` key that takes a number has its range in the one table
+    /// of its group, and every bounded key, spoiled (below, above, NaN,
+    /// infinity), is refused with exit 2 naming the key and its flag.
+    #[test]
+    fn every_numeric_option_is_bounded_and_checked() {
+        use mailbench_base::limits::{spoiled, unbounded_keys};
+        for key in MailOptions::keys() {
+            let Ok(o) = toml::from_str::<MailOptions>(&format!("{key} = 1")) else {
+                continue;
+            };
+            let loose = [
+                unbounded_keys(&o.setup, SETUP_BOUNDS),
+                unbounded_keys(&o.run, RUN_BOUNDS),
+            ]
+            .concat();
+            assert!(loose.is_empty(), "`{key}` takes a number but has no range");
+        }
+        let full = "users = 10\nfirst_user = 1\nseed = 3\nop_timeout = \"30s\"\nconcurrency = 4\n\
+            day_length = \"10m\"\nramp_up = \"1m\"\ndrain = \"1m\"\ninterval = \"5s\"\n\
+            max_error_rate = 1\nmax_response_time_ms = 1000\ndelivery_within = \"60s\"\n\
+            delivery_pct = 95\npoll_interval = \"5s\"\n";
+        let doc: toml::Value = toml::from_str(full).unwrap();
+        let bounds = [SETUP_BOUNDS, RUN_BOUNDS].concat();
+        let cases = spoiled(&doc, &bounds);
+        assert!(cases.len() > 40, "{}", cases.len());
+        for (key, bad) in cases {
+            let Ok(o) = bad.try_into::<MailOptions>() else {
+                continue; // a type the key cannot hold (NaN users): refused by serde
+            };
+            let e = Resolved::resolve(&o, Duration::from_secs(8 * 3600)).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2, "{key}: {e}");
+            let flag = format!("--{}", key.replace('_', "-"));
+            assert!(e.to_string().contains(&flag), "{key}: {e}");
         }
     }
 
@@ -782,7 +784,9 @@ mod tests {
     fn users_files_bound_the_user_count() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("users");
-        let lines: String = (1..=20).map(|i| format!("u{i}@x pw{i}\n")).collect();
+        let lines: String = (1..=20)
+            .map(|i| format!("u{i}@x users-test-pw-{i}\n"))
+            .collect();
         std::fs::write(&f, format!("# comment\n{lines}")).unwrap();
         let o = |users: Option<usize>, first: Option<usize>| {
             setup(SetupOptions {
@@ -807,7 +811,7 @@ mod tests {
             "{e}"
         );
         assert!(Resolved::resolve(&o(None, Some(21)), day).is_err());
-        std::fs::write(&f, "a@x 1\na@x 2\n").unwrap();
+        std::fs::write(&f, "a@x twice-test-pw-1\na@x twice-test-pw-2\n").unwrap();
         let e = Resolved::resolve(&o(None, None), day).unwrap_err();
         assert!(e.to_string().contains("listed twice"), "{e}");
     }

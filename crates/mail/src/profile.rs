@@ -3,6 +3,7 @@
 //! The profile's types live with the results (which echo it); loading,
 //! checking and drawing from it are here.
 
+use mailbench_base::limits::{Bound, Unit, check_numbers};
 use mailbench_base::{Error, Result};
 pub use mailbench_results::mail::profile::{
     ExpectedFlow, Flow, Initial, Lists, Profile, Recipients, SizeClass, TaskKind, TaskSpec,
@@ -50,9 +51,11 @@ impl ProfileExt for Profile {
         }
         let p = Path::new(name_or_path);
         if p.is_file() {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Error::usage(format!("cannot read profile file {}: {e}", p.display()))
-            })?;
+            let text = mailbench_base::limits::read_text_capped(
+                p,
+                mailbench_base::limits::MAX_INPUT_FILE_BYTES,
+                "profile file",
+            )?;
             return Self::parse(&text, name_or_path);
         }
         let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
@@ -63,14 +66,47 @@ impl ProfileExt for Profile {
     }
 
     fn parse(text: &str, origin: &str) -> Result<Profile> {
-        let p: Profile = toml::from_str(text)
-            .map_err(|e| Error::usage(format!("mail profile {origin}: {}", e.message())))?;
+        let p: Profile = toml::from_str(text).map_err(|e| {
+            Error::usage(format!(
+                "mail profile {origin}: {}",
+                mailbench_base::config::toml_error(&e, text)
+            ))
+        })?;
         validate(&p, origin)?;
         Ok(p)
     }
 }
 
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The range of every numeric key of a mail profile (built-in or a file),
+/// checked by the one numeric validator before anything is written. A
+/// message (body and attachment) must fit in memory and in one IMAP literal.
+pub const BOUNDS: &[Bound] = &[
+    Bound::new("day", 1.0, 7.0 * 86_400.0, Unit::Seconds),
+    Bound::new("flow.submitted_per_day", 0.0, 1e6, Unit::Number),
+    Bound::new("flow.delivered_per_day", 0.0, 1e6, Unit::Number),
+    Bound::new("flow.recipients_per_message", 0.0, 10_000.0, Unit::Number),
+    Bound::new("initial.folders", 0.0, 10_000.0, Unit::Count),
+    Bound::new("initial.messages_per_folder", 0.0, 100_000.0, Unit::Count),
+    Bound::new("initial.inbox", 0.0, 100_000.0, Unit::Count),
+    Bound::new("initial.deleted_items", 0.0, 100_000.0, Unit::Count),
+    Bound::new("initial.sent", 0.0, 100_000.0, Unit::Count),
+    Bound::new("initial.calendar", 0.0, 100_000.0, Unit::Count),
+    Bound::new("lists.per_users", 1.0, 1e6, Unit::Count),
+    Bound::new("lists.sizes.*", 1.0, 100_000.0, Unit::Count),
+    Bound::new("sizes.*.body", 0.0, 64.0 * MIB, Unit::Bytes),
+    Bound::new("sizes.*.attachment", 0.0, 64.0 * MIB, Unit::Bytes),
+    Bound::new("sizes.*.weight", 0.0, 1e6, Unit::Number),
+    Bound::new("tasks.*.per_day", 0.0, 100_000.0, Unit::Number),
+    Bound::new("tasks.*.recipients", 1.0, 10_000.0, Unit::Number),
+    Bound::new("tasks.*.recipients.*", 0.0, 1e6, Unit::Number),
+    Bound::new("tasks.*.list_share", 0.0, 1.0, Unit::Number),
+    Bound::new("tasks.*.weight", 0.0, 1e6, Unit::Number),
+];
+
 fn validate(p: &Profile, origin: &str) -> Result<()> {
+    check_numbers(&format!("mail profile {origin}"), p, BOUNDS)?;
     let bad = |m: String| Err(Error::usage(format!("mail profile {origin}: {m}")));
     if p.day.is_zero() {
         return bad("day must be longer than 0".into());
@@ -186,6 +222,37 @@ mod tests {
             let m = s as f64 / n as f64;
             assert!((m - r.mean()).abs() < 0.02, "{r:?} {m}");
         }
+    }
+
+    /// The numeric validator's table covers every numeric key of every
+    /// built-in profile, and each bounded key of a profile file, spoiled
+    /// (below, above, NaN, infinity), is refused naming it (`body =
+    /// "1TiB"` aborted a run before).
+    #[test]
+    fn every_numeric_key_of_a_profile_is_bounded() {
+        for (name, text) in BUILTIN {
+            let p = Profile::parse(text, name).unwrap();
+            let loose = mailbench_base::limits::unbounded_keys(&p, BOUNDS);
+            assert!(loose.is_empty(), "{name}: no bound for {loose:?}");
+        }
+        let doc: toml::Value = toml::from_str(BUILTIN[0].1).unwrap();
+        let cases = mailbench_base::limits::spoiled(&doc, BOUNDS);
+        assert!(cases.len() > 60, "{}", cases.len());
+        for (key, bad) in cases {
+            let text = toml::to_string(&bad).unwrap();
+            let e = Profile::parse(&text, "x.toml").unwrap_err();
+            assert_eq!(e.exit_status().code(), 2, "{key}: {e}");
+            let leaf = key
+                .rsplit('.')
+                .find(|s| s.parse::<usize>().is_err())
+                .unwrap();
+            assert!(e.to_string().contains(leaf), "{key}: {e}");
+        }
+        let huge = BUILTIN[0]
+            .1
+            .replacen("body = \"1KiB\"", "body = \"1TiB\"", 1);
+        let e = Profile::parse(&huge, "big.toml").unwrap_err().to_string();
+        assert!(e.contains("sizes.0.body") && e.contains("1TiB"), "{e}");
     }
 
     #[test]

@@ -99,7 +99,7 @@ proptest! {
             let _ = imap::fetch_seq_uid(l);
             let _ = imap::header_value(l, "X-Mailbench-Track");
             let _ = imap::appenduid(&String::from_utf8_lossy(l));
-            let shown = imap::show(l);
+            let shown = wire::show(l);
             // What is shown of a server's line in an error is bounded.
             prop_assert!(shown.chars().count() <= 120);
         }

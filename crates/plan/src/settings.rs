@@ -4,12 +4,13 @@
 
 use crate::input::{DatabaseSpec, Disk, Failure, Input};
 use crate::rules::{Rules, disk_presets};
+use mailbench_base::limits::{Bound, Unit, check_options};
 use mailbench_base::{ByteSize, Error, Result, parse_duration, parse_percent};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// A size written as text (`"4GB"`) or as a number of bytes.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum SizeValue {
     Int(i64),
@@ -24,7 +25,7 @@ impl From<String> for SizeValue {
 }
 
 /// A number or a word (`2013`, `"jbod"`, `"20%"`, `"8,4"`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Word {
     Int(i64),
@@ -49,7 +50,7 @@ impl Word {
 }
 
 /// A list of whole numbers: `[8, 4]` in TOML, `8,4` on the command line.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum CountList {
     List(Vec<i64>),
@@ -63,7 +64,7 @@ impl From<String> for CountList {
 }
 
 /// A list of strings: `["/a", "/b"]` in TOML, `/a,/b` on the command line.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum TextList {
     List(Vec<String>),
@@ -94,7 +95,7 @@ mailbench_base::options_struct! {
     /// default applies). Each field is both a flag (`--mailbox-quota`) and a key
     /// (`mailbox_quota`) of the `[plan]` section, defined here once: the field's doc line
     /// is the flag's help.
-    #[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
+    #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, clap::Args)]
     #[serde(deny_unknown_fields)]
     #[command(allow_negative_numbers = true)]
     pub struct Settings {
@@ -227,6 +228,53 @@ mailbench_base::options_struct! {
 pub fn input_name(key: &str) -> String {
     format!("--{} ([plan] {key})", key.replace('_', "-"))
 }
+
+const TIB: f64 = (1u64 << 40) as f64;
+
+/// The range of every numeric input of the planner (flag and `[plan]` key),
+/// checked by the one numeric validator before anything else: a plan's
+/// tables grow with servers, sites, groups and databases, so each has a
+/// ceiling a real design stays far below.
+pub const BOUNDS: &[Bound] = &[
+    Bound::new("mailboxes", 1.0, MAX_MAILBOXES, Unit::Count),
+    Bound::new("messages_per_day", 0.0, MAX_MESSAGES_PER_DAY, Unit::Number),
+    Bound::new("iops_per_mailbox", 0.0, MAX_IOPS_PER_MAILBOX, Unit::Number),
+    Bound::new("message_size", 1.0, (1u64 << 30) as f64, Unit::Bytes),
+    Bound::new("mailbox_quota", 1.0, 100.0 * TIB, Unit::Bytes),
+    Bound::new("copies", 1.0, 16.0, Unit::Count),
+    Bound::new("lagged_copies", 0.0, 16.0, Unit::Count),
+    Bound::new("replay_lag", 0.0, MAX_DAYS, Unit::Number),
+    Bound::new("groups", 1.0, 1000.0, Unit::Count),
+    Bound::new("servers", 1.0, MAX_SERVERS, Unit::Count),
+    Bound::new("sites", 1.0, 100.0, Unit::Count),
+    Bound::new("site_servers.*", 0.0, MAX_SERVERS, Unit::Count),
+    Bound::new("site_copies.*", 0.0, 16.0, Unit::Count),
+    Bound::new("databases", 1.0, 100_000.0, Unit::Count),
+    Bound::new("databases_per_server", 1.0, 10_000.0, Unit::Count),
+    Bound::new("max_database_size", 1.0, 100.0 * TIB, Unit::Bytes),
+    Bound::new("headroom", 0.0, MAX_PCT, Unit::Percent),
+    Bound::new("disk_capacity", 1.0, 10_000.0 * TIB, Unit::Bytes),
+    Bound::new("disk_iops", 0.001, 1e8, Unit::Number),
+    Bound::new("raid_group", 1.0, 1000.0, Unit::Count),
+    Bound::new("disks_per_server", 1.0, 100_000.0, Unit::Count),
+    Bound::new("white_space", 0.0, 10_000.0 * TIB, Unit::Bytes),
+    Bound::new("dumpster", 0.0, 10_000.0 * TIB, Unit::Bytes),
+    Bound::new("retention_days", 0.0, MAX_DAYS, Unit::Number),
+    Bound::new("growth", 0.0, MAX_PCT, Unit::Percent),
+    Bound::new("content_index", 0.0, MAX_PCT, Unit::Percent),
+    Bound::new("log_days", 0.0, MAX_DAYS, Unit::Number),
+    Bound::new("move_share", 0.0, 100.0, Unit::Percent),
+    Bound::new("scale", 0.000_001, 1.0, Unit::Number),
+    Bound::new(
+        "duration",
+        1.0,
+        mailbench_base::limits::MAX_RUN_DURATION.as_secs() as f64,
+        Unit::Seconds,
+    ),
+];
+
+/// Servers per group (and per site).
+const MAX_SERVERS: f64 = 10_000.0;
 
 /// Input maxima (see also `--scale`, at most 1).
 const MAX_MAILBOXES: f64 = 1e9;
@@ -376,6 +424,7 @@ impl Settings {
 
     /// Checks every input and applies the defaults; errors are usage errors naming the input.
     pub fn validate(&self, rules: &Rules) -> Result<Input> {
+        check_options("[plan]", self, BOUNDS)?;
         let load = self.load()?;
         let copies = self.copies(rules)?;
         let sites = self.sites(&copies)?;

@@ -586,3 +586,58 @@ fn the_published_2013_pane_is_printed_within_one_percent() {
         }
     }
 }
+
+/// Every input of the planner that takes a number has its range in the one
+/// table (`settings::BOUNDS`), and every bounded input, spoiled (below,
+/// above, NaN, infinity), is refused with exit 2 naming it (`--servers
+/// 10000000` exhausted memory before).
+#[test]
+fn every_numeric_input_of_the_planner_is_bounded_and_checked() {
+    use crate::settings::BOUNDS;
+    use mailbench_base::limits::{spoiled, unbounded_keys};
+    // Names that may be written as numbers (`raid = 10`, `guidance = 2013`,
+    // `failure`'s `servers:N`): checked against their list of names.
+    let names = ["failure", "raid", "guidance"];
+    for key in mailbench_base::config::accepted_keys::<Settings>() {
+        if names.contains(&key.as_str()) {
+            continue;
+        }
+        let Ok(s) = toml::from_str::<Settings>(&format!("{key} = 1")) else {
+            continue;
+        };
+        let loose = unbounded_keys(&s, BOUNDS);
+        assert!(loose.is_empty(), "`{key}` takes a number but has no range");
+    }
+    let rules = Rules::builtin().unwrap();
+    let mut full = worked();
+    full.site_servers = Some(CountList::List(vec![8, 4]));
+    full.iops_per_mailbox = Some(0.1);
+    full.retention_days = Some(14.0);
+    full.log_days = Some(3.0);
+    full.scale = Some(1.0);
+    full.disk_iops = Some(100.0);
+    full.disk_capacity = text("4TB");
+    full.max_database_size = text("2TB");
+    full.white_space = text("1GB");
+    full.dumpster = text("1GB");
+    full.groups = Some(1);
+    full.duration = Some("2h".into());
+    let doc = toml::Value::try_from(&full).unwrap();
+    let cases = spoiled(&doc, BOUNDS);
+    assert!(cases.len() > 50, "{}", cases.len());
+    for (key, bad) in cases {
+        let Ok(s) = bad.try_into::<Settings>() else {
+            continue; // a type the section cannot hold (NaN in a count): refused by serde
+        };
+        let e = s.validate(&rules).unwrap_err();
+        assert_eq!(e.exit_status().code(), 2, "{key}: {e}");
+        let leaf = key.split('.').next().unwrap();
+        assert!(e.to_string().contains(leaf), "{key}: {e}");
+    }
+    let huge = Settings {
+        servers: Some(10_000_000),
+        ..worked()
+    };
+    let e = huge.validate(&rules).unwrap_err().to_string();
+    assert!(e.contains("--servers"), "{e}");
+}

@@ -17,6 +17,7 @@ macro_rules! invariant {
 }
 
 pub mod backup;
+pub mod bounds;
 pub mod cache;
 pub mod engine;
 pub mod format;

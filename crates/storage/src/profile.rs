@@ -3,7 +3,6 @@
 
 use crate::thresholds::{ThresholdsExt, ThresholdsToml};
 use mailbench_base::{Error, Result};
-use serde::Deserialize;
 use std::path::Path;
 
 const BUILTIN: [(&str, &str); 3] = [
@@ -108,14 +107,25 @@ impl ProfileExt for Profile {
                 table.insert(k.clone(), v.clone());
             }
         }
-        let p: Profile = Profile::deserialize(toml::Value::Table(table)).map_err(|e| {
-            Error::usage(format!("{origin} with [storage.profile]: {}", e.message()))
+        // Read back from text, so that an error names the line of its key.
+        let merged = toml::to_string(&table)
+            .map_err(|e| Error::usage(format!("{origin} with [storage.profile]: {e}")))?;
+        let p: Profile = toml::from_str(&merged).map_err(|e| {
+            Error::usage(format!(
+                "{origin} with [storage.profile]: {}",
+                mailbench_base::config::toml_error(&e, &merged)
+            ))
         })?;
         p.validate()?;
         Ok(p)
     }
 
     fn validate(&self) -> Result<()> {
+        mailbench_base::limits::check_numbers(
+            &format!("storage profile {}", self.name),
+            self,
+            crate::bounds::PROFILE,
+        )?;
         let bad = |key: &str, why: &str| Err(Error::usage(format!("profile key `{key}`: {why}")));
         let mix = self.insert_pct + self.delete_pct + self.replace_pct + self.read_pct;
         for (k, v) in [

@@ -155,10 +155,10 @@ mod tests {
         sendable("s3cr\"et;,.= x", "f").unwrap();
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("pw");
-        std::fs::write(&f, "ok\n").unwrap();
+        std::fs::write(&f, "a-test-password-file\n").unwrap();
         assert_eq!(
             Credentials::load(None, Some(&f)).unwrap().password("u"),
-            Some("ok")
+            Some("a-test-password-file")
         );
         for bad in ["/dev/zero", "/dev/urandom"] {
             let e = Credentials::load(None, Some(Path::new(bad))).unwrap_err();

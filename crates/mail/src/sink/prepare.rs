@@ -2,10 +2,11 @@
 //! target, the sink started with them, the endpoints and the password.
 
 use super::SinkProcess;
+use crate::endpoint::{Credentials, Endpoint, Tls};
 use crate::local::LOCAL_DOMAIN;
 use crate::options::Resolved;
 use crate::profile::Profile;
-use crate::target::{Credentials, Endpoint, Pinned, Target};
+use crate::target::{Pinned, Target};
 use crate::topology::Topology;
 use mailbench_base::Result;
 use mailbench_base::rundir::TestLog;
@@ -43,7 +44,7 @@ pub fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<SinkTar
         sieve: Some(Endpoint::local("sieve", p.sieve)),
         creds: Credentials::shared(process.password.clone()),
         op_timeout: o.op_timeout,
-        tls: crate::tls::Tls::new(
+        tls: Tls::new(
             o.starttls,
             o.ca_file.as_deref(),
             o.tls_insecure,

@@ -54,7 +54,7 @@ impl SinkProcess {
             Error::runtime(format!("sink: cannot find mailbench's executable: {e}"))
         })?;
         let password = random_password()?;
-        crate::secrets::register(&password);
+        mailbench_base::secrets::register(&password);
         let mut child = Command::new(&exe)
             .args(["mail", "sink"])
             .process_group(0)

@@ -9,10 +9,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// `threads = 16` or `threads = "auto"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
     Auto,
     Fixed(u32),
+}
+
+impl Serialize for Threads {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Threads::Auto => s.serialize_str("auto"),
+            Threads::Fixed(n) => s.serialize_u32(*n),
+        }
+    }
 }
 
 impl std::str::FromStr for Threads {
@@ -51,7 +60,7 @@ mailbench_base::options_struct! {
     /// exceptions are named on the field), its doc line the flag's help. Flags
     /// win over the file, a host's values over the section's
     /// ([`StorageToml::overlay`], written by `options_struct!` from the same fields).
-    #[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+    #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
     #[serde(deny_unknown_fields)]
     pub struct StorageToml {
         /// Small databases under ./mailbench-data and a short run (about two minutes).

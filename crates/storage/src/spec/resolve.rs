@@ -58,6 +58,7 @@ impl SpecExt for StorageSpec {
         let file: StorageToml = cfg.section("storage")?;
         let mut t = file.for_host(host)?;
         t.overlay(flags);
+        mailbench_base::limits::check_options("[storage]", &t, crate::bounds::STORAGE)?;
         let quick = t.quick.unwrap_or(false);
         let test_type = t.test_type.unwrap_or(TestType::Performance);
         let profile_name = t.profile.clone().unwrap_or_else(|| "exchange2013".into());

@@ -1,6 +1,7 @@
 //! The spec's resolution and checks, from config text and flags.
 
 use super::*;
+use crate::bounds;
 use crate::profile::ProfileExt;
 use mailbench_base::config::ConfigFile;
 use std::path::{Path, PathBuf};
@@ -228,4 +229,59 @@ fn free_space_and_foreign_folders_are_checked_before_writing() {
     .unwrap();
     let e = s.check_paths(Space::None).unwrap_err().to_string();
     assert!(e.contains("notes.txt"), "{e}");
+}
+
+/// Every key of `[storage]` that takes a number has its range in the one
+/// table (`bounds::STORAGE`), and every bounded key, spoiled (below, above,
+/// NaN, infinity) in the file or on a host's table, is refused with exit 2
+/// naming it before anything is written.
+#[test]
+fn every_numeric_key_of_storage_is_bounded_and_checked() {
+    use mailbench_base::limits::{spoiled, unbounded_keys};
+    for key in mailbench_base::config::accepted_keys::<StorageToml>() {
+        let Ok(t) = toml::from_str::<StorageToml>(&format!("{key} = 1")) else {
+            continue;
+        };
+        let loose = unbounded_keys(&t, bounds::STORAGE);
+        assert!(loose.is_empty(), "`{key}` takes a number but has no range");
+    }
+    let full = "databases = 2\nmailboxes = 100\niops_per_mailbox = 0.5\ntarget_iops = 50\n\
+        copies = 2\nthreads = 8\nduration = \"10m\"\nwarmup = \"1m\"\nsample_interval = \"5s\"\n\
+        shutdown_grace = \"30s\"\nio_threads = 1\ncache_size = \"256MiB\"\nseed = 7\nlog_files = 5\n\
+        db_size = \"1GiB\"\n[thresholds]\ndb_read_avg_ms = 20\n[hosts.h1]\ndatabases = 2\n\
+        mailboxes = 10\ntarget_iops = 10\nthreads = 4\n";
+    let doc: toml::Value = toml::from_str(full).unwrap();
+    let t: StorageToml = doc.clone().try_into().unwrap();
+    assert!(unbounded_keys(&t, bounds::STORAGE).is_empty());
+    let cases = spoiled(&doc, bounds::STORAGE);
+    assert!(cases.len() > 60, "{}", cases.len());
+    for (key, bad) in cases {
+        let mut top = toml::Table::new();
+        top.insert("storage".into(), bad);
+        let c = cfg(&toml::to_string(&top).unwrap());
+        let e = StorageSpec::resolve(StorageToml::default(), &c, Path::new("/tmp/x")).unwrap_err();
+        assert_eq!(e.exit_status().code(), 2, "{key}: {e}");
+        let leaf = key.rsplit('.').next().unwrap();
+        assert!(e.to_string().contains(leaf), "{key}: {e}");
+    }
+}
+
+/// The same for every key of a storage profile (`[storage.profile]` over a
+/// built-in one).
+#[test]
+fn every_numeric_key_of_a_storage_profile_is_bounded_and_checked() {
+    use mailbench_base::limits::{spoiled, unbounded_keys};
+    let p = Profile::load("exchange2013", None).unwrap();
+    let loose = unbounded_keys(&p, bounds::PROFILE);
+    assert!(loose.is_empty(), "no range for {loose:?}");
+    let doc = toml::Value::try_from(&p).unwrap();
+    let cases = spoiled(&doc, bounds::PROFILE);
+    assert!(cases.len() > 80, "{}", cases.len());
+    for (key, bad) in cases {
+        let toml::Value::Table(t) = bad else { panic!() };
+        let e = Profile::load("exchange2013", Some(&t)).unwrap_err();
+        assert_eq!(e.exit_status().code(), 2, "{key}: {e}");
+        let leaf = key.rsplit('.').next().unwrap();
+        assert!(e.to_string().contains(leaf), "{key}: {e}");
+    }
 }

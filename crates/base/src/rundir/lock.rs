@@ -1,13 +1,13 @@
 //! One owner per folder: a command that uses a folder mailbench owns (its
 //! databases and logs, a backup's copies, a local target's or a trace's
 //! folder) holds an advisory `flock` on the folder's ownership manifest
-//! (`.mailbench-owned`, [`crate::rundir::MANIFEST`]) for the rest of its life.
+//! (`.mailbench-owned`, [`super::MANIFEST`]) for the rest of its life.
 //! A second command on a held folder is refused (exit 2) before it writes
 //! anything, naming the holder's PID and command line. The kernel drops the
 //! lock when its holder ends, however it ends, so a killed command never
 //! blocks the next.
 //!
-//! Taken by [`crate::rundir::claim_folder`], the one check every folder
+//! Taken by [`super::claim_folder`], the one check every folder
 //! mailbench writes into goes through; held in a process-wide list (a folder
 //! claimed twice by one command is held once).
 
@@ -27,8 +27,8 @@ const SHOWN_COMMAND: usize = 300;
 /// Holds `dir`'s lock (its manifest must exist) until this process ends; a
 /// folder another process holds is refused by name (exit 2).
 pub fn hold(dir: &Path) -> Result<()> {
-    let manifest = dir.join(crate::rundir::MANIFEST);
-    let file = crate::rundir::open_read_nofollow(&manifest)
+    let manifest = dir.join(super::MANIFEST);
+    let file = super::open_read_nofollow(&manifest)
         .map_err(|e| Error::io("cannot open the ownership manifest", &manifest, e))?;
     let meta = file
         .metadata()
@@ -57,7 +57,7 @@ pub fn hold(dir: &Path) -> Result<()> {
 
 /// Whether this process holds `dir`'s lock.
 pub fn holds(dir: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(dir.join(crate::rundir::MANIFEST)) else {
+    let Ok(meta) = std::fs::metadata(dir.join(super::MANIFEST)) else {
         return false;
     };
     let held = match HELD.lock() {
@@ -142,7 +142,8 @@ mod tests {
         );
         assert_eq!(lock_holder(locks, dev, 1), None);
         // Large device numbers (e.g. 259:65536 of an NVMe partition).
-        let big = (259u64 << 8) | (65536u64 & 0xff) | ((65536u64 & !0xff) << 12);
+        let (maj, min) = (259u64, 65536u64);
+        let big = (maj << 8) | (min & 0xff) | ((min & !0xff) << 12);
         assert_eq!((major(big), minor(big)), (259, 65536));
     }
 

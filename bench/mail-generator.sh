@@ -6,10 +6,13 @@
 # the day is stretched as users grow) so that rising users measure the generator's
 # cost per simulated user (connections, IDLE sessions, timers), not the server's.
 #   bench/mail-generator.sh [USER COUNTS...]   (default: 100 250 500 1000 2000 4000)
-# Env: RATE (default 60 tasks/s), OUT. Needs root + scripts/packages/mail.txt.
+# Env: RATE (default 60 tasks/s), OUT, TARGET (local, the default: Dovecot + Postfix;
+# sink: mailbench's own endpoint, so the server takes no CPU from the generator).
+# Needs root + scripts/packages/mail.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${RATE:-60}
+TARGET=${TARGET:-local}
 OUT=${OUT:-./mailbench-results/generator}
 COUNTS=("$@")
 [ ${#COUNTS[@]} -eq 0 ] && COUNTS=(100 250 500 1000 2000 4000)
@@ -22,12 +25,12 @@ sed -e 's/^inbox = 100/inbox = 10/' -e 's/^folders = 10/folders = 2/' \
     -e 's/^name = "mmb3"/name = "mmb3-small"/' profiles/mail/mmb3.toml > "$PROFILE"
 TASKS_PER_DAY=307
 ulimit -n 65536 2>/dev/null || true
-printf "%-7s %-8s %-10s %-14s %-16s %-14s %-10s %s\n" users day_s cpu_s "cpu/1000cmd" "cpu/1000user-h" "sched_p99_ms" score_ms verdict
+printf "%-7s %-8s %-10s %-14s %-16s %-14s %-12s %-12s %-10s %s\n" users day_s cpu_s "cpu/1000cmd" "cpu/1000user-h" "sched_p99_ms" "rss_KiB/user" "rss_end/start" score_ms verdict
 best=0
 for n in "${COUNTS[@]}"; do
   day=$(( n * TASKS_PER_DAY / RATE ))
   set +e
-  ./target/release/mailbench mail run --users "$n" --profile "$PROFILE" --day-length "${day}s" \
+  ./target/release/mailbench mail run --target "$TARGET" --users "$n" --profile "$PROFILE" --day-length "${day}s" \
     --ramp-up 30s --concurrency 32 --output "$OUT" --json > "$OUT/last.json" 2>"$OUT/last.err"
   set -e
   res=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"])' "$OUT/last.json" 2>/dev/null || true)
@@ -36,8 +39,12 @@ for n in "${COUNTS[@]}"; do
 import json, sys
 r = json.load(open(sys.argv[1])); g = r["generator"]
 p99 = g["sched_delay"]["p99_ms"]
+per_user = g.get("rss_max_bytes_per_user", 0) / 1024
+start, end = g.get("rss_day_start_bytes", 0), g.get("rss_day_end_bytes", 0)
+growth = end / start if start else 0
 print(f'{r["users"]:<7} {r["window"]["day_s"]:<8.0f} {g["cpu_s"]:<10.1f} {g["cpu_s_per_1000_commands"]:<14.3f} '
-      f'{g["cpu_s_per_1000_user_hours"]:<16.2f} {p99:<14.2f} {r["score"]["weighted_p95_ms"]:<10.0f} {r["verdict"]["status"]} {1 if p99 < 10 else 0}')
+      f'{g["cpu_s_per_1000_user_hours"]:<16.2f} {p99:<14.2f} {per_user:<12.1f} {growth:<12.2f} '
+      f'{r["response_time"]["weighted_p95_ms"]:<10.0f} {r["verdict"]["status"]} {1 if p99 < 10 else 0}')
 PY
 )
   echo "${line% *}"

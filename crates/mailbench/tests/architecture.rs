@@ -51,6 +51,7 @@ const RULE: &[(&str, &[&str])] = &[
         "mailbench-runner",
         &[
             "mailbench-base",
+            "mailbench-metrics",
             "mailbench-results",
             "mailbench-storage",
             "mailbench-mail",

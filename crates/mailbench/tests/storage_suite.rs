@@ -88,9 +88,19 @@ fn stages(v: &Value) -> Vec<(String, String)> {
 #[test]
 fn a_suite_runs_every_stage_and_writes_the_solution_report() {
     let t = tempfile::tempdir().unwrap();
-    let out = suite(t.path(), &["--stress-duration", "2s", "--pdf"])
-        .output()
-        .unwrap();
+    let cfg = t.path().join("suite.toml");
+    std::fs::write(
+        &cfg,
+        "[disclosure]\nvendor = \"Contoso Storage\"\nraid_layout = \"RAID-10, 8 disks\"\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let out = suite(
+        t.path(),
+        &["--stress-duration", "2s", "--pdf", "--config", cfg],
+    )
+    .output()
+    .unwrap();
     // A stage may fail its latency limits on a busy machine; every stage runs.
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
     let dir = suite_dir(t.path());
@@ -121,8 +131,31 @@ fn a_suite_runs_every_stage_and_writes_the_solution_report() {
             "{name}: {summary}"
         );
     }
+    what_was_tested_is_kept(t.path(), &dir, &v);
     the_report_shows_the_program(&dir, &v, &perf);
     the_pdf_has_a_page_per_appendix(&dir);
+}
+
+/// The disclosure in the suite's result and every stage's: the
+/// `[disclosure]` keys as given, the database folder examined on this host.
+fn what_was_tested_is_kept(work: &Path, dir: &Path, v: &Value) {
+    let data = std::fs::canonicalize(work.join("data")).unwrap();
+    let data = data.to_str().unwrap();
+    let results = std::iter::once(v.clone()).chain(
+        STAGES
+            .iter()
+            .map(|s| read_json(&dir.join(s).join("result.json"))),
+    );
+    for (r, name) in results.zip(std::iter::once("suite").chain(STAGES)) {
+        let d = &r["disclosure"];
+        assert_eq!(d["declared"]["vendor"], "Contoso Storage", "{name}: {d}");
+        assert_eq!(d["declared"]["raid_layout"], "RAID-10, 8 disks", "{name}");
+        let paths: Vec<&str> = (d["detected"]["paths"].as_array().unwrap().iter())
+            .map(|p| p["path"].as_str().unwrap())
+            .collect();
+        assert!(paths.contains(&data), "{name}: {paths:?}");
+        assert!(d["detected"]["kernel"].is_object(), "{name}: {d}");
+    }
 }
 
 /// The solution report's DOM in Chromium: the verdict, a row per stage,
@@ -136,6 +169,10 @@ fn the_report_shows_the_program(dir: &Path, v: &Value, perf: &Value) {
         dom.contains(&format!("id=\"verdict\" data-status=\"{status}\"")),
         "{status}"
     );
+    let tested = dom.split("id=\"tested-configuration\"").nth(1).unwrap();
+    let tested = &tested[..tested.find("</table>").unwrap()];
+    assert!(tested.contains("Contoso Storage"), "{tested}");
+    assert!(tested.contains("RAID-10, 8 disks"), "{tested}");
     let table = dom.split("id=\"stages-table\"").nth(1).unwrap();
     let table = &table[..table.find("</table>").unwrap()];
     assert_eq!(table.matches("<tr>").count() - 1, 6, "{table}");
@@ -184,7 +221,13 @@ fn bad_suite_input_writes_nothing() {
         r#"{"kind":"storage-run","verdict":{"status":"pass","reasons":[]}}"#,
     )
     .unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let bad_key = t.path().join("bad-key.toml");
+    std::fs::write(&bad_key, "[disclosure]\nvendro = \"Contoso\"\n").unwrap();
+    let bad_value = t.path().join("bad-value.toml");
+    std::fs::write(&bad_value, "[disclosure]\nvendor = \"Con\\u0007toso\"\n").unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["--config", bad_key.to_str().unwrap()], "vendro"),
+        (&["--config", bad_value.to_str().unwrap()], "vendor"),
         (&["--stages", "init,init"], "named twice"),
         (&["--stages", "init,checksum"], "not one of"),
         (&["--stages", "verify,init"], "program's order"),

@@ -80,6 +80,12 @@ macro_rules! kinds {
                 }
             }
 
+            pub fn header_mut(&mut self) -> &mut RunHeader {
+                match self {
+                    $(AnyResult::$variant(r) => &mut r.run,)+
+                }
+            }
+
             pub fn verdict(&self) -> &Verdict {
                 match self {
                     $(AnyResult::$variant(r) => &r.verdict,)+

@@ -86,6 +86,10 @@ pub struct RunHeader {
     pub started: String,
     pub ended: String,
     pub duration_s: f64,
+    /// What was tested on this host (storage commands): the `[disclosure]`
+    /// section and the facts detected for the paths the command used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disclosure: Option<Box<crate::disclosure::Disclosure>>,
 }
 
 impl RunHeader {
@@ -100,6 +104,7 @@ impl RunHeader {
             started: mailbench_base::host::now_rfc3339(),
             ended: String::new(),
             duration_s: 0.0,
+            disclosure: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl RunHeader {
             started: String::new(),
             ended: String::new(),
             duration_s: 0.0,
+            disclosure: None,
         }
     }
 

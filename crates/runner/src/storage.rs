@@ -15,6 +15,7 @@ use mailbench_base::config::ConfigFile;
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, ExitStatus, Result};
 use mailbench_multihost::watch::{Coordinator, LiveMsg, Member};
+use mailbench_results::disclosure::{Disclosure, DisclosureToml};
 use mailbench_results::storage::init::{InitSummary, StorageInitResult};
 use mailbench_results::storage::verify::StorageVerifyResult;
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
@@ -72,16 +73,19 @@ pub(crate) struct Asked<'a> {
     backup_to: Option<PathBuf>,
     metrics_listen: Option<String>,
     start_at: bool,
+    /// `[disclosure]`: what the user states of the tested solution.
+    declared: DisclosureToml,
 }
 
 /// One rank's share: its databases and what its part needs.
 pub(crate) struct Share {
     pub(crate) spec: StorageSpec,
     /// backup: where this rank copies (templates expanded).
-    backup_to: Option<PathBuf>,
+    pub(crate) backup_to: Option<PathBuf>,
     log_files: u64,
     /// run, rank 0: the Prometheus endpoint.
     metrics: Option<MetricsServer>,
+    pub(crate) declared: DisclosureToml,
 }
 
 /// Runs a storage command on this rank of the world.
@@ -121,7 +125,10 @@ pub(crate) fn asked<'a>(req: &'a StorageRequest<'a>) -> Result<(Asked<'a>, Optio
         .transpose()?;
     let log_files = req.flags.log_files.or(section.log_files).unwrap_or(500);
     let report: ReportKeys = req.config.section("report")?;
+    let declared: DisclosureToml = req.config.section("disclosure")?;
+    declared.validate()?;
     let asked = Asked {
+        declared,
         space: match cmd {
             StorageCommand::Verify | StorageCommand::Backup => Space::None,
             // Replaying what a crash left writes no new files: a full disk must not block it.
@@ -181,6 +188,7 @@ pub(crate) fn resolve_share(a: &Asked, p: &Place) -> Result<Share> {
         backup_to,
         log_files: a.log_files,
         metrics,
+        declared: a.declared.clone(),
     })
 }
 
@@ -249,7 +257,9 @@ pub(crate) fn part(run: &Run, share: Share) -> Result<(RunDir, AnyResult)> {
     let dir = run.rank_dir()?;
     warn_lost_log_tail(run, &share.spec);
     let rank = (run.size > 1).then_some(run.rank);
-    let result = match run.cmd {
+    let paths = tested_paths(&share.spec, share.backup_to.as_deref());
+    let declared = share.declared.clone();
+    let mut result = match run.cmd {
         Command::StorageInit => init_part(run, share.spec, &dir, rank)?,
         Command::StorageVerify => verify_part(run, share.spec, &dir, rank)?,
         Command::StorageBackup => {
@@ -281,8 +291,34 @@ pub(crate) fn part(run: &Run, share: Share) -> Result<(RunDir, AnyResult)> {
             )));
         }
     };
+    result.header_mut().disclosure = Some(Box::new(disclosure(&paths, declared)));
     crate::output::write_files(&dir, &result)?;
     Ok((dir, result))
+}
+
+/// The folders a storage command used (databases, logs, a backup's copies),
+/// each once, absolute.
+pub(crate) fn tested_paths(spec: &StorageSpec, backup_to: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let all = (spec.volumes.iter().chain(&spec.log_volumes)).map(PathBuf::as_path);
+    for p in all.chain(backup_to) {
+        let abs = std::fs::canonicalize(p)
+            .or_else(|_| std::path::absolute(p))
+            .unwrap_or_else(|_| p.to_path_buf());
+        if !out.contains(&abs) {
+            out.push(abs);
+        }
+    }
+    out
+}
+
+/// What was tested on this host: the user's `[disclosure]` and the facts
+/// detected for `paths` (an unreadable fact is unknown, with its reason).
+pub(crate) fn disclosure(paths: &[PathBuf], declared: DisclosureToml) -> Disclosure {
+    Disclosure {
+        declared,
+        detected: mailbench_metrics::disclosure::detect(paths, env!("CARGO_PKG_VERSION")),
+    }
 }
 
 /// The databases that lost their log tail and were accepted, said on stderr.

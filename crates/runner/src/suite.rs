@@ -13,6 +13,7 @@ use crate::storage::{Share, StorageCommand, StorageRequest, asked, part, resolve
 use crate::world::{Command, Common, Folder, Place, Run, drive_in};
 use mailbench_base::rundir::RunDir;
 use mailbench_base::{Error, ExitStatus, Result};
+use mailbench_results::disclosure::DisclosureToml;
 use mailbench_results::ranks::{PerRank, RankTotals};
 use mailbench_results::storage::spec::TestType;
 use mailbench_results::storage::suite::{
@@ -39,6 +40,8 @@ pub struct SuiteRequest<'a> {
 struct Program {
     /// What the databases simulate (this rank's share).
     simulated: Simulated,
+    /// This rank's folders and `[disclosure]`: what was tested.
+    tested: (Vec<PathBuf>, DisclosureToml),
     plan: SuitePlan,
     /// The stages' flags: `[storage]` flags, each stage's command set.
     flags: StorageToml,
@@ -64,7 +67,11 @@ pub fn suite(req: SuiteRequest, common: &Common) -> Result<ExitStatus> {
             (Some(d), 0) => resumable(d)?,
             _ => Vec::new(),
         };
-        Ok((kept, Simulated::of(&share.spec)))
+        let tested = (
+            crate::storage::tested_paths(&share.spec, share.backup_to.as_deref()),
+            share.declared.clone(),
+        );
+        Ok((kept, Simulated::of(&share.spec), tested))
     };
     drive_in(
         &folder,
@@ -72,9 +79,10 @@ pub fn suite(req: SuiteRequest, common: &Common) -> Result<ExitStatus> {
         common,
         start_at,
         &resolve,
-        |run, (kept, simulated)| {
+        |run, (kept, simulated, tested)| {
             let program = Program {
                 simulated,
+                tested,
                 ..program.clone()
             };
             run_suite(run, &req.storage, &program, kept)
@@ -108,6 +116,7 @@ fn program(req: &SuiteRequest) -> Result<Program> {
         stress,
         pdf: suite.pdf.unwrap_or(false),
         simulated: Simulated::default(),
+        tested: Default::default(),
     })
 }
 
@@ -241,6 +250,14 @@ fn written(
     stages: &[SuiteStage],
 ) -> Result<StorageSuiteResult> {
     header.finish(started.elapsed());
+    if header.disclosure.is_none() && !stages.is_empty() {
+        // Detected once the first stage made the folders.
+        let (paths, declared) = &program.tested;
+        header.disclosure = Some(Box::new(crate::storage::disclosure(
+            paths,
+            declared.clone(),
+        )));
+    }
     let interrupted = run.interrupt.raised()
         || stages
             .iter()

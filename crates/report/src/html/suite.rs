@@ -26,6 +26,7 @@ struct SuitePage<'a> {
     tiles: Vec<Tile>,
     program: Kv,
     simulated: Kv,
+    tested: Option<Kv>,
     stages: Table,
     appendices: Vec<Appendix>,
     test_log: Option<&'a str>,
@@ -64,6 +65,7 @@ pub fn suite_page(d: &OtherDoc) -> Option<Result<String, minijinja::Error>> {
         tiles: tiles(&r),
         program: program(&r),
         simulated: simulated(&r),
+        tested: crate::html::tpl::tested_configuration(&r.run),
         stages: stages_table(&r),
         appendices: (r.stages.iter())
             .enumerate()

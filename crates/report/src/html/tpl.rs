@@ -9,6 +9,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// The templates by name; `.html` ones are escaped on output.
@@ -165,11 +166,28 @@ pub fn table(id: &str, groups: &[(&str, usize)], head: &[&str], rows: Vec<Row>) 
 #[derive(Debug, Serialize)]
 pub struct Kv {
     pub id: &'static str,
-    pub rows: Vec<(&'static str, String)>,
+    pub rows: Vec<(Cow<'static, str>, String)>,
 }
 
 pub fn kv(id: &'static str, rows: Vec<(&'static str, String)>) -> Kv {
+    let rows = rows
+        .into_iter()
+        .map(|(k, v)| (Cow::Borrowed(k), v))
+        .collect();
     Kv { id, rows }
+}
+
+/// What was tested (the `[disclosure]` rows, then the detected facts), when
+/// the result holds it.
+pub fn tested_configuration(h: &mailbench_results::RunHeader) -> Option<Kv> {
+    let d = h.disclosure.as_ref()?;
+    let rows = (d.rows().into_iter())
+        .map(|(k, v)| (Cow::Owned(k), v))
+        .collect();
+    Some(Kv {
+        id: "tested-configuration",
+        rows,
+    })
 }
 
 /// A figure tile; `class` says whether it is judged and how.

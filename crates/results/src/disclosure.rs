@@ -156,4 +156,4 @@ impl Disclosure {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -265,3 +265,37 @@ fn strict(v: &mut Value) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disclosure::Disclosure;
+    use crate::disclosure::tests::{detected, disclosure_toml};
+
+    /// A disclosure as it would be embedded in a result validates against the
+    /// strict schema generated from the types.
+    #[test]
+    fn a_detected_disclosure_validates_against_its_strict_schema() {
+        let schema = schema_of::<Disclosure>("disclosure");
+        let runner = proptest::test_runner::Config::with_cases(16);
+        let mut r = proptest::test_runner::TestRunner::new(runner);
+        let mut schemas = boon::Schemas::new();
+        let mut compiler = boon::Compiler::new();
+        compiler.add_resource("mem://disclosure", schema).unwrap();
+        let id = compiler.compile("mem://disclosure", &mut schemas).unwrap();
+        r.run(&(disclosure_toml(), detected()), |(declared, detected)| {
+            let mut v = serde_json::to_value(Disclosure { declared, detected }).unwrap();
+            if let Err(e) = schemas.validate(&v, id) {
+                panic!("{e:#}\n{v:#}");
+            }
+            // A key the types do not name, or a guessed fact, is refused.
+            v["detected"]["kernel"] = serde_json::json!({"guess": "6.1"});
+            assert!(schemas.validate(&v, id).is_err());
+            v["detected"]["kernel"] = serde_json::json!({"value": "6.1"});
+            v["detected"]["disk"] = serde_json::json!("sda");
+            assert!(schemas.validate(&v, id).is_err());
+            Ok(())
+        })
+        .unwrap();
+    }
+}

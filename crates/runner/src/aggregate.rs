@@ -102,8 +102,7 @@ pub(crate) fn gather(run: &Run, own: Result<(RunDir, AnyResult)>) -> Result<Gath
     let g = aggregate(&run.top, run.cmd, &run.hosts, &parts, &failures)?;
     if !failures.is_empty() {
         // The failed rank cannot take part in MPI_Finalize: end the job.
-        eprintln!("{}", g.outcome.summary);
-        eprintln!("Results: {}", g.outcome.dir.display());
+        crate::output::print_before_abort(&g.outcome);
         run.t.abort(ExitStatus::Fail.code());
     }
     Ok(g)

@@ -22,7 +22,7 @@ pub(crate) fn interval_hook(mail: bool, size: usize, quiet: bool, live: LiveSlot
         }
         let agg = LiveMsg::aggregate(parts);
         if !quiet {
-            eprintln!("{}", agg.progress_line(Some(size)));
+            mailbench_base::secrets::warn(&agg.progress_line(Some(size)));
         }
         if let Ok(mut slot) = live.lock()
             && let Some(p) = slot.as_mut()
@@ -51,7 +51,7 @@ fn print_mail(parts: &[LiveMsg], size: usize) {
             0.0
         }
     };
-    eprintln!(
+    mailbench_base::secrets::warn(&format!(
         "[{elapsed:>6.0}s {size} generators, {} users] tasks {:>7.1}/s | submitted {:>6.1}/s | delivered {:>6.1}/s | slowest task p95 {:>7.1} ms | errors {} | {left:.0}s left",
         m.users,
         per_s(m.tasks),
@@ -59,5 +59,5 @@ fn print_mail(parts: &[LiveMsg], size: usize) {
         per_s(m.delivered),
         m.worst_task_p95_ms,
         m.errors
-    );
+    ));
 }

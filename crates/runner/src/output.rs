@@ -38,7 +38,7 @@ pub fn write_with(
     let path = dir.write_json("result.json", &value)?;
     dir.write("summary.txt", summary.as_bytes())?;
     if html && let Err(e) = mailbench_report::write_html_value(&dir.path, &value) {
-        eprintln!("mailbench: report.html not written: {e}");
+        mailbench_base::secrets::warn(&format!("mailbench: report.html not written: {e}"));
     }
     Ok(path)
 }
@@ -102,6 +102,12 @@ pub fn print(outcome: &Outcome, common: &crate::Common) {
     } else if !common.quiet {
         say(&text(outcome));
     }
+}
+
+/// What a job about to be ended (a rank lost) says, on stderr: the same
+/// summary and folder, whatever `--json` or `-q` asked.
+pub fn print_before_abort(outcome: &Outcome) {
+    mailbench_base::secrets::warn(&text(outcome));
 }
 
 /// The summary and the results folder.

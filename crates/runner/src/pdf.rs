@@ -19,10 +19,10 @@ pub fn print(dir: &Path, common: &Common) {
     match print_pdf(dir) {
         Ok(pdf) => {
             if !common.quiet {
-                eprintln!("mailbench: wrote {}", pdf.display());
+                mailbench_base::secrets::warn(&format!("mailbench: wrote {}", pdf.display()));
             }
         }
-        Err(e) => eprintln!("mailbench: report.pdf not written: {e}"),
+        Err(e) => mailbench_base::secrets::warn(&format!("mailbench: report.pdf not written: {e}")),
     }
 }
 

@@ -266,13 +266,13 @@ pub(crate) fn part(run: &Run, share: Share) -> Result<(RunDir, AnyResult)> {
             run.phase("backup");
             let to = share.backup_to;
             if !run.common.quiet && run.rank == 0 {
-                eprintln!(
+                mailbench_base::secrets::warn(&format!(
                     "mailbench: backup read of {} databases{}",
                     share.spec.instances.len(),
                     to.as_ref()
                         .map(|t| format!(", copying to {}", t.display()))
                         .unwrap_or_default()
-                );
+                ));
             }
             let r = mailbench_storage::backup::run_backup(
                 &share.spec,
@@ -327,11 +327,11 @@ fn warn_lost_log_tail(run: &Run, spec: &StorageSpec) {
         return;
     }
     for db in &spec.lost_log_tail {
-        eprintln!(
+        mailbench_base::secrets::warn(&format!(
             "mailbench: warning: {db} lost the tail of its log (accepted with {}); the result \
              says so",
             mailbench_storage::init::ACCEPT_LOST_LOG_TAIL
-        );
+        ));
     }
 }
 
@@ -533,7 +533,7 @@ struct ToRank0<'a> {
 impl Progress for ToRank0<'_> {
     fn phase(&mut self, text: &str) {
         if self.phases {
-            eprintln!("mailbench: rank 0: {text}");
+            mailbench_base::secrets::warn(&format!("mailbench: rank 0: {text}"));
         }
     }
     fn interval(&mut self, p: &LiveFigures) {

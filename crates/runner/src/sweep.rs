@@ -352,7 +352,9 @@ impl Net {
                     Ok(())
                 });
                 if let Err(e) = written {
-                    eprintln!("mailbench: the sweep so far could not be written: {e}");
+                    mailbench_base::secrets::warn(&format!(
+                        "mailbench: the sweep so far could not be written: {e}"
+                    ));
                 }
                 return;
             }
@@ -701,8 +703,7 @@ fn conclude(
     dir.log.line(format!("the sweep: {}", r.verdict().label()));
     let out = Outcome::of_result(&r, run.top.clone());
     if !failures.is_empty() {
-        eprintln!("{}", out.summary);
-        eprintln!("Results: {}", out.dir.display());
+        crate::output::print_before_abort(&out);
         run.t.abort(out.status.code());
     }
     receive(&run, &Step::End(r.verdict().clone()))?;

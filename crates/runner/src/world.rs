@@ -180,10 +180,10 @@ fn world(common: &Common) -> Result<Box<dyn Transport>> {
         && mailbench_multihost::launcher_size().unwrap_or(1) > 1
         && !common.quiet
     {
-        eprintln!(
+        mailbench_base::secrets::warn(
             "mailbench: started as one of several MPI ranks, but this mailbench was built \
              without the `mpi` feature: this rank runs an independent test (build with \
-             `cargo build --release --features mailbench/mpi` for one test over all ranks)"
+             `cargo build --release --features mailbench/mpi` for one test over all ranks)",
         );
     }
     mailbench_multihost::world()
@@ -404,7 +404,7 @@ impl Run<'_> {
     /// A line on stderr from rank 0 (nothing with `-q`).
     pub(crate) fn say(&self, text: &str) {
         if !self.common.quiet && self.rank == 0 {
-            eprintln!("{text}");
+            mailbench_base::secrets::warn(text);
         }
     }
 
@@ -607,7 +607,7 @@ fn failure_hook(
     let written = Arc::new(Mutex::new(()));
     Box::new(move |f: &Failure, all: &[Failure]| {
         let _g = written.lock();
-        eprintln!("mailbench: FAIL: {}", f.reason);
+        mailbench_base::secrets::warn(&format!("mailbench: FAIL: {}", f.reason));
         let summary = format!(
             "mailbench {} over {} ranks — FAIL\n{}\n",
             cmd.kind(),
@@ -631,7 +631,7 @@ fn failure_hook(
 /// end the job.
 fn rank0_failed(run: &Run, c: &Coordinator, e: &Error) {
     let msg = format!("rank 0 on host {} failed: {e}", run.host);
-    eprintln!("mailbench: {msg}");
+    mailbench_base::secrets::warn(&format!("mailbench: {msg}"));
     c.stop_all(&msg);
     let f = Failure {
         rank: 0,

@@ -679,8 +679,15 @@ impl Instance {
             for (&f, buf) in w.frames.iter().zip(std::iter::once(c.buf).chain(c.more)) {
                 self.cache.restore_buf(f, buf);
             }
+            let mut waiting: Vec<(usize, Vec<u32>)> = Vec::new();
             for &f in &w.frames {
-                self.resume_waiters(f);
+                let list = &mut self.cache.frames[f].waiters;
+                if !list.is_empty() {
+                    waiting.push((f, std::mem::take(list)));
+                }
+            }
+            for (f, waiters) in waiting {
+                self.resume_taken(f, waiters);
             }
         } else {
             self.pool.put(c.buf);

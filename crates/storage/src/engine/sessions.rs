@@ -627,6 +627,15 @@ impl Instance {
     /// sessions waiting for it go on.
     pub(super) fn resume_waiters(&mut self, f: usize) {
         let waiters = std::mem::take(&mut self.cache.frames[f].waiters);
+        self.resume_taken(f, waiters);
+    }
+
+    /// The sessions of `waiters` (taken from frame `f`) go on. A session's
+    /// next operation may evict and reuse any clean unpinned frame, so the
+    /// waiters of several frames that became ready together are all taken
+    /// before the first goes on: a frame reused meanwhile has new waiters,
+    /// which must wait for its read.
+    pub(super) fn resume_taken(&mut self, f: usize, waiters: Vec<u32>) {
         for &w in &waiters {
             let sid = w as usize;
             let ready = match self.work.sessions[sid].txn.as_mut() {
@@ -655,6 +664,12 @@ impl Instance {
         let Some(mut txn) = self.work.sessions[sid].txn.take() else {
             return;
         };
+        for &f in &txn.frames {
+            invariant!(
+                self.cache.frames[f].state != FrameState::Reading,
+                "an operation applied while its page (frame {f}) is still being read"
+            );
+        }
         let ok = self.log_changes(&mut txn);
         for &f in &txn.frames {
             let fr = &mut self.cache.frames[f];

@@ -264,6 +264,7 @@ pub const BOUNDS: &[Bound] = &[
     Bound::new("content_index", 0.0, MAX_PCT, Unit::Percent),
     Bound::new("log_days", 0.0, MAX_DAYS, Unit::Number),
     Bound::new("move_share", 0.0, 100.0, Unit::Percent),
+    Bound::new("mailbox_moves", 0.0, 100.0, Unit::Percent),
     Bound::new("scale", 0.000_001, 1.0, Unit::Number),
     Bound::new(
         "duration",

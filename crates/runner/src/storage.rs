@@ -430,6 +430,12 @@ fn recover_part(run: &Run, share: &Share, dir: &RunDir) -> Result<AnyResult> {
 /// on the terminal, the endpoint, and to rank 0).
 fn run_part(run: &Run, share: Share, dir: &RunDir) -> Result<AnyResult> {
     let mut spec = share.spec;
+    if let Some(m) = &share.metrics {
+        run.say(&format!(
+            "mailbench: metrics at http://{}/metrics",
+            m.local_addr()
+        ));
+    }
     let mut progress = progress(run, share.metrics.as_ref());
     let tuning = if spec.threads_auto {
         let (steps, chosen) = tune(run, &spec, dir, &mut progress)?;

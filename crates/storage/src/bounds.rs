@@ -7,6 +7,12 @@
 
 use mailbench_base::limits::{Bound, MAX_RUN_DURATION, Unit};
 
+/// Operations per transaction at most.
+pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 64;
+/// The most log buffers a profile may ask for (512-byte units: 1 GiB; the
+/// buffer used is at most one log file, as ESE caps it).
+pub const MAX_LOG_BUFFERS: u32 = 1 << 21;
+
 const TIB: f64 = (1u64 << 40) as f64;
 const MAX_RUN_S: f64 = MAX_RUN_DURATION.as_secs() as f64;
 const SEED_MAX: f64 = 9.2e18;
@@ -64,6 +70,14 @@ pub const PROFILE: &[Bound] = &[
     Bound::new("hot_mailbox_skew", 0.0, 5.0, Unit::Number),
     Bound::new("log_buffer_flush", 512.0, (1u64 << 30) as f64, Unit::Bytes),
     Bound::new("log_flush_interval_ms", 0.0, 10_000.0, Unit::Millis),
+    Bound::new("log_sector_size", 512.0, 4096.0, Unit::Bytes),
+    Bound::new("log_buffers", 1.0, MAX_LOG_BUFFERS as f64, Unit::Count),
+    Bound::new(
+        "operations_per_transaction",
+        1.0,
+        MAX_OPERATIONS_PER_TRANSACTION as f64,
+        Unit::Count,
+    ),
     Bound::new(
         "maintenance_read_size",
         4096.0,

@@ -1,6 +1,7 @@
 //! Storage profiles (docs/storage.md, "Profiles") as data: `profiles/storage/*.toml`, embedded
 //! in the binary, every value overridable from `[storage.profile]`.
 
+use crate::bounds::{MAX_LOG_BUFFERS, MAX_OPERATIONS_PER_TRANSACTION};
 use crate::thresholds::{ThresholdsExt, ThresholdsToml};
 use mailbench_base::{Error, Result};
 use std::path::Path;
@@ -57,17 +58,12 @@ pub const MIN_MAINTENANCE_MB_PER_S: f64 = 0.001;
 pub const MAX_MAINTENANCE_MB_PER_S: f64 = 100_000.0;
 /// The longest a lazy commit waits for its log flush.
 pub const MAX_LOG_FLUSH_INTERVAL_MS: u64 = 10_000;
-/// Operations per transaction at most.
-pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 64;
 /// Database copies at most (each adds a replication stream per instance).
 pub const MAX_COPIES: u32 = 16;
 /// The highest flush thresholds ESE allows, in % of the cache (bf.cxx:
 /// "we never allow thresholds higher than 20%/25%").
 pub const MAX_FLUSH_START_PCT: f64 = 20.0;
 pub const MAX_FLUSH_STOP_PCT: f64 = 25.0;
-/// The most log buffers a profile may ask for (512-byte units: 1 GiB; the
-/// buffer used is at most one log file, as ESE caps it).
-pub const MAX_LOG_BUFFERS: u32 = 1 << 21;
 /// The largest log sector (the log's blocks are read and written whole).
 pub const MAX_LOG_SECTOR: u64 = crate::format::LOG_BLOCK as u64;
 

@@ -17,6 +17,8 @@ use mailbench_metrics::server::{
     ServerSample, StoreDevices,
 };
 pub use mailbench_metrics::server::{ServerPoint, ServerSection, SourceFigures};
+use mailbench_metrics::server_config::ConfigReader;
+pub use mailbench_metrics::server_config::ServerConfig;
 use mailbench_metrics::system::{DiskCounters, Memory};
 use prometheus_parse::{Scrape, Value};
 use serde::{Deserialize, Serialize};
@@ -533,6 +535,69 @@ fn series_points(samples: &[ServerSample], store: &StoreDevices) -> Vec<ServerPo
                     .map(|s| s.rates.reads_per_s + s.rates.writes_per_s),
                 queue: (!w[1].mail.queues.is_empty()).then(|| w[1].mail.queues.values().sum()),
             }
+        })
+        .collect()
+}
+
+// ---- the server's configuration ----------------------------------------------
+
+/// The server host's configuration from an exposition (`source` names it).
+pub fn parse_config(text: &str, source: &str) -> ServerConfig {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = Scrape::parse(lines).unwrap_or(Scrape {
+        docs: Default::default(),
+        samples: Vec::new(),
+    });
+    let mut r = ConfigReader::default();
+    for s in &scrape.samples {
+        let v = match s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+            _ => continue,
+        };
+        let label = |k: &str| s.labels.get(k).unwrap_or("").to_string();
+        r.add(&s.metric, &label, v);
+    }
+    r.finish(source)
+}
+
+/// The server host's configuration, once per `--server-metrics` endpoint
+/// (for a full disclosure); an endpoint that does not answer gives every
+/// fact unknown with its reason. Without an endpoint, one entry saying so.
+pub fn server_configs(o: &mailbench_results::mail::config::MailConfig) -> Vec<ServerConfig> {
+    if o.server_metrics.is_empty() {
+        let why = if o.target == "local" {
+            "no --server-metrics endpoint: the local target runs on the load generator's host \
+             (its configuration is the client's)"
+        } else {
+            "no --server-metrics endpoint (give the server's node exporter, \
+             http://SERVER:9100/metrics)"
+        };
+        return vec![ServerConfig::unknown("none", why)];
+    }
+    let tls = match &o.ca_file {
+        Some(p) => crate::endpoint::tls::load_ca_file(p).map(|extra_roots| HttpTls {
+            extra_roots,
+            insecure: o.tls_insecure,
+        }),
+        None => Ok(HttpTls {
+            extra_roots: Vec::new(),
+            insecure: o.tls_insecure,
+        }),
+    };
+    let tls = match tls {
+        Ok(t) => t,
+        Err(e) => {
+            let why = format!("the CA file could not be read: {e}");
+            return (o.server_metrics.iter())
+                .map(|u| ServerConfig::unknown(u, &why))
+                .collect();
+        }
+    };
+    let agent = agent(Duration::from_secs(5), &tls);
+    (o.server_metrics.iter())
+        .map(|u| match fetch(&agent, u, MAX_BODY_BYTES) {
+            Ok(body) => parse_config(&body, u),
+            Err(e) => ServerConfig::unknown(u, &format!("{u} did not answer: {e}")),
         })
         .collect()
 }

@@ -23,13 +23,13 @@ fn row(l: &SweepLevel) -> String {
         (None, false) => format!("{:?}", l.status).to_uppercase(),
     };
     format!(
-        "{:>7} {:>9.0} {:>9.1} {:>8.1} {:>7} {:>7.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>8} {:>7} {:>8} {:>6}  {}",
+        "{:>7} {:>9.0} {:>9.1} {:>8.1} {:>7} {:>7} {:>8.1} {:>8.1} {:>9} {:>8} {:>8} {:>7} {:>8} {:>6}  {}",
         l.users,
         l.rate_equivalent_users,
         l.response_time_ms,
         l.response_time_p50_ms,
         opt(l.server_cpu_busy_pct, 1),
-        l.generator_cpu_busy_pct,
+        opt(l.generator_cpu_pct, 1),
         l.submitted_per_user_per_day,
         l.delivered_per_user_per_day,
         queue,
@@ -46,7 +46,7 @@ fn row(l: &SweepLevel) -> String {
 pub fn table(levels: &[SweepLevel]) -> String {
     let mut s = String::new();
     s.push_str(
-        "  Users  Rate-eq.  Resp p95 Resp p50 Srv CPU Gen CPU  Sub/u/d  Del/u/d Queue a/m  Store r/s     w/s  Lat ms IOPS/mbx Errors  Result\n",
+        "  Users  Rate-eq.  Resp p95 Resp p50 Srv CPU  mb CPU  Sub/u/d  Del/u/d Queue a/m  Store r/s     w/s  Lat ms IOPS/mbx Errors  Result\n",
     );
     s.push_str(
         "                         ms       ms       %       %                                                                               \n",
@@ -121,7 +121,8 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
     s.push_str(&table(&r.levels));
     s.push_str(
         "\nResp p95/p50: response time, the weighted 95th/50th percentile over the steady window. \
-         Rate-eq.: users x compression.\n",
+         Rate-eq.: users x compression.\nSrv CPU: the server host's. mb CPU: mailbench's own, \
+         a share of the load generators' CPUs over the level's run.\n",
     );
     match r.supported_users {
         Some(n) => {

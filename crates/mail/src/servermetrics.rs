@@ -690,6 +690,23 @@ mod tests {
     const DOVECOT: &str = include_str!("../tests/data/dovecot-2.3.19.txt");
 
     #[test]
+    fn the_server_configuration_comes_from_a_recorded_node_exporter() {
+        let c = parse_config(NODE_A, "http://s:9100/metrics");
+        assert_eq!(c.source, "http://s:9100/metrics");
+        assert_eq!(c.memory_bytes.known(), Some(&25_276_514_304));
+        assert!(c.cpus.known().is_some_and(|n| *n > 0), "{:?}", c.cpus);
+        let disks = c.disks.known().unwrap();
+        assert!(disks.iter().any(|d| d.device == "vda"), "{disks:?}");
+        let fs = c.filesystems.known().unwrap();
+        assert!(fs.iter().any(|f| f.mountpoint == "/" && f.device == "/dev/vda"));
+        // This recording has no uname collector: unknown, with the reason.
+        assert!(c.sysname.reason().unwrap().contains("node_uname_info"));
+        // A Postfix exporter alone reports no host.
+        let p = parse_config(POSTFIX, "http://s:9154/metrics");
+        assert!(p.cpus.reason().is_some() && p.disks.reason().is_some());
+    }
+
+    #[test]
     fn reads_a_recorded_node_exporter() {
         let p = parse_exposition(NODE_A, 0.0);
         assert_eq!(p.kinds, vec![KIND_NODE]);

@@ -527,7 +527,8 @@ fn emitted_config_runs_as_a_storage_suite() {
         cfg.section("disclosure").unwrap();
     assert!(declared.is_empty());
 
-    // The binary takes it: a short program of three stages on two small databases.
+    // The binary takes it: a short program of three stages on two small databases
+    // (flags over the file's count and sizes).
     let results = dir.path().join("out");
     let o = mailbench(&[
         "storage",
@@ -537,7 +538,9 @@ fn emitted_config_runs_as_a_storage_suite() {
         "--quick",
         "--databases",
         "2",
-        "--db-size",
+        "--mailboxes",
+        "2",
+        "--mailbox-quota",
         "16MiB",
         "--cache-size",
         "8MiB",

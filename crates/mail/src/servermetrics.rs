@@ -698,7 +698,10 @@ mod tests {
         let disks = c.disks.known().unwrap();
         assert!(disks.iter().any(|d| d.device == "vda"), "{disks:?}");
         let fs = c.filesystems.known().unwrap();
-        assert!(fs.iter().any(|f| f.mountpoint == "/" && f.device == "/dev/vda"));
+        assert!(
+            fs.iter()
+                .any(|f| f.mountpoint == "/" && f.device == "/dev/vda")
+        );
         // This recording has no uname collector: unknown, with the reason.
         assert!(c.sysname.reason().unwrap().contains("node_uname_info"));
         // A Postfix exporter alone reports no host.

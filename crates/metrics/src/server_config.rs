@@ -221,7 +221,10 @@ impl ConfigReader {
 mod tests {
     use super::*;
 
-    fn read(lines: &[(&str, &[(&str, &str)], f64)]) -> ServerConfig {
+    /// A sample: metric name, labels, value.
+    type Sample<'a> = (&'a str, &'a [(&'a str, &'a str)], f64);
+
+    fn read(lines: &[Sample]) -> ServerConfig {
         let mut r = ConfigReader::default();
         for (name, labels, v) in lines {
             let label = |k: &str| {

@@ -17,6 +17,8 @@ use mailbench_metrics::server::{
     ServerSample, StoreDevices,
 };
 pub use mailbench_metrics::server::{ServerPoint, ServerSection, SourceFigures};
+use mailbench_metrics::server_config::ConfigReader;
+pub use mailbench_metrics::server_config::ServerConfig;
 use mailbench_metrics::system::{DiskCounters, Memory};
 use prometheus_parse::{Scrape, Value};
 use serde::{Deserialize, Serialize};
@@ -537,6 +539,69 @@ fn series_points(samples: &[ServerSample], store: &StoreDevices) -> Vec<ServerPo
         .collect()
 }
 
+// ---- the server's configuration ----------------------------------------------
+
+/// The server host's configuration from an exposition (`source` names it).
+pub fn parse_config(text: &str, source: &str) -> ServerConfig {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = Scrape::parse(lines).unwrap_or(Scrape {
+        docs: Default::default(),
+        samples: Vec::new(),
+    });
+    let mut r = ConfigReader::default();
+    for s in &scrape.samples {
+        let v = match s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+            _ => continue,
+        };
+        let label = |k: &str| s.labels.get(k).unwrap_or("").to_string();
+        r.add(&s.metric, &label, v);
+    }
+    r.finish(source)
+}
+
+/// The server host's configuration, once per `--server-metrics` endpoint
+/// (for a full disclosure); an endpoint that does not answer gives every
+/// fact unknown with its reason. Without an endpoint, one entry saying so.
+pub fn server_configs(o: &mailbench_results::mail::config::MailConfig) -> Vec<ServerConfig> {
+    if o.server_metrics.is_empty() {
+        let why = if o.target == "local" {
+            "no --server-metrics endpoint: the local target runs on the load generator's host \
+             (its configuration is the client's)"
+        } else {
+            "no --server-metrics endpoint (give the server's node exporter, \
+             http://SERVER:9100/metrics)"
+        };
+        return vec![ServerConfig::unknown("none", why)];
+    }
+    let tls = match &o.ca_file {
+        Some(p) => crate::endpoint::tls::load_ca_file(p).map(|extra_roots| HttpTls {
+            extra_roots,
+            insecure: o.tls_insecure,
+        }),
+        None => Ok(HttpTls {
+            extra_roots: Vec::new(),
+            insecure: o.tls_insecure,
+        }),
+    };
+    let tls = match tls {
+        Ok(t) => t,
+        Err(e) => {
+            let why = format!("the CA file could not be read: {e}");
+            return (o.server_metrics.iter())
+                .map(|u| ServerConfig::unknown(u, &why))
+                .collect();
+        }
+    };
+    let agent = agent(Duration::from_secs(5), &tls);
+    (o.server_metrics.iter())
+        .map(|u| match fetch(&agent, u, MAX_BODY_BYTES) {
+            Ok(body) => parse_config(&body, u),
+            Err(e) => ServerConfig::unknown(u, &format!("{u} did not answer: {e}")),
+        })
+        .collect()
+}
+
 // ---- one mail run -------------------------------------------------------------
 
 /// Starts the scraper of one mail run: every `--server-metrics` URL, plus this
@@ -623,6 +688,26 @@ mod tests {
     const NODE_B: &str = include_str!("../tests/data/node-exporter-1.5.0-b.txt");
     const POSTFIX: &str = include_str!("../tests/data/postfix-exporter-0.3.0.txt");
     const DOVECOT: &str = include_str!("../tests/data/dovecot-2.3.19.txt");
+
+    #[test]
+    fn the_server_configuration_comes_from_a_recorded_node_exporter() {
+        let c = parse_config(NODE_A, "http://s:9100/metrics");
+        assert_eq!(c.source, "http://s:9100/metrics");
+        assert_eq!(c.memory_bytes.known(), Some(&25_276_514_304));
+        assert!(c.cpus.known().is_some_and(|n| *n > 0), "{:?}", c.cpus);
+        let disks = c.disks.known().unwrap();
+        assert!(disks.iter().any(|d| d.device == "vda"), "{disks:?}");
+        let fs = c.filesystems.known().unwrap();
+        assert!(
+            fs.iter()
+                .any(|f| f.mountpoint == "/" && f.device == "/dev/vda")
+        );
+        // This recording has no uname collector: unknown, with the reason.
+        assert!(c.sysname.reason().unwrap().contains("node_uname_info"));
+        // A Postfix exporter alone reports no host.
+        let p = parse_config(POSTFIX, "http://s:9154/metrics");
+        assert!(p.cpus.reason().is_some() && p.disks.reason().is_some());
+    }
 
     #[test]
     fn reads_a_recorded_node_exporter() {

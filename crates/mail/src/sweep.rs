@@ -237,6 +237,7 @@ pub fn build(
         warnings,
         verdict,
         generators,
+        disclosure: None,
     }
 }
 
@@ -322,10 +323,15 @@ pub fn level_of(r: &MailRunResult, dir: &str) -> SweepLevel {
         generator_cpu_busy_pct: st
             .map(|s| s.host_cpu_busy_pct)
             .unwrap_or(r.host.cpu_busy_pct),
+        generator_cpu_s: Some(r.generator.cpu_s),
+        generator_cpu_pct: own_cpu_pct(r),
         submitted_per_user_per_day: (st.map(|s| s.submitted_per_user_per_day))
             .unwrap_or(r.mail_flow.per_user_per_day.submitted),
         delivered_per_user_per_day: (st.map(|s| s.delivered_per_user_per_day))
             .unwrap_or(r.mail_flow.per_user_per_day.delivered),
+        steady_submitted: st.map(|s| s.submitted),
+        steady_delivered: st.map(|s| s.delivered),
+        steady_s: st.and_then(|s| s.window).map(|w| w.seconds()),
         queue_average: queue.map(|q| q.average),
         queue_max: queue.map(|q| q.max),
         store_reads_per_s: reads,
@@ -343,6 +349,15 @@ pub fn level_of(r: &MailRunResult, dir: &str) -> SweepLevel {
         reasons: r.verdict.reasons.clone(),
         result_dir: dir.to_string(),
     }
+}
+
+/// mailbench's own CPU over a level's run as a share of the generators'
+/// CPUs, %: cpu_s / (run seconds x the host's CPUs x generators). None when
+/// the run has no length or the host no CPU count.
+fn own_cpu_pct(r: &MailRunResult) -> Option<f64> {
+    let generators = r.merged.as_ref().map_or(1, |m| m.hosts.len().max(1));
+    let capacity = r.run.duration_s * r.run.host.cpus as f64 * generators as f64;
+    (capacity > 0.0 && r.generator.cpu_s.is_finite()).then(|| 100.0 * r.generator.cpu_s / capacity)
 }
 
 #[cfg(test)]

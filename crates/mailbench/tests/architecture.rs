@@ -214,18 +214,21 @@ fn every_crate_denies_unused_dependencies() {
 const CIRCLES_LEFT: &[&str] = &[];
 
 /// The top-level modules of a crate's `src/` (a file, or a folder with its
-/// files) and the files of each.
+/// files) and the files of each. A `tests.rs` is a module's
+/// `#[cfg(test)] mod tests;` (test code, as a file's part after
+/// `#[cfg(test)]` is): left out.
 fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for e in std::fs::read_dir(src).unwrap().flatten() {
         let p = e.path();
         let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-        if name == "lib" || name == "main" {
+        if name == "lib" || name == "main" || name == "tests" {
             continue;
         }
         if p.is_dir() {
             let mut files = Vec::new();
             rust_files(&p, &mut files);
+            files.retain(|f| f.file_name().is_some_and(|n| n != "tests.rs"));
             out.entry(name).or_default().extend(files);
         } else if p.extension().is_some_and(|x| x == "rs") {
             out.entry(name).or_default().push(p);

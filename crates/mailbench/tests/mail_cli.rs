@@ -193,6 +193,31 @@ fn user_format_help_shows_the_placeholder() {
     }
 }
 
+/// A sweep's `[disclosure]` is checked before anything is written: an
+/// unknown key, or a one-line value holding a line break, exits 2 naming it.
+#[test]
+fn a_bad_disclosure_section_stops_a_sweep_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let o = results.to_str().unwrap();
+    let cases = [
+        ("[disclosure]\nvendr = \"Contoso\"\n", "vendr"),
+        ("[disclosure]\nvendor = \"Con\\ntoso\"\n", "vendor"),
+    ];
+    for (i, (toml, says)) in cases.into_iter().enumerate() {
+        let cfg = dir.path().join(format!("sweep-{i}.toml"));
+        std::fs::write(&cfg, toml).unwrap();
+        let mut a = vec!["mail", "sweep", "--users", "1,2", "--config"];
+        a.push(cfg.to_str().unwrap());
+        a.extend_from_slice(&NOWHERE);
+        a.extend_from_slice(&["--output", o]);
+        let r = mailbench(&a, &[("MAILBENCH_PASSWORD", "x")]);
+        assert_eq!(r.status.code(), Some(2), "{toml}: {}", text(&r));
+        assert!(text(&r).contains(says), "{toml}: {}", text(&r));
+        assert!(!results.exists(), "{toml} wrote");
+    }
+}
+
 /// `mail sweep` refuses bad levels and a bad steady window with exit 2
 /// before anything is written; `mail run` takes one count.
 #[test]

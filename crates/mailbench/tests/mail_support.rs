@@ -5,7 +5,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
-pub use common::{read_json, text};
+#[allow(unused_imports)]
+pub use common::{browse, chromium, read_json, text};
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

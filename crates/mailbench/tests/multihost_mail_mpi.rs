@@ -242,6 +242,15 @@ fn check_the_sweep(v: &Value) {
         .map(|l| l["users"].as_u64().unwrap())
         .collect();
     assert_eq!(users, vec![4, 8]);
+    // Its disclosure: rank 0 read the server once (no exporter given: unknown,
+    // saying so); every level has mailbench's own CPU over both generators.
+    let server = &v["disclosure"]["servers"][0];
+    assert_eq!(server["source"], "none", "{server}");
+    assert!(server["cpus"]["unknown"].is_string(), "{server}");
+    for l in v["levels"].as_array().unwrap() {
+        let own = l["generator_cpu_pct"].as_f64().unwrap();
+        assert!(own > 0.0 && own <= 100.0, "{l}");
+    }
 }
 
 /// summary.txt and report.html name the generators; each rank provisioned
@@ -256,6 +265,10 @@ fn check_the_sweep_outputs(sweep: &Path) -> String {
     assert!(
         html.contains("2 load generators (MPI ranks)"),
         "report.html"
+    );
+    assert!(
+        html.contains("<td>Load generators (ranks)</td><td>2</td>"),
+        "report.html: the client configuration"
     );
     for r in 0..2 {
         assert!(only_run_dir(&sweep.join(format!("rank-{r}")), "mail-setup").is_dir());

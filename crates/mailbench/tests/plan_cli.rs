@@ -493,3 +493,81 @@ fn a_bad_iops_per_mailbox_exits_2_and_writes_nothing() {
     assert!(stderr(&o).contains("iops_per_mailbox"), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
 }
+
+/// The emitted file is also the whole test program's: the real loaders read its
+/// `[suite]` (the program's defaults) and empty `[disclosure]`, and `storage suite
+/// --config FILE` runs on it (a tiny shape given as flags over the file's sizes).
+#[test]
+fn emitted_config_runs_as_a_storage_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("storage.toml");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    emit_small_storage_test(&out, data.to_str().unwrap());
+    let cfg = mailbench_base::config::ConfigFile::load(&out).unwrap();
+    let suite: mailbench_storage::spec::SuiteToml = cfg.section("suite").unwrap();
+    let stress = suite.stress(false).unwrap();
+    assert_eq!(stress, std::time::Duration::from_secs(24 * 3600));
+    let stages: Vec<&str> = (suite.stages(stress).unwrap().iter())
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "init",
+            "performance",
+            "stress",
+            "backup",
+            "recover",
+            "verify"
+        ]
+    );
+    assert_eq!(suite.pdf, Some(false));
+    let declared: mailbench_results::disclosure::DisclosureToml =
+        cfg.section("disclosure").unwrap();
+    assert!(declared.is_empty());
+
+    // The binary takes it: a short program of three stages on two small databases
+    // (flags over the file's count and sizes).
+    let results = dir.path().join("out");
+    let o = mailbench(&[
+        "storage",
+        "suite",
+        "--config",
+        out.to_str().unwrap(),
+        "--quick",
+        "--databases",
+        "2",
+        "--mailboxes",
+        "2",
+        "--mailbox-quota",
+        "16MiB",
+        "--cache-size",
+        "8MiB",
+        "--threads",
+        "2",
+        "--warmup",
+        "1s",
+        "--duration",
+        "2s",
+        "--sample-interval",
+        "1s",
+        "--stages",
+        "init,performance,verify",
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    // The small shape misses the plan's IOPS target (exit 1); it must run.
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let folder = (std::fs::read_dir(&results).unwrap())
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("result.json").is_file())
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("result.json")).unwrap()).unwrap();
+    assert_eq!(v["kind"], "storage-suite", "{v}");
+    let ran: Vec<&str> = (v["stages"].as_array().unwrap().iter())
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, ["init", "performance", "verify"], "{v}");
+}

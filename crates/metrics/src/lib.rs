@@ -12,6 +12,7 @@
 pub mod disclosure;
 pub mod hist;
 pub mod server;
+pub mod server_config;
 pub mod system;
 
 pub use hist::{LatencyHist, LatencySummary};

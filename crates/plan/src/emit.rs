@@ -1,5 +1,7 @@
-//! `--emit-config FILE.toml`: the storage test (`mailbench storage init` + `storage run`)
-//! that validates one server of the plan, in the format of docs/storage-config.md.
+//! `--emit-config FILE.toml`: the storage test that validates one server of the plan, in
+//! the format of docs/storage-config.md: `[storage]` for `mailbench storage init` +
+//! `storage run`, and `[suite]` (the published program's defaults) with an empty
+//! `[disclosure]` for `mailbench storage suite`, which reads the same file.
 
 use crate::model::{IopsSource, Plan, ServerPlan};
 use crate::render::{num, num_auto, size};
@@ -56,6 +58,7 @@ pub fn storage_config(plan: &Plan) -> Result<String> {
     }
     let mut o = header_comment(plan, s);
     o.push_str(&storage_section(plan, s, &quota_text));
+    o.push_str(SUITE_AND_DISCLOSURE);
     Ok(o)
 }
 
@@ -107,7 +110,8 @@ fn header_comment(plan: &Plan, s: &ServerPlan) -> String {
             i.scale
         ));
     }
-    o.push_str("# Run: mailbench storage init --config FILE.toml && mailbench storage run --config FILE.toml\n\n");
+    o.push_str("# Run: mailbench storage init --config FILE.toml && mailbench storage run --config FILE.toml\n");
+    o.push_str("#   or the whole published program, one solution report: mailbench storage suite --config FILE.toml\n\n");
     o
 }
 
@@ -166,6 +170,39 @@ fn storage_section(plan: &Plan, s: &ServerPlan, quota_text: &str) -> String {
     ));
     o
 }
+
+/// The thresholds' keys (commented: the profile's apply), the `[suite]` section with the
+/// program's defaults and an empty `[disclosure]` to fill in.
+const SUITE_AND_DISCLOSURE: &str = "\
+# The verdict's thresholds are the profile's for each test type; to change one, uncomment
+#   it under a [storage.thresholds] table (docs/storage-config.md):
+# [storage.thresholds]
+# db_read_avg_ms = ...
+# db_read_max_ms = ...
+# log_write_avg_ms = ...
+# log_write_max_ms = ...
+# page_fault_stalls_per_s = ...
+# page_fault_stalls_max_per_s = ...
+# latency_max = \"sampled\"     # the published tool's rule, or \"single_io\" (stricter)
+
+# `mailbench storage suite`: the published test program on the databases above; the
+#   performance stage is [storage] duration, the recover stage replays [storage] log_files.
+[suite]
+stages = [\"init\", \"performance\", \"stress\", \"backup\", \"recover\", \"verify\"]
+stress_duration = \"24h\"       # 0s: no stress stage
+pdf = false                    # true: also report.pdf through headless Chromium
+
+# What the tool cannot see, stated for the solution report (every key optional):
+[disclosure]
+# vendor = \"\"
+# solution = \"\"
+# storage_model = \"\"
+# storage_firmware = \"\"
+# raid_layout = \"\"
+# connectivity = \"\"
+# best_practices = \"\"\"\"\"\"
+# notes = \"\"\"\"\"\"
+";
 
 /// `target_iops` and the per-mailbox figure it comes from.
 fn iops_lines(plan: &Plan, s: &ServerPlan) -> String {

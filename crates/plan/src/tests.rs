@@ -408,7 +408,13 @@ fn emitted_config_is_the_storage_format() {
     let text = crate::emit::storage_config(&p).unwrap();
     assert!(text.starts_with("# Storage test written by `mailbench plan"));
     let v: toml::Table = toml::from_str(&text).unwrap();
-    assert_eq!(v.len(), 1, "only [storage]");
+    let sections: Vec<&str> = v.keys().map(String::as_str).collect();
+    assert_eq!(sections, ["disclosure", "storage", "suite"]);
+    assert!(v["disclosure"].as_table().unwrap().is_empty());
+    let suite = v["suite"].as_table().unwrap();
+    assert_eq!(suite["stress_duration"].as_str(), Some("24h"));
+    assert_eq!(suite["stages"].as_array().unwrap().len(), 6);
+    assert_eq!(suite["pdf"].as_bool(), Some(false));
     let st = v["storage"].as_table().unwrap();
     let allowed = [
         "type",

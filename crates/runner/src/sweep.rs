@@ -33,8 +33,9 @@ use mailbench_mail::sweep::{
     Progress, build, level_dir_name, level_line, level_of, next_of, not_run,
 };
 use mailbench_multihost::watch::{Coordinator, Failure};
+use mailbench_results::disclosure::DisclosureToml;
 use mailbench_results::mail::run::{MailRunResult, TargetInfo};
-use mailbench_results::mail::sweep::{SweepGenerators, SweepLevel, SweepPlan};
+use mailbench_results::mail::sweep::{SweepDisclosure, SweepGenerators, SweepLevel, SweepPlan};
 use mailbench_results::ranks::{Ranks, WithRanks};
 use mailbench_results::{AnyResult, RunHeader, Status, Verdict};
 use serde::{Deserialize, Serialize};
@@ -48,11 +49,20 @@ use std::time::{Duration, Instant};
 /// (rank 0 gathers, merges and writes in that time).
 const INTERRUPTED_GRACE: Duration = Duration::from_secs(60);
 
+/// What a sweep writes besides its levels: the `[disclosure]` section (its
+/// full disclosure) and whether report.pdf is printed too.
+#[derive(Debug, Clone, Default)]
+pub struct SweepDocument {
+    pub declared: DisclosureToml,
+    pub pdf: bool,
+}
+
 /// `mail sweep` on this rank of the world: `base` holds every option (its
 /// users the largest level), `plan` the levels or the search.
 pub fn sweep(
     base: Resolved,
     plan: SweepPlan,
+    doc: SweepDocument,
     start: Option<&str>,
     common: &Common,
 ) -> Result<ExitStatus> {
@@ -70,7 +80,7 @@ pub fn sweep(
         Ok(o)
     };
     drive(Command::MailSweep, common, at, &resolve, |run, o| {
-        run_sweep(run, o, plan.clone())
+        run_sweep(run, o, plan.clone(), &doc)
     })
 }
 
@@ -123,7 +133,7 @@ enum Step {
 }
 
 /// The sweep on this rank; rank 0 also writes the sweep's result.
-fn run_sweep(run: Run, base: Resolved, plan: SweepPlan) -> Result<Outcome> {
+fn run_sweep(run: Run, base: Resolved, plan: SweepPlan, doc: &SweepDocument) -> Result<Outcome> {
     let started = Instant::now();
     let header = RunHeader::begin("mail-sweep");
     let rdir = run.rank_dir()?;
@@ -144,8 +154,14 @@ fn run_sweep(run: Run, base: Resolved, plan: SweepPlan) -> Result<Outcome> {
         run.close()?;
         return Err(e);
     }
+    // The server host as its exporters report it, read once (rank 0).
+    let disclosure = (run.rank == 0).then(|| SweepDisclosure {
+        declared: doc.declared.clone(),
+        servers: mailbench_mail::servermetrics::server_configs(&config),
+    });
     let net = (run.rank == 0).then(|| {
         Net::new(Standing {
+            disclosure: disclosure.clone(),
             header: header.clone(),
             started,
             config: config.clone(),
@@ -170,7 +186,18 @@ fn run_sweep(run: Run, base: Resolved, plan: SweepPlan) -> Result<Outcome> {
     });
     remove_local();
     match p {
-        Ok(p) if run.rank == 0 => conclude(run, header, started, config, plan, profile, p),
+        Ok(p) if run.rank == 0 => {
+            let written = Written {
+                header,
+                started,
+                config,
+                plan,
+                profile,
+                disclosure,
+                pdf: doc.pdf,
+            };
+            conclude(run, written, p)
+        }
         Ok(_) => end_of_member(run),
         Err(e) => {
             // This rank alone: tell the others to stop.
@@ -296,6 +323,7 @@ struct Standing {
     plan: SweepPlan,
     profile: Profile,
     hosts: Vec<String>,
+    disclosure: Option<SweepDisclosure>,
     levels: Vec<SweepLevel>,
     target: Option<TargetInfo>,
     /// The level the ranks are running (not yet taken).
@@ -396,7 +424,7 @@ impl Net {
         let mut header = st.header.clone();
         header.finish(st.started.elapsed());
         let generators = generators(&st.hosts, failures);
-        let r = build(
+        let mut r = build(
             header,
             st.config.clone(),
             st.plan.clone(),
@@ -404,6 +432,7 @@ impl Net {
             p,
             generators,
         );
+        r.disclosure = st.disclosure.clone();
         (AnyResult::MailSweep(Box::new(r)), finished)
     }
 }
@@ -677,30 +706,38 @@ fn level_files(
     Ok(files)
 }
 
-/// Rank 0 after the last level: the sweep's result written, the verdict to
-/// every rank, the side channel closed (or the job ended when a rank
-/// failed: it cannot take part in MPI's finalisation).
-fn conclude(
-    run: Run,
-    mut header: RunHeader,
+/// What rank 0 writes at the sweep's end besides the levels.
+struct Written {
+    header: RunHeader,
     started: Instant,
     config: Resolved,
     plan: SweepPlan,
     profile: Profile,
-    p: Progress,
-) -> Result<Outcome> {
-    header.finish(started.elapsed());
+    disclosure: Option<SweepDisclosure>,
+    pdf: bool,
+}
+
+/// Rank 0 after the last level: the sweep's result written (and printed to
+/// PDF when asked), the verdict to every rank, the side channel closed (or
+/// the job ended when a rank failed: it cannot take part in MPI's
+/// finalisation).
+fn conclude(run: Run, w: Written, p: Progress) -> Result<Outcome> {
+    let mut header = w.header;
+    header.finish(w.started.elapsed());
     let failures = run.failures();
     let generators = generators(&run.hosts, failures.clone());
-    let r = AnyResult::MailSweep(Box::new(build(
-        header, config, plan, profile, p, generators,
-    )));
+    let mut sweep = build(header, w.config, w.plan, w.profile, p, generators);
+    sweep.disclosure = w.disclosure;
+    let r = AnyResult::MailSweep(Box::new(sweep));
     let dir = RunDir {
         path: run.top.clone(),
         log: TestLog::open(&run.top.join("test.log"))?,
     };
     crate::output::write_files(&dir, &r)?;
     dir.log.line(format!("the sweep: {}", r.verdict().label()));
+    if w.pdf {
+        crate::pdf::print(&run.top, run.common);
+    }
     let out = Outcome::of_result(&r, run.top.clone());
     if !failures.is_empty() {
         crate::output::print_before_abort(&out);

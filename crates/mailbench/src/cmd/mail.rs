@@ -51,6 +51,9 @@ pub struct SweepArgs {
     /// Precision of --find-max: users (10) or a share of the largest level (5%) [default: 5%].
     #[arg(long, value_name = "USERS|PCT")]
     pub resolution: Option<String>,
+    /// Also write report.pdf with headless Chromium (the HTML is always written).
+    #[arg(long)]
+    pub pdf: bool,
 }
 
 pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
@@ -73,7 +76,15 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
         MailCommand::Sweep(a) => {
             let plan = sweep_levels(a, &from_file)?;
             flags.setup.users = plan.levels.last().map(|n| Users::from(*n as usize));
-            Some(plan)
+            // Its full disclosure: the [disclosure] section, checked first.
+            let declared: mailbench_results::disclosure::DisclosureToml =
+                file.section("disclosure")?;
+            declared.validate()?;
+            let doc = mailbench_runner::sweep::SweepDocument {
+                declared,
+                pdf: a.pdf,
+            };
+            Some((plan, doc))
         }
         // One number of users, checked before anything else.
         _ => {
@@ -90,8 +101,8 @@ pub fn run(cmd: MailCommand, global: &Global) -> Result<ExitStatus> {
     let start_at = opts.run.start_at.as_deref();
     match (cmd, plan) {
         (MailCommand::Setup(_), _) => mailbench_runner::mail::setup(resolved, &common),
-        (MailCommand::Sweep(_), Some(plan)) => {
-            mailbench_runner::sweep::sweep(resolved, plan, start_at, &common)
+        (MailCommand::Sweep(_), Some((plan, doc))) => {
+            mailbench_runner::sweep::sweep(resolved, plan, doc, start_at, &common)
         }
         _ => mailbench_runner::mail::run(resolved, start_at, &common),
     }

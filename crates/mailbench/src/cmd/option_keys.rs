@@ -173,7 +173,7 @@ fn mail_flags_keys_and_docs_agree() {
     assert!(keys.len() > 20, "the probe found no key list: {keys:?}");
     // Each command takes exactly its groups of the one section: setup the
     // setup group, run every group, sweep every group and its search
-    // (`--find-max`, `--resolution`: flags of `mail sweep` only).
+    // (`--find-max`, `--resolution`) and `--pdf`: flags of `mail sweep` only.
     assert_agree(
         "[mail] of mail setup",
         flag_keys("mail", &["setup"]),
@@ -195,7 +195,7 @@ fn mail_flags_keys_and_docs_agree() {
         flag_keys("mail", &["sweep"]),
         &keys,
         &[],
-        &["find_max", "resolution"],
+        &["find_max", "resolution", "pdf"],
         &[],
     );
     let missing = undocumented(&keys, "mail", &doc("mail-load.md"));

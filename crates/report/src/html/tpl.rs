@@ -84,6 +84,18 @@ pub fn page_data(raw: &serde_json::Value) -> String {
 pub struct Cell {
     pub text: String,
     pub class: &'static str,
+    /// A relative link the text leads to (another report beside this one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+}
+
+/// A text cell linking to `href` (relative to the page).
+pub fn td_link(text: &str, href: &str) -> Cell {
+    Cell {
+        text: text.to_string(),
+        class: "t",
+        href: Some(href.to_string()),
+    }
 }
 
 pub type Row = Vec<Cell>;
@@ -93,6 +105,7 @@ pub fn td(text: &str) -> Cell {
     Cell {
         text: text.to_string(),
         class: "",
+        href: None,
     }
 }
 
@@ -101,6 +114,7 @@ pub fn td_t(text: &str) -> Cell {
     Cell {
         text: text.to_string(),
         class: "t",
+        href: None,
     }
 }
 
@@ -109,6 +123,7 @@ pub fn td_class(text: &str, class: &'static str) -> Cell {
     Cell {
         text: text.to_string(),
         class,
+        href: None,
     }
 }
 
@@ -117,6 +132,7 @@ pub fn td_judged(text: &str, bad: bool) -> Cell {
     Cell {
         text: text.to_string(),
         class: if bad { "bad" } else { "" },
+        href: None,
     }
 }
 

@@ -23,13 +23,13 @@ fn row(l: &SweepLevel) -> String {
         (None, false) => format!("{:?}", l.status).to_uppercase(),
     };
     format!(
-        "{:>7} {:>9.0} {:>9.1} {:>8.1} {:>7} {:>7.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>8} {:>7} {:>8} {:>6}  {}",
+        "{:>7} {:>9.0} {:>9.1} {:>8.1} {:>7} {:>7} {:>8.1} {:>8.1} {:>9} {:>8} {:>8} {:>7} {:>8} {:>6}  {}",
         l.users,
         l.rate_equivalent_users,
         l.response_time_ms,
         l.response_time_p50_ms,
         opt(l.server_cpu_busy_pct, 1),
-        l.generator_cpu_busy_pct,
+        opt(l.generator_cpu_pct, 1),
         l.submitted_per_user_per_day,
         l.delivered_per_user_per_day,
         queue,
@@ -46,7 +46,7 @@ fn row(l: &SweepLevel) -> String {
 pub fn table(levels: &[SweepLevel]) -> String {
     let mut s = String::new();
     s.push_str(
-        "  Users  Rate-eq.  Resp p95 Resp p50 Srv CPU Gen CPU  Sub/u/d  Del/u/d Queue a/m  Store r/s     w/s  Lat ms IOPS/mbx Errors  Result\n",
+        "  Users  Rate-eq.  Resp p95 Resp p50 Srv CPU  mb CPU  Sub/u/d  Del/u/d Queue a/m  Store r/s     w/s  Lat ms IOPS/mbx Errors  Result\n",
     );
     s.push_str(
         "                         ms       ms       %       %                                                                               \n",
@@ -121,7 +121,8 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
     s.push_str(&table(&r.levels));
     s.push_str(
         "\nResp p95/p50: response time, the weighted 95th/50th percentile over the steady window. \
-         Rate-eq.: users x compression.\n",
+         Rate-eq.: users x compression.\nSrv CPU: the server host's. mb CPU: mailbench's own, \
+         a share of the load generators' CPUs over the level's run.\n",
     );
     match r.supported_users {
         Some(n) => {
@@ -142,6 +143,7 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
             f.users, f.criterion, f.reason
         );
     }
+    disclosure(&mut s, r);
     if let Some(l) = r.levels.iter().find(|l| !l.result_dir.is_empty()) {
         let _ = writeln!(
             s,
@@ -157,6 +159,59 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
         let _ = writeln!(s, "  - {reason}");
     }
     s
+}
+
+/// The full disclosure in brief: the figures at the supported level, the
+/// server host as its exporters report it, the client.
+fn disclosure(s: &mut String, r: &MailSweepResult) {
+    let scored =
+        (r.supported_users).and_then(|n| r.levels.iter().find(|l| l.users == n && l.passed()));
+    if let Some(l) = scored {
+        let count = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
+        let _ = writeln!(
+            s,
+            "At {} users      response time p95 {:.1} ms, p50 {:.1} ms; server CPU {} %; queue average {}; \
+             submitted {}, delivered {} over the steady window ({} s)",
+            l.users,
+            l.response_time_ms,
+            l.response_time_p50_ms,
+            opt(l.server_cpu_busy_pct, 1),
+            opt(l.queue_average, 1),
+            count(l.steady_submitted),
+            count(l.steady_delivered),
+            opt(l.steady_s, 0)
+        );
+    }
+    if let Some(d) = &r.disclosure {
+        for c in &d.servers {
+            let _ = writeln!(
+                s,
+                "Server host       {}: {} {} {} on {}, {} CPUs, {} bytes of memory",
+                c.source,
+                c.sysname.text(),
+                c.release.text(),
+                c.machine.text(),
+                c.nodename.text(),
+                c.cpus.text(),
+                c.memory_bytes.text()
+            );
+        }
+        for (k, v) in d.declared.rows() {
+            if !v.starts_with("not stated") {
+                let _ = writeln!(s, "Declared          {k}: {}", v.replace('\n', " "));
+            }
+        }
+    }
+    let generators = r.generators.as_ref().map_or(1, |g| g.count);
+    let own = scored.and_then(|l| l.generator_cpu_pct);
+    let _ = writeln!(
+        s,
+        "Client            {} {}, {generators} load generator(s) on {}; mailbench CPU at the supported users {} %",
+        r.run.tool,
+        r.run.tool_version,
+        r.run.host.hostname,
+        opt(own, 1)
+    );
 }
 
 #[cfg(test)]
@@ -177,6 +232,49 @@ mod tests {
             failed_criterion: (!pass).then(|| "response_time".into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_summary_states_the_full_disclosure() {
+        use mailbench_metrics::disclosure::Fact;
+        use mailbench_metrics::server_config::ServerConfig;
+        use mailbench_results::mail::sweep::{MailSweepResult, SweepDisclosure};
+        let text = include_str!("../../../results/tests/fixtures/v1/mail-sweep.json");
+        let mut r: MailSweepResult = serde_json::from_str(text).unwrap();
+        let n = r.supported_users.unwrap();
+        for l in r.levels.iter_mut().filter(|l| l.users == n) {
+            l.steady_submitted = Some(123);
+            l.steady_delivered = Some(456);
+            l.steady_s = Some(30.0);
+            l.generator_cpu_pct = Some(4.34);
+        }
+        let mut server = ServerConfig::unknown("http://s:9100/metrics", "x");
+        server.sysname = Fact::Known("Linux".into());
+        server.cpus = Fact::Known(8);
+        r.disclosure = Some(SweepDisclosure {
+            declared: mailbench_results::disclosure::DisclosureToml {
+                vendor: Some("Contoso".into()),
+                ..Default::default()
+            },
+            servers: vec![server],
+        });
+        let s = super::mail_sweep(&r);
+        assert!(s.contains(&format!("At {n} users")), "{s}");
+        assert!(
+            s.contains("submitted 123, delivered 456 over the steady window (30 s)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("Server host       http://s:9100/metrics: Linux unknown (x)"),
+            "{s}"
+        );
+        assert!(s.contains(", 8 CPUs,"), "{s}");
+        assert!(s.contains("Declared          Vendor: Contoso"), "{s}");
+        assert!(!s.contains("Storage model"), "only what was stated: {s}");
+        assert!(
+            s.contains("mailbench CPU at the supported users 4.3 %"),
+            "{s}"
+        );
     }
 
     #[test]

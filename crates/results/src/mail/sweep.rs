@@ -35,6 +35,22 @@ pub struct MailSweepResult {
     /// its slice of the level's users; absent when one host ran the sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generators: Option<SweepGenerators>,
+    /// What was tested (the full disclosure): the `[disclosure]` section
+    /// and the server host as its exporters report it (absent in older
+    /// results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disclosure: Option<SweepDisclosure>,
+}
+
+/// A sweep's disclosure: what the user states and what the server's
+/// exporters report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct SweepDisclosure {
+    pub declared: crate::disclosure::DisclosureToml,
+    /// The server host per `--server-metrics` endpoint, read once before
+    /// the first level; without one, a single entry whose facts are
+    /// unknown with the reason.
+    pub servers: Vec<mailbench_metrics::server_config::ServerConfig>,
 }
 
 /// The load generators of a sweep over MPI ranks.
@@ -75,10 +91,27 @@ pub struct SweepLevel {
     /// The server host's CPU busy over the window (`--server-metrics` or
     /// the local target), %.
     pub server_cpu_busy_pct: Option<f64>,
-    /// The load generator's host CPU over the window, %.
+    /// The load generator's host CPU over the window, % (the whole host:
+    /// the server's too when both share it; mailbench's own is
+    /// `generator_cpu_pct`).
     pub generator_cpu_busy_pct: f64,
+    /// mailbench's own CPU over the level's run: seconds, and their share
+    /// of the generators' CPUs (cpu_s / (run seconds x CPUs x generators)),
+    /// %. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_cpu_pct: Option<f64>,
     pub submitted_per_user_per_day: f64,
     pub delivered_per_user_per_day: f64,
+    /// Messages submitted and delivered inside the steady window, and its
+    /// length, s (absent in older results and without a steady window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_submitted: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_delivered: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_s: Option<f64>,
     /// The server queue over the window.
     pub queue_average: Option<f64>,
     pub queue_max: Option<f64>,
@@ -111,8 +144,13 @@ impl Default for SweepLevel {
             response_time_p50_ms: 0.0,
             server_cpu_busy_pct: None,
             generator_cpu_busy_pct: 0.0,
+            generator_cpu_s: None,
+            generator_cpu_pct: None,
             submitted_per_user_per_day: 0.0,
             delivered_per_user_per_day: 0.0,
+            steady_submitted: None,
+            steady_delivered: None,
+            steady_s: None,
             queue_average: None,
             queue_max: None,
             store_reads_per_s: None,

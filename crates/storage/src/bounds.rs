@@ -65,6 +65,24 @@ pub const PROFILE: &[Bound] = &[
     Bound::new("log_buffer_flush", 512.0, (1u64 << 30) as f64, Unit::Bytes),
     Bound::new("log_flush_interval_ms", 0.0, 10_000.0, Unit::Millis),
     Bound::new(
+        "log_sector_size",
+        512.0,
+        crate::profile::MAX_LOG_SECTOR as f64,
+        Unit::Bytes,
+    ),
+    Bound::new(
+        "log_buffers",
+        1.0,
+        crate::profile::MAX_LOG_BUFFERS as f64,
+        Unit::Count,
+    ),
+    Bound::new(
+        "operations_per_transaction",
+        1.0,
+        crate::profile::MAX_OPERATIONS_PER_TRANSACTION as f64,
+        Unit::Count,
+    ),
+    Bound::new(
         "maintenance_read_size",
         4096.0,
         (1u64 << 30) as f64,

@@ -520,7 +520,13 @@ fn the_warm_up_attains_the_cache_lower_bound_and_the_result_records_it() {
     let w = &r["window"];
     let p = &w["prerequisites"];
     let bound = p["cache_lower_bound_bytes"].as_u64().unwrap();
-    assert_eq!(bound, (16u64 << 20) * 9 / 10, "90 % of two 8 MiB caches: {p}");
+    // The share of the whole cache in bytes, as the published tool's bound is
+    // (0.9 x 2,048 MB printed as 1932735000.0): docs/storage.md "Warm-up".
+    assert_eq!(
+        bound,
+        (16u64 << 20) * 9 / 10,
+        "90 % of two 8 MiB caches: {p}"
+    );
     assert_eq!(p["cache_max_bytes"].as_u64().unwrap(), 16 << 20);
     assert_eq!(p["attained"], true, "{p}");
     assert!(p["cache_reached_bytes"].as_u64().unwrap() >= bound, "{p}");

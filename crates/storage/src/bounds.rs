@@ -70,7 +70,12 @@ pub const PROFILE: &[Bound] = &[
     Bound::new("hot_mailbox_skew", 0.0, 5.0, Unit::Number),
     Bound::new("log_buffer_flush", 512.0, (1u64 << 30) as f64, Unit::Bytes),
     Bound::new("log_flush_interval_ms", 0.0, 10_000.0, Unit::Millis),
-    Bound::new("log_sector_size", 512.0, 4096.0, Unit::Bytes),
+    Bound::new(
+        "log_sector_size",
+        512.0,
+        crate::format::LOG_BLOCK as f64,
+        Unit::Bytes,
+    ),
     Bound::new("log_buffers", 1.0, MAX_LOG_BUFFERS as f64, Unit::Count),
     Bound::new(
         "operations_per_transaction",

@@ -155,6 +155,11 @@ pub struct Profile {
     pub read_pages: u32,
     pub read_run_pct: f64,
     pub split_pct: f64,
+    /// A page split logs the split page's before image (its used bytes), as
+    /// ESE does since it stopped ordering page writes by dependencies (log
+    /// format 7.3704.11, `lrtypSplit2`). Absent in older results: false.
+    #[serde(default)]
+    pub split_page_image: bool,
     pub hot_mailbox_skew: f64,
     /// The log's sector: the unit of its writes, rewritten in place while it
     /// is partial (with a shadow copy after it). 512 bytes in the 2007-era

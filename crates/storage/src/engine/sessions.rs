@@ -42,6 +42,9 @@ pub(super) struct Touch {
     modify: u32,
     /// The next touch is the following page: read both in one I/O if missing.
     run_with_next: bool,
+    /// The page splits into its neighbour: its before image is logged first
+    /// (profile `split_page_image`).
+    split: bool,
 }
 
 /// A transaction. Its vectors are reused by the session's next one.
@@ -124,6 +127,8 @@ struct Mix {
     read_pages: u32,
     read_run_pct: f64,
     split_pct: f64,
+    /// A split logs the split page's before image.
+    split_image: bool,
     lazy_pct: f64,
     /// Operations per transaction (one commit for all of them).
     ops_per_txn: u32,
@@ -174,6 +179,7 @@ impl Workload {
                 read_pages: p.read_pages,
                 read_run_pct: p.read_run_pct,
                 split_pct: p.split_pct,
+                split_image: p.split_page_image,
                 lazy_pct: p.lazy_commit_pct,
                 ops_per_txn: p.operations_per_transaction.max(1),
             },
@@ -229,16 +235,19 @@ impl Mailbox {
             page,
             modify,
             run_with_next: false,
+            split: false,
         });
     }
 
-    /// A page and its neighbour (read together if both are missing).
-    fn pair(&self, touches: &mut Vec<Touch>, page: u64, m1: u32, m2: u32) {
+    /// A page and its neighbour (read together if both are missing); `split`:
+    /// the page splits into the neighbour.
+    fn pair(&self, touches: &mut Vec<Touch>, page: u64, m1: u32, m2: u32, split: bool) {
         if page < self.last_page {
             touches.push(Touch {
                 page,
                 modify: m1,
                 run_with_next: true,
+                split,
             });
             Self::touch(touches, page + 1, m2);
         } else {
@@ -255,6 +264,7 @@ fn merge_touches(touches: &mut Vec<Touch>) {
         let t = touches[i];
         if let Some(j) = touches[..kept].iter().position(|k| k.page == t.page) {
             touches[j].modify = touches[j].modify.max(t.modify);
+            touches[j].split |= t.split;
             continue;
         }
         touches[kept] = t;
@@ -415,7 +425,13 @@ impl Instance {
             Mailbox::touch(touches, mbx.index_page, m.index_record);
             let d = mbx.data_page(rng);
             if rng.random_range(0.0..100.0) < m.split_pct {
-                mbx.pair(touches, d, m.record / 2 + 1, m.record / 2 + 1);
+                mbx.pair(
+                    touches,
+                    d,
+                    m.record / 2 + 1,
+                    m.record / 2 + 1,
+                    m.split_image,
+                );
             } else {
                 Mailbox::touch(touches, d, m.record);
             }
@@ -433,7 +449,7 @@ impl Instance {
             for _ in 0..m.read_pages {
                 let d = mbx.data_page(rng);
                 if rng.random_range(0.0..100.0) < m.read_run_pct {
-                    mbx.pair(touches, d, 0, 0);
+                    mbx.pair(touches, d, 0, 0, false);
                 } else {
                     Mailbox::touch(touches, d, 0);
                 }
@@ -738,11 +754,54 @@ impl Instance {
             mailbench_io::prefetch(&self.cache.frames[f].data.as_slice()[offset..offset + ahead]);
             rows.push((i, offset, seed));
         }
-        let ok = rows
-            .iter()
-            .all(|&(i, offset, seed)| self.log_change(txn, i, offset, seed));
+        let mut ok = true;
+        for i in 0..txn.touches.len() {
+            if ok && txn.touches[i].split {
+                ok = self.log_page_image(txn, i);
+            }
+        }
+        let ok = ok
+            && rows
+                .iter()
+                .all(|&(i, offset, seed)| self.log_change(txn, i, offset, seed));
         txn.rows = rows;
         ok
+    }
+
+    /// Logs the before image of touch `i`'s page, which splits into its
+    /// neighbour: ESE logs the split page's image with the split when rows
+    /// move to the new page (`lrtypSplit2`, `FBTISplitPageBeforeImageRequired`
+    /// in `dev/ese/src/inc/btsplit.hxx`, `ErrLGSplit` in
+    /// `dev/ese/src/ese/logapi.cxx`; docs/storage.md "The engine"). The image
+    /// is the page's rows (its payload: a page splits when it is full), as an
+    /// update record of the bytes the page holds, so that replay needs nothing
+    /// new. False if the log failed.
+    fn log_page_image(&mut self, txn: &mut Txn, i: usize) -> bool {
+        let t = txn.touches[i];
+        let f = txn.frames[i];
+        let begin = self.log.next_lsn();
+        let rec = Record::Update {
+            txn: txn.id,
+            page_no: t.page,
+            offset: PAGE_HEADER as u32,
+            data: &self.cache.frames[f].data.as_slice()[PAGE_HEADER..],
+        };
+        let len = rec.encoded_len() as u64;
+        match self.log.append(&rec) {
+            Ok(lsn) => {
+                self.cache.mark_dirty(f, begin, lsn);
+                if self.s.ack_stream {
+                    txn.logged.push((t.page, lsn));
+                }
+                self.interval.counters.log_records += 1;
+                self.interval.counters.log_bytes += len;
+                true
+            }
+            Err(e) => {
+                self.record_error(e.to_string());
+                false
+            }
+        }
     }
 
     /// Changes the row at `offset` of touch `i`'s page and logs it.

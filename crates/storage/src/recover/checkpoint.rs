@@ -164,9 +164,7 @@ impl Replay {
     /// every page was replayed and written) — and as having lost its log tail
     /// when replay stopped at damage — then fills the result.
     pub(super) fn finish(&mut self, r: &mut ReplayResult) {
-        if !self.txn_buf.is_empty() {
-            self.drop_txn();
-        }
+        self.drop_open();
         // The log end is where decoding stopped: the last complete record.
         let end = if self.pend_pos < self.pend.len() {
             self.lsn_of(self.pend_base + self.pend_pos as u64)

@@ -4,7 +4,7 @@
 //! commits. Replay stops reading at the end of the log, a torn tail or a
 //! damaged block, and says where.
 
-use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd, UpdBytes};
+use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
 use crate::format::{self, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::collections::VecDeque;
@@ -293,12 +293,14 @@ impl Replay {
                         );
                         break;
                     }
-                    if self.cur_txn != Some(txn) {
-                        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
-                        self.cur_txn = Some(txn);
-                    }
-                    let at = self.upd_bytes.push(data);
-                    self.txn_buf.push(Upd {
+                    let spare = &mut self.open_spare;
+                    let t = self
+                        .open
+                        .entry(txn)
+                        .or_insert_with(|| spare.pop().unwrap_or_default());
+                    let at = t.bytes.len() as u64;
+                    t.bytes.extend_from_slice(data);
+                    t.upds.push(Upd {
                         page: page_no,
                         offset: off,
                         at,
@@ -308,16 +310,7 @@ impl Replay {
                 }
                 Record::Commit { txn } => {
                     self.transactions += 1;
-                    if self.cur_txn == Some(txn) {
-                        for u in self.txn_buf.drain(..) {
-                            self.queue_bytes += u.len;
-                            *self.pending.entry(u.page).or_insert(0) += 1;
-                            self.queue.push_back(u);
-                        }
-                    } else {
-                        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
-                    }
-                    self.cur_txn = None;
+                    self.queue_committed(txn);
                 }
             }
             self.pend_pos += rec_len;
@@ -338,20 +331,29 @@ impl Replay {
         }
     }
 
-    /// The updates of the transaction being decoded are dropped (its commit
-    /// record never came).
-    pub(super) fn drop_txn(&mut self) {
-        self.dropped += drop_open(&mut self.txn_buf, &mut self.upd_bytes);
+    /// Transaction `txn` committed: its updates join the apply queue, in
+    /// the order they were logged, their after-images moved to the queue's
+    /// ring.
+    fn queue_committed(&mut self, txn: u64) {
+        let Some(mut t) = self.open.remove(&txn) else {
+            return;
+        };
+        for mut u in t.upds.drain(..) {
+            let from = u.at as usize;
+            u.at = self.upd_bytes.push(&t.bytes[from..from + u.len]);
+            self.queue_bytes += u.len;
+            *self.pending.entry(u.page).or_insert(0) += 1;
+            self.queue.push_back(u);
+        }
+        t.bytes.clear();
+        self.open_spare.push(t);
     }
-}
 
-/// Drops the updates of the open transaction `txn_buf` and their bytes;
-/// returns how many.
-fn drop_open(txn_buf: &mut Vec<Upd>, bytes: &mut UpdBytes) -> u64 {
-    if let Some(first) = txn_buf.first() {
-        bytes.truncate(first.at);
+    /// The updates of the transactions still open at the end of the log are
+    /// dropped (their commit records never came).
+    pub(super) fn drop_open(&mut self) {
+        for (_, t) in self.open.drain() {
+            self.dropped += t.upds.len() as u64;
+        }
     }
-    let n = txn_buf.len() as u64;
-    txn_buf.clear();
-    n
 }

@@ -7,12 +7,12 @@
 use mailbench_base::config::ConfigFile;
 use mailbench_report::load::StorageDoc;
 use mailbench_report::merge::merge;
-use mailbench_results::{RunHeader, Verdict};
-use mailbench_storage::result::{
+use mailbench_results::storage::run::{
     HostPerf, InstanceResult, StorageResult, Totals, Window, class_map, hist_map,
 };
+use mailbench_results::storage::stats::{Class, Stats};
+use mailbench_results::{RunHeader, Verdict};
 use mailbench_storage::spec::{SpecExt, StorageSpec, StorageToml};
-use mailbench_storage::stats::{Class, Stats};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 

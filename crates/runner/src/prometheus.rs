@@ -417,7 +417,7 @@ fn live_families(s: &State, p: &LiveFigures, enc: &mut DescriptorEncoder) -> fmt
 
 /// The per I/O class families (the latency summary aside).
 fn class_families(s: &State, p: &LiveFigures, enc: &mut DescriptorEncoder) -> fmt::Result {
-    let per_class = |f: &dyn Fn(&mailbench_storage::stats::ClassFigures) -> f64| {
+    let per_class = |f: &dyn Fn(&mailbench_results::storage::stats::ClassFigures) -> f64| {
         let v: Vec<_> = p
             .classes
             .iter()
@@ -544,7 +544,7 @@ fn prometheus_text(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mailbench_storage::stats::{ClassFigures, LatencyMs};
+    use mailbench_results::storage::stats::{ClassFigures, LatencyMs};
     use std::io::{Read, Write};
     use std::net::TcpStream;
 

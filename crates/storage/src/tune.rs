@@ -4,13 +4,13 @@
 //! IOPS target is not a tuning goal). Threads double from one per database while
 //! steps pass, then one bisection step between the last pass and the first fail.
 
-use crate::result::StorageResult;
 use crate::run::{Progress, run};
 use crate::spec::StorageSpec;
 use mailbench_base::Result;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::RunDir;
 use mailbench_results::Status;
+use mailbench_results::storage::run::StorageResult;
 pub use mailbench_results::storage::run::TuningStep;
 use std::time::Duration;
 

@@ -7,10 +7,10 @@
 use crate::format::{self, DbHeader, LogBlock, PageError};
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
-use crate::stats::{ClassFigures, ClassStats};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoEngine, IoRequest, OpKind};
+use mailbench_results::storage::stats::{ClassFigures, ClassStats};
 pub use mailbench_results::storage::verify::{VerifyDb, VerifySummary};
 use std::fs::File;
 use std::path::Path;

@@ -4,9 +4,9 @@
 use super::{Instance, InstanceSetup, K_LOG_WRITE, K_PAGE_WRITE, K_SYNC, Slab, io_error_text, tag};
 use crate::format;
 use crate::log::{FlushKind, LogWrite, LogWriter, Next, Origin, Ready};
-use crate::stats::Class;
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, IoCompletion, IoRequest, OpKind};
+use mailbench_results::storage::stats::Class;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};

@@ -4,8 +4,8 @@
 
 use super::{Instance, K_MAINT_READ, K_REPL_READ, io_error_text, tag};
 use crate::format;
-use crate::stats::Class;
 use mailbench_io::{IoCompletion, IoRequest, OpKind};
+use mailbench_results::storage::stats::Class;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

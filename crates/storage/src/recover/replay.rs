@@ -8,11 +8,11 @@ use super::{
 };
 use crate::format::{self, DbHeader, LOG_BLOCK_HEADER};
 use crate::spec::InstanceSpec;
-use crate::stats::ClassStats;
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
 use mailbench_io::{BufPool, EngineChoice};
+use mailbench_results::storage::stats::ClassStats;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

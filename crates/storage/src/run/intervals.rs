@@ -6,10 +6,10 @@ use super::load::Load;
 use super::progress::{LiveFigures, Progress};
 use crate::engine::Event;
 use crate::spec::StorageSpec;
-use crate::stats::{Class, Stats};
 use mailbench_base::rundir::TestLog;
 use mailbench_metrics::system::{CpuTimes, DiskCounters, Memory, device_of, process_cpu_s};
 use mailbench_results::storage::run::{IntervalRecord, class_map};
+use mailbench_results::storage::stats::{Class, Stats};
 use std::collections::BTreeMap;
 use std::io::Write;
 

@@ -3,12 +3,12 @@
 
 use super::load::Load;
 use crate::spec::StorageSpec;
-use crate::stats::{Class, Stats};
 use mailbench_base::Result;
 use mailbench_base::rundir::RunDir;
 use mailbench_metrics::system::{DiskRates, Memory};
 pub use mailbench_results::storage::judge::judge;
 use mailbench_results::storage::run::*;
+use mailbench_results::storage::stats::{Class, Stats};
 use mailbench_results::{RunHeader, Status, Verdict};
 use std::time::Instant;
 

@@ -2,9 +2,7 @@
 //! provision, drive the users, sample the host and the server queue, and write
 //! result.json, summary.txt, intervals.jsonl and test.log.
 
-use crate::endpoint::{
-    Credentials, Endpoint, IMAP_SCHEMES, SIEVE_SCHEMES, SUBMISSION_SCHEMES, Tls,
-};
+use crate::endpoint::{Credentials, Endpoint, IMAP_SCHEMES, SIEVE_SCHEMES, SUBMISSION_SCHEMES};
 use crate::local::{LOCAL_DOMAIN, LocalServer};
 use crate::message::Generator;
 use crate::options::Resolved;
@@ -127,9 +125,9 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         sieve: Some(Endpoint::local("sieve", p.sieve)),
         creds: Credentials::shared(local.password.clone()),
         op_timeout: o.op_timeout,
-        tls: tls_of(o)?,
+        tls: crate::options::tls_of(o)?,
         pinned: Pinned::default(),
-        trace: trace_dir(o)?,
+        trace: crate::options::trace_dir(o)?,
     };
     Ok(Prepared {
         target: Arc::new(target),
@@ -186,9 +184,9 @@ fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
             sieve,
             creds,
             op_timeout: o.op_timeout,
-            tls: tls_of(o)?,
+            tls: crate::options::tls_of(o)?,
             pinned: Pinned::default(),
-            trace: trace_dir(o)?,
+            trace: crate::options::trace_dir(o)?,
         }),
         security: None,
         topo: Arc::new(topo),
@@ -235,22 +233,6 @@ fn remote_topology(o: &Resolved, profile: &Profile, creds: &Credentials) -> Resu
 }
 
 /// `--trace-imap DIR`, claimed (a folder of someone else's files is refused).
-fn trace_dir(o: &Resolved) -> Result<Option<crate::trace::TraceDir>> {
-    o.trace_imap
-        .as_deref()
-        .map(crate::trace::TraceDir::create)
-        .transpose()
-}
-
-fn tls_of(o: &Resolved) -> Result<Tls> {
-    Tls::new(
-        o.starttls,
-        o.ca_file.as_deref(),
-        o.tls_insecure,
-        o.allow_cleartext_auth,
-    )
-}
-
 /// Connects to every endpoint once (TLS as the policy says) and keeps how each
 /// connection was protected; STARTTLS used here is required from then on.
 /// Ctrl-C / SIGTERM during it: the check stops at once and the command goes
@@ -294,7 +276,7 @@ pub fn check(o: &Resolved) -> Result<()> {
 /// Checks everything that can be checked before a run folder is written (exit 2).
 fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
     crate::run::capacity::check(o)?;
-    tls_of(o)?;
+    crate::options::tls_of(o)?;
     if let Some(d) = &o.trace_imap {
         mailbench_base::rundir::claim_folder(d, true)?;
     }

@@ -625,6 +625,24 @@ fn users_in_file(file: &std::path::Path, first_user: usize, users: Option<usize>
     }
 }
 
+/// The TLS policy of every connection of the run (`--starttls`,
+/// `--ca-file`, `--tls-insecure`, `--allow-cleartext-auth`).
+pub fn tls_of(o: &Resolved) -> Result<crate::endpoint::Tls> {
+    crate::endpoint::Tls::new(
+        o.starttls,
+        o.ca_file.as_deref(),
+        o.tls_insecure,
+        o.allow_cleartext_auth,
+    )
+}
+
+/// `--trace-imap`'s folder, claimed, when given.
+pub fn trace_dir(o: &Resolved) -> Result<Option<crate::trace::TraceDir>> {
+    (o.trace_imap.as_deref())
+        .map(crate::trace::TraceDir::create)
+        .transpose()
+}
+
 /// Checks a `--server-metrics` URL before anything is written.
 pub fn check_url(url: &str) -> Result<()> {
     mailbench_base::secrets::refuse_url_credentials("--server-metrics", url)?;

@@ -2,7 +2,7 @@
 //! target, the sink started with them, the endpoints and the password.
 
 use super::SinkProcess;
-use crate::endpoint::{Credentials, Endpoint, Tls};
+use crate::endpoint::{Credentials, Endpoint};
 use crate::local::LOCAL_DOMAIN;
 use crate::options::Resolved;
 use crate::profile::Profile;
@@ -44,18 +44,9 @@ pub fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<SinkTar
         sieve: Some(Endpoint::local("sieve", p.sieve)),
         creds: Credentials::shared(process.password.clone()),
         op_timeout: o.op_timeout,
-        tls: Tls::new(
-            o.starttls,
-            o.ca_file.as_deref(),
-            o.tls_insecure,
-            o.allow_cleartext_auth,
-        )?,
+        tls: crate::options::tls_of(o)?,
         pinned: Pinned::default(),
-        trace: o
-            .trace_imap
-            .as_deref()
-            .map(crate::trace::TraceDir::create)
-            .transpose()?,
+        trace: crate::options::trace_dir(o)?,
     };
     Ok(SinkTarget {
         target,

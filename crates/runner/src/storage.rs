@@ -452,12 +452,32 @@ fn run_part(run: &Run, share: Share, dir: &RunDir) -> Result<AnyResult> {
             run.size
         ));
     }
-    let init = mailbench_storage::init::init_all(&spec, &dir.log, &run.interrupt)?;
+    let stopped = |why: &str, status: Status, init: Option<InitSummary>| {
+        let r = mailbench_storage::run::stopped_before_load(&spec, dir, why, status, init)?;
+        Ok(AnyResult::StorageRun(Box::new(r)))
+    };
+    // A creation that cannot finish (a full volume, an I/O error) or is
+    // stopped is a result all the same: Error or Interrupted, as a run's.
+    let init = match mailbench_storage::init::init_all(&spec, &dir.log, &run.interrupt) {
+        Ok(init) => init,
+        Err(Error::Interrupted) => {
+            return stopped(
+                "interrupted during database creation",
+                Status::Interrupted,
+                None,
+            );
+        }
+        Err(Error::Runtime(m)) => return stopped(&m, Status::Error, None),
+        Err(e) => return Err(e),
+    };
     match run.start_together(&dir.log, "databases ready") {
         // Ctrl-C before the start: a partial result all the same.
         Err(Error::Interrupted) => {
-            let r = mailbench_storage::run::interrupted_before_start(&spec, dir, init)?;
-            return Ok(AnyResult::StorageRun(Box::new(r)));
+            return stopped(
+                "interrupted while waiting for the start time",
+                Status::Interrupted,
+                Some(init),
+            );
         }
         other => other?,
     };

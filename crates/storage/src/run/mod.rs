@@ -10,7 +10,7 @@ mod warmup;
 use mailbench_results::storage::wording;
 
 pub use progress::{LineProgress, LiveFigures, Progress};
-pub use result::{interrupted_before_start, judge};
+pub use result::{judge, stopped_before_load};
 pub use warmup::{QUICK_MIN_WARMUP, cache_lower_bound, warmup_min, warmup_over};
 
 use crate::engine::{self, Control, Event, Instance, InstanceSetup};

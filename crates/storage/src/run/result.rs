@@ -171,21 +171,25 @@ impl Load {
     }
 }
 
-/// The partial result of a run interrupted while it waited for its start time
-/// (`--start-at`): the databases ready, nothing measured.
-pub fn interrupted_before_start(
+/// The result of a run that stopped before its load (`status`, `why`): its
+/// databases could not be created, or it was interrupted while creating them
+/// or waiting for its start time (`--start-at`; `init` then says what was
+/// created). Nothing measured.
+pub fn stopped_before_load(
     spec: &StorageSpec,
     dir: &RunDir,
-    init: crate::init::InitSummary,
+    why: &str,
+    status: Status,
+    init: Option<crate::init::InitSummary>,
 ) -> Result<StorageResult> {
     finish_early(
         spec,
         dir,
         RunHeader::begin("storage-run"),
         Instant::now(),
-        "interrupted while waiting for the start time",
-        Status::Interrupted,
-        Some(init),
+        why,
+        status,
+        init,
     )
 }
 

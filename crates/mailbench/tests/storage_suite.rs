@@ -169,7 +169,10 @@ fn the_report_shows_the_program(dir: &Path, v: &Value, perf: &Value) {
         dom.contains(&format!("id=\"verdict\" data-status=\"{status}\"")),
         "{status}"
     );
-    let tested = dom.split("id=\"tested-configuration\"").nth(1).unwrap();
+    let tested = dom
+        .split("id=\"tested-configuration-table\"")
+        .nth(1)
+        .unwrap();
     let tested = &tested[..tested.find("</table>").unwrap()];
     assert!(tested.contains("Contoso Storage"), "{tested}");
     assert!(tested.contains("RAID-10, 8 disks"), "{tested}");

@@ -201,7 +201,7 @@ pub fn tested_configuration(h: &mailbench_results::RunHeader) -> Option<Kv> {
         .map(|(k, v)| (Cow::Owned(k), v))
         .collect();
     Some(Kv {
-        id: "tested-configuration",
+        id: "tested-configuration-table",
         rows,
     })
 }

@@ -118,17 +118,12 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
     ));
     let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency))?;
     let p = local.ports;
-    let target = Target {
-        kind: "local".into(),
-        imap: Endpoint::local("imap", p.imap),
-        submission: Endpoint::local("smtp", p.submission),
-        sieve: Some(Endpoint::local("sieve", p.sieve)),
-        creds: Credentials::shared(local.password.clone()),
-        op_timeout: o.op_timeout,
-        tls: crate::options::tls_of(o)?,
-        pinned: Pinned::default(),
-        trace: crate::options::trace_dir(o)?,
-    };
+    let target = Target::on_loopback(
+        "local",
+        [p.imap, p.submission, p.sieve],
+        local.password.clone(),
+        o,
+    )?;
     Ok(Prepared {
         target: Arc::new(target),
         security: None,

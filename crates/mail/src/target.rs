@@ -58,6 +58,30 @@ pub struct Security {
 }
 
 /// Whether a connection was upgraded with STARTTLS (its security text says so).
+impl Target {
+    /// A throwaway server of mailbench's own on 127.0.0.1 (`kind`: `local`
+    /// or `sink`): its IMAP, submission and ManageSieve ports, one password
+    /// for every user, the run's timeout, TLS policy and trace folder.
+    pub fn on_loopback(
+        kind: &str,
+        [imap, submission, sieve]: [u16; 3],
+        password: String,
+        o: &crate::options::Resolved,
+    ) -> Result<Target> {
+        Ok(Target {
+            kind: kind.into(),
+            imap: Endpoint::local("imap", imap),
+            submission: Endpoint::local("smtp", submission),
+            sieve: Some(Endpoint::local("sieve", sieve)),
+            creds: Credentials::shared(password),
+            op_timeout: o.op_timeout,
+            tls: crate::options::tls_of(o)?,
+            pinned: Pinned::default(),
+            trace: crate::options::trace_dir(o)?,
+        })
+    }
+}
+
 fn upgraded(security: Option<&str>) -> bool {
     security.is_some_and(|s| s.starts_with("STARTTLS"))
 }

@@ -11,6 +11,18 @@ use std::time::{Duration, Instant};
 const PRINT_LIMIT: Duration = Duration::from_secs(180);
 
 /// The browsers tried, in order.
+/// Headless Chromium without a sandbox, GPU, network chatter or first-run
+/// pages: how mailbench (and its tests) run a browser on a page of its own.
+pub const HEADLESS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+];
+
 const BROWSERS: [&str; 4] = ["chromium", "chromium-browser", "google-chrome", "chrome"];
 
 /// Prints `dir/report.html` to `dir/report.pdf`; says on stderr what went
@@ -52,16 +64,8 @@ pub fn print_pdf(dir: &Path) -> Result<PathBuf, String> {
     };
     let profile = tempfile_dir(dir)?;
     let mut child = Command::new(&bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--no-pdf-header-footer",
-        ])
+        .args(HEADLESS)
+        .arg("--no-pdf-header-footer")
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--print-to-pdf={}", pdf.display()))
         .arg(format!("file://{}", html.display()))

@@ -2,11 +2,10 @@
 //! target, the sink started with them, the endpoints and the password.
 
 use super::SinkProcess;
-use crate::endpoint::{Credentials, Endpoint};
 use crate::local::LOCAL_DOMAIN;
 use crate::options::Resolved;
 use crate::profile::Profile;
-use crate::target::{Pinned, Target};
+use crate::target::Target;
 use crate::topology::Topology;
 use mailbench_base::Result;
 use mailbench_base::rundir::TestLog;
@@ -37,17 +36,12 @@ pub fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<SinkTar
     ));
     let process = SinkProcess::start(&topo.alias_table(), log)?;
     let p = process.ports;
-    let target = Target {
-        kind: "sink".into(),
-        imap: Endpoint::local("imap", p.imap),
-        submission: Endpoint::local("smtp", p.submission),
-        sieve: Some(Endpoint::local("sieve", p.sieve)),
-        creds: Credentials::shared(process.password.clone()),
-        op_timeout: o.op_timeout,
-        tls: crate::options::tls_of(o)?,
-        pinned: Pinned::default(),
-        trace: crate::options::trace_dir(o)?,
-    };
+    let target = Target::on_loopback(
+        "sink",
+        [p.imap, p.submission, p.sieve],
+        process.password.clone(),
+        o,
+    )?;
     Ok(SinkTarget {
         target,
         topo,

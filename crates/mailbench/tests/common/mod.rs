@@ -49,17 +49,8 @@ pub fn chromium() -> Option<&'static str> {
 pub fn browse(chrome: &str, page: &Path, extra: &[&str]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(chrome)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
+        .args(mailbench_runner::pdf::HEADLESS)
+        .args(["--enable-logging=stderr", "--v=0"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg(format!("file://{}", page.display()))

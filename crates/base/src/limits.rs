@@ -135,6 +135,9 @@ pub struct Bound {
     pub min: f64,
     pub max: f64,
     pub unit: Unit,
+    /// What to give instead, added to the out-of-range message (a key whose
+    /// usual wrong value has a known cause).
+    pub hint: Option<&'static str>,
 }
 
 impl Bound {
@@ -144,6 +147,15 @@ impl Bound {
             min,
             max,
             unit,
+            hint: None,
+        }
+    }
+
+    /// The same range with a hint added to its out-of-range message.
+    pub const fn with_hint(self, hint: &'static str) -> Bound {
+        Bound {
+            hint: Some(hint),
+            ..self
         }
     }
 
@@ -214,8 +226,9 @@ fn check<T: serde::Serialize>(
             )));
         }
         if v < b.min || v > b.max {
+            let hint = b.hint.map(|h| format!(" ({h})")).unwrap_or_default();
             return Err(Error::usage(format!(
-                "{origin}: {name} = {}: give {} to {}",
+                "{origin}: {name} = {}: give {} to {}{hint}",
                 b.show(v),
                 b.show(b.min),
                 b.show(b.max)

@@ -142,8 +142,9 @@ pub fn forms(s: &str) -> Vec<(String, bool)> {
     out
 }
 
-/// `s` as HTML text or attribute (the report's escaping).
-fn html_escaped(s: &str) -> String {
+/// `s` as HTML text or attribute: the one escaper of the reports, so the HTML
+/// form of a secret registered here is the form the reports write.
+pub fn html_escaped(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -481,7 +481,8 @@ fn a_bad_iops_per_mailbox_exits_2_and_writes_nothing() {
         "190",
     ]);
     assert!(
-        stderr(&o).contains("(--iops-per-mailbox) = 190: give 0 to 10"),
+        stderr(&o).contains("(--iops-per-mailbox) = 190: give 0 to 10")
+            && stderr(&o).contains("server.per_mailbox_real_day"),
         "{}",
         stderr(&o)
     );

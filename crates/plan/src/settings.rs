@@ -238,7 +238,9 @@ const TIB: f64 = (1u64 << 40) as f64;
 pub const BOUNDS: &[Bound] = &[
     Bound::new("mailboxes", 1.0, MAX_MAILBOXES, Unit::Count),
     Bound::new("messages_per_day", 0.0, MAX_MESSAGES_PER_DAY, Unit::Number),
-    Bound::new("iops_per_mailbox", 0.0, MAX_IOPS_PER_MAILBOX, Unit::Number),
+    Bound::new("iops_per_mailbox", 0.0, MAX_IOPS_PER_MAILBOX, Unit::Number).with_hint(
+        "no mailbox needs more; a compressed day's figure is too high by the compression: take a sweep's server.per_mailbox_real_day",
+    ),
     Bound::new("message_size", 1.0, (1u64 << 30) as f64, Unit::Bytes),
     Bound::new("mailbox_quota", 1.0, 100.0 * TIB, Unit::Bytes),
     Bound::new("copies", 1.0, 16.0, Unit::Count),

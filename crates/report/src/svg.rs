@@ -14,21 +14,8 @@ const CHAR_W: f64 = 6.6;
 pub const RED: &str = "#c62828";
 pub const GREY: &str = "#57606a";
 
-/// Escapes text for HTML and SVG.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
-}
+/// Escapes text for HTML and SVG (the redaction layer's escaper: one home).
+pub use mailbench_base::secrets::html_escaped as esc;
 
 /// One line of a line chart.
 #[derive(Debug, Clone)]

@@ -651,14 +651,13 @@ fn next_log_file(dir: &std::path::Path) -> u64 {
     newest + 1
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(debug_assertions, feature = "invariants")))]
 mod tests {
     use super::*;
 
     /// An instance never has more I/O in flight than its share of its
     /// thread's engine: a request past it breaks an invariant.
     #[test]
-    #[cfg(any(debug_assertions, feature = "invariants"))]
     #[should_panic(expected = "I/O in flight beyond the instance's depth of 1")]
     fn io_past_the_depth_breaks_an_invariant() {
         let f = Arc::new(tempfile::tempfile().unwrap());

@@ -301,7 +301,7 @@ mod tests {
             "h",
             "https://u:pw@h",
             "https://h/?a=1",
-            "https:///x",
+            "http://:80/x",
         ] {
             assert!(session_url(bad).is_err(), "{bad}");
         }

@@ -113,9 +113,11 @@ async fn calls_and_ids_stay_within_the_servers_limits() {
     let ids: Vec<String> = (0..7).map(|i| f.deliver(&format!("m{i}"))).collect();
     let got = c.get(&ids, false).await.unwrap();
     assert_eq!(got.len(), 7);
-    let s = f.state.lock().unwrap();
-    assert_eq!((s.most_calls, s.most_get_ids), (1, 3));
-    drop(s);
+    let most = {
+        let s = f.state.lock().unwrap();
+        (s.most_calls, s.most_get_ids)
+    };
+    assert_eq!(most, (1, 3));
     // Email/query + Email/get by back-reference cannot be split: refused
     // before anything is sent.
     let before = f.state.lock().unwrap().requests;

@@ -228,6 +228,46 @@ async fn a_push_stream_that_drops_is_reopened_and_counted() {
 }
 
 #[tokio::test]
+async fn an_account_without_submission_is_not_sent_through_jmap() {
+    let f = Fake::start(Config {
+        account_submission: false,
+        ..Config::default()
+    })
+    .await;
+    let mut c = open(&f).await.unwrap();
+    assert!(!c.session.submission);
+    let before = f.state.lock().unwrap().requests;
+    let e = c
+        .submit("mb-drafts", "mb-sent", &draft("x"))
+        .await
+        .unwrap_err();
+    assert!(e.msg().contains("send over SMTP submission"), "{e}");
+    assert_eq!(f.state.lock().unwrap().requests, before, "nothing sent");
+}
+
+#[tokio::test]
+async fn a_push_url_without_a_stream_is_a_counted_failure() {
+    let f = Fake::start(Config {
+        push_status: Some(204),
+        ..Config::default()
+    })
+    .await;
+    let c = open(&f).await.unwrap();
+    let url = c.session.event_source_url(30).unwrap().unwrap();
+    let mut p = Push::new(url.clone(), c.http_for(&url).unwrap(), 1);
+    // No event ever comes: the caller's bound ends the wait (polling takes
+    // over), the failed openings are counted and the last one kept.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), p.next())
+            .await
+            .is_err()
+    );
+    assert!(p.failed >= 1 && p.opened == 0 && !p.connected());
+    let e = p.last_error.as_ref().unwrap();
+    assert!(e.msg().contains("HTTP 204"), "{e}");
+}
+
+#[tokio::test]
 async fn a_session_without_push_says_so() {
     let f = Fake::start(Config {
         push: false,

@@ -142,7 +142,7 @@ impl Http {
         &mut self,
         method: &str,
         url: &Url,
-        ctype: Option<&str>,
+        (ctype, accept): (Option<&str>, &str),
         body: Vec<u8>,
     ) -> OpResult<hyper::Response<Incoming>> {
         let mut req = hyper::Request::builder()
@@ -150,7 +150,7 @@ impl Http {
             .uri(&url[url::Position::BeforePath..])
             .header(HOST, self.host.clone())
             .header(AUTHORIZATION, self.auth.clone())
-            .header("accept", "application/json");
+            .header("accept", accept);
         if let Some(c) = ctype {
             req = req.header(CONTENT_TYPE, c);
         }
@@ -183,7 +183,9 @@ impl Http {
     ) -> OpResult<Reply> {
         let t = self.timeout;
         let r = tokio::time::timeout(t, async {
-            let resp = self.head(method, url, ctype, body).await?;
+            let resp = self
+                .head(method, url, (ctype, "application/json"), body)
+                .await?;
             let status = resp.status().as_u16();
             let header = |n| {
                 resp.headers()
@@ -246,9 +248,17 @@ impl Http {
                         p.detail.map(|d| format!(": {d}")).unwrap_or_default()
                     ),
                 ),
-                Err(_) => (
+                Err(_) if r.content_type.starts_with("text/plain") => (
                     ErrorKind::Rejected,
                     String::from_utf8_lossy(&r.body).chars().take(200).collect(),
+                ),
+                Err(_) => (
+                    ErrorKind::Rejected,
+                    hyper::StatusCode::from_u16(s)
+                        .ok()
+                        .and_then(|c| c.canonical_reason())
+                        .unwrap_or("refused")
+                        .to_ascii_lowercase(),
                 ),
             },
         };
@@ -259,14 +269,17 @@ impl Http {
     /// timeout, the body left to the caller.
     pub async fn stream(&mut self, url: &Url) -> OpResult<Incoming> {
         let t = self.timeout;
-        let resp = tokio::time::timeout(t, self.head("GET", url, None, Vec::new()))
-            .await
-            .map_err(|_| {
-                OpError::new(
-                    ErrorKind::Timeout,
-                    format!("GET {url}: no answer within {t:?}"),
-                )
-            })??;
+        let resp = tokio::time::timeout(
+            t,
+            self.head("GET", url, (None, "text/event-stream"), Vec::new()),
+        )
+        .await
+        .map_err(|_| {
+            OpError::new(
+                ErrorKind::Timeout,
+                format!("GET {url}: no answer within {t:?}"),
+            )
+        })??;
         let status = resp.status().as_u16();
         if status != 200 {
             let body = read_capped(resp.into_body(), 4096, url)

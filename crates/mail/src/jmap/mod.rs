@@ -72,7 +72,19 @@ impl JmapConn {
         for _ in 0..=MAX_REDIRECTS {
             let r = http
                 .send("GET", &at, None, Vec::new(), MAX_HTTP_BODY_BYTES)
-                .await?;
+                .await
+                .map_err(|e| match e.kind {
+                    ErrorKind::Rejected => OpError::new(
+                        ErrorKind::Malformed,
+                        format!(
+                            "{at} is not a JMAP session resource ({}); give --jmap the session URL \
+                             or the host whose {} leads to it",
+                            e.msg(),
+                            session::WELL_KNOWN
+                        ),
+                    ),
+                    _ => e,
+                })?;
             if (300..400).contains(&r.status) {
                 let next = r
                     .location
@@ -319,6 +331,15 @@ impl JmapConn {
     /// `drafts` and submitted in one request, moved to `sent` with `$draft`
     /// cleared on success (`onSuccessUpdateEmail`).
     pub async fn submit(&mut self, drafts: &str, sent: &str, d: &Draft) -> OpResult<()> {
+        if !self.session.submission {
+            return Err(OpError::new(
+                ErrorKind::Rejected,
+                format!(
+                    "account {} does not offer {SUBMISSION}: send over SMTP submission",
+                    self.session.account
+                ),
+            ));
+        }
         let identity = self.identity(&d.from).await?;
         let mut g = Group::default();
         let set = g.call(

@@ -42,6 +42,8 @@ pub struct Account {
     pub name: String,
     #[serde(default)]
     pub is_read_only: bool,
+    #[serde(default)]
+    pub account_capabilities: HashMap<String, serde_json::Value>,
 }
 
 /// `urn:ietf:params:jmap:core` (RFC 8620 §2): the limits of one server.
@@ -174,6 +176,12 @@ impl Session {
             )));
         }
         let api = expand(url, &self.api_url, &[])?;
+        // The session may offer submission while the account does not
+        // (Cyrus without a submission relay): the account decides.
+        let submission = self.capabilities.contains_key(SUBMISSION)
+            && self.accounts[&account]
+                .account_capabilities
+                .contains_key(SUBMISSION);
         Ok(Ready {
             url: url.clone(),
             api,
@@ -181,7 +189,7 @@ impl Session {
             event_source: self.event_source_url,
             account,
             limits,
-            submission: self.capabilities.contains_key(SUBMISSION),
+            submission,
             state: self.state,
         })
     }
@@ -223,7 +231,7 @@ mod tests {
                 MAIL: {}, SUBMISSION: {}, "https://cyrusimap.org/ns/jmap/mail": {}
             },
             "accounts": {"u1": {"name": "u1", "isPersonal": true, "isReadOnly": false,
-                                "accountCapabilities": {MAIL: {}}}},
+                                "accountCapabilities": {MAIL: {}, SUBMISSION: {}}}},
             "primaryAccounts": {MAIL: "u1", SUBMISSION: "u1"},
             "username": "u1",
             "apiUrl": "/jmap/",
@@ -257,6 +265,16 @@ mod tests {
             (50, 4096)
         );
         assert!(r.submission);
+        // Offered by the session, not by the account: no submission.
+        let no_sub = cyrus_like().replace(
+            &format!("\"{MAIL}\":{{}},\"{SUBMISSION}\":{{}}}},\"isPersonal\""),
+            &format!("\"{MAIL}\":{{}}}},\"isPersonal\""),
+        );
+        let r2 = Session::parse(&url, no_sub.as_bytes())
+            .unwrap()
+            .ready(&url)
+            .unwrap();
+        assert!(!r2.submission, "{no_sub}");
         // Absolute URLs stay as they are.
         let other = cyrus_like().replace("\"/jmap/\"", "\"https://api.example.org/jmap/api/\"");
         let r = Session::parse(&url, other.as_bytes())

@@ -31,6 +31,12 @@ pub struct Config {
     pub session_body: Option<&'static str>,
     /// Offer an EventSource URL.
     pub push: bool,
+    /// The account offers submission (as the session does); Cyrus without
+    /// a submission relay offers it in the session only.
+    pub account_submission: bool,
+    /// The push URL answered with this status and no stream (Cyrus 3.6
+    /// answers 204 No Content when it has no push for the client).
+    pub push_status: Option<u16>,
 }
 
 impl Default for Config {
@@ -43,6 +49,8 @@ impl Default for Config {
             failing_method: None,
             session_body: None,
             push: true,
+            account_submission: true,
+            push_status: None,
         }
     }
 }
@@ -178,7 +186,11 @@ fn session(cfg: &Config) -> Value {
             "urn:example:unknown": {"x": 1}
         },
         "accounts": {"A1": {"name": "user1@fake.test", "isPersonal": true, "isReadOnly": false,
-                            "accountCapabilities": {}}},
+                            "accountCapabilities": if cfg.account_submission {
+                                json!({"urn:ietf:params:jmap:mail": {}, "urn:ietf:params:jmap:submission": {}})
+                            } else {
+                                json!({"urn:ietf:params:jmap:mail": {}})
+                            }}},
         "primaryAccounts": {"urn:ietf:params:jmap:mail": "A1"},
         "username": "user1@fake.test",
         "apiUrl": "/jmap/api",
@@ -215,7 +227,13 @@ async fn serve(
             None => reply(200, "application/json", session(&cfg).to_string()),
         },
         "/jmap/api" => api(&cfg, &st, r).await,
-        "/jmap/es" => push(&st),
+        "/jmap/es" => match cfg.push_status {
+            Some(code) => Response::builder()
+                .status(code)
+                .body(Body::Once(None))
+                .unwrap(),
+            None => push(&st),
+        },
         _ => reply(404, "text/plain", "no such resource"),
     })
 }

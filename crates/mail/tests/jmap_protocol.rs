@@ -19,7 +19,7 @@ const T: Duration = Duration::from_secs(10);
 
 async fn open(f: &Fake) -> mailbench_mail::wire::OpResult<JmapConn> {
     let url = session::session_url(&format!("http://127.0.0.1:{}", f.port)).unwrap();
-    JmapConn::open(&url, &Tls::default(), T, "user1@fake.test", "pw").await
+    JmapConn::open(&url, &Tls::default(), T, "user1@fake.test", "fake-secret").await
 }
 
 fn draft(subject: &str) -> Draft {
@@ -143,7 +143,7 @@ async fn a_url_that_is_not_a_session_is_named() {
     );
     // A path the server does not serve.
     let url = f.url("/nothing");
-    let e = JmapConn::open(&url, &Tls::default(), T, "u", "pw")
+    let e = JmapConn::open(&url, &Tls::default(), T, "u", "fake-secret")
         .await
         .err()
         .unwrap();

@@ -165,7 +165,7 @@ mod tests {
             &crate::endpoint::Tls::default(),
             std::time::Duration::from_secs(1),
             "u",
-            "p",
+            "push-test-secret",
         )
         .unwrap();
         let mut p = Push::new(url, http, 1);

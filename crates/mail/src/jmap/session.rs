@@ -288,7 +288,9 @@ mod tests {
     fn what_is_not_a_usable_session_is_named() {
         let url = Url::parse("http://h/x").unwrap();
         let e = Session::parse(&url, b"<html>hello</html>").unwrap_err();
-        assert!(e.msg().contains("http://h/x is not a JMAP session"), "{e}");
+        // (Other tests of this process register short passwords such as
+        // `p`, which the redaction masks in any message: test words without.)
+        assert!(e.msg().contains("h/x is not a JMAP session"), "{e}");
         let no_mail = cyrus_like().replace(MAIL, "urn:x");
         let e = Session::parse(&url, no_mail.as_bytes())
             .unwrap()
@@ -317,7 +319,7 @@ mod tests {
         for bad in [
             "imap://h",
             "h",
-            "https://u:pw@h",
+            "https://u:url-test-secret@h",
             "https://h/?a=1",
             "http://:80/x",
         ] {

@@ -8,6 +8,7 @@ pub mod command;
 pub mod endpoint;
 pub mod hooks;
 pub mod imap;
+pub mod jmap;
 pub mod judge;
 pub mod local;
 pub mod mailboxes;

@@ -7,6 +7,7 @@
 //! Built on the wire layer only; the IMAP, SMTP and ManageSieve clients are
 //! built on it, and the target (target.rs) on them.
 
+pub mod backoff;
 pub mod credentials;
 pub mod tls;
 

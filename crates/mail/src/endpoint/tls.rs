@@ -28,7 +28,7 @@ pub use mailbench_results::mail::config::StartTls;
 
 /// The schemes whose connections start with a TLS handshake.
 pub fn is_implicit_tls(scheme: &str) -> bool {
-    matches!(scheme, "imaps" | "submissions" | "smtps")
+    matches!(scheme, "imaps" | "submissions" | "smtps" | "https")
 }
 
 /// The TLS settings of a target. The client configuration (system roots) is

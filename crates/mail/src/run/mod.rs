@@ -6,6 +6,7 @@
 //! runs from the start of submission to the moment the recipient's server announced
 //! the new message (the `X-Mailbench-Track` header identifies it).
 
+use crate::endpoint::backoff;
 use crate::imap::ImapConn;
 use crate::mailboxes::Mailboxes;
 use crate::message::{Envelope, Generator, message_id, unix_now};
@@ -21,7 +22,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-mod backoff;
 pub mod capacity;
 mod folders;
 mod inbox;

@@ -3,7 +3,8 @@
 //! (each wait drawn between half and all of that, so users that failed
 //! together do not come back together). A task that comes due meanwhile
 //! waits for the retry; its response time, measured from its intended start,
-//! shows the wait. A success ends the back-off.
+//! shows the wait. A success ends the back-off. The same waits space the
+//! reconnections of a JMAP push stream that dropped (`jmap::push`).
 
 use rand::Rng;
 use std::time::Duration;

@@ -117,12 +117,15 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         topo.users.len(),
         topo.lists.len()
     ));
-    let cyrus = o.cyrus_root.as_ref().map(|root| crate::local::CyrusOptions {
-        root: root.clone(),
-        logins: (0..topo.users.len())
-            .map(|i| topo.login(i).to_string())
-            .collect(),
-    });
+    let cyrus = o
+        .cyrus_root
+        .as_ref()
+        .map(|root| crate::local::CyrusOptions {
+            root: root.clone(),
+            logins: (0..topo.users.len())
+                .map(|i| topo.login(i).to_string())
+                .collect(),
+        });
     let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency), cyrus)?;
     let p = local.ports;
     let target = Target::on_loopback(

@@ -603,7 +603,10 @@ fn local_server_of(s: &SetupOptions, target: &str) -> Result<(String, Option<Pat
             "--cyrus-root is for --server cyrus: drop it, or add --server cyrus",
         )),
         "dovecot" => Ok((server, None)),
-        "cyrus" => Ok((server, Some(crate::local::cyrus_root(s.cyrus_root.as_deref())?))),
+        "cyrus" => Ok((
+            server,
+            Some(crate::local::cyrus_root(s.cyrus_root.as_deref())?),
+        )),
         other => Err(Error::usage(format!(
             "--server `{other}`: write dovecot (the default) or cyrus"
         ))),
@@ -615,8 +618,13 @@ fn local_server_of(s: &SetupOptions, target: &str) -> Result<(String, Option<Pat
 /// refuses `user@domain` logins: no virtual domains).
 fn login_format_of(s: &SetupOptions, user_format: &str, server: &str) -> Result<Option<String>> {
     let Some(f) = s.login_format.clone() else {
-        return Ok((server == "cyrus")
-            .then(|| user_format.split('@').next().unwrap_or(user_format).to_string()));
+        return Ok((server == "cyrus").then(|| {
+            user_format
+                .split('@')
+                .next()
+                .unwrap_or(user_format)
+                .to_string()
+        }));
     };
     if s.users_file.is_some() {
         return Err(Error::usage(

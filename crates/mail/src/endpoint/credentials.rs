@@ -196,7 +196,10 @@ mod tests {
         )
         .unwrap();
         let u = read_users_file(&f).unwrap();
-        assert_eq!((u[0].login.as_deref(), u[0].password.as_str()), (None, "pw1"));
+        assert_eq!(
+            (u[0].login.as_deref(), u[0].password.as_str()),
+            (None, "pw1")
+        );
         assert_eq!(
             (u[1].login.as_deref(), u[1].password.as_str()),
             (Some("load2"), "pass word 2")
@@ -207,7 +210,10 @@ mod tests {
         std::fs::write(&f, "load3 pw3\n").unwrap();
         let e = read_users_file(&f).unwrap_err();
         assert_eq!(e.exit_status().code(), 2);
-        assert!(e.to_string().contains("line 1") && e.to_string().contains("@domain"), "{e}");
+        assert!(
+            e.to_string().contains("line 1") && e.to_string().contains("@domain"),
+            "{e}"
+        );
     }
 
     #[test]

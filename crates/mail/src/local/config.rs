@@ -42,12 +42,18 @@ pub(super) fn write_configs(
     }
     let etc = pf.join("etc");
     let with_cyrus = cyrus.is_some();
-    write_file(&etc.join("main.cf"), &postfix_main_cf(dir, ports, with_cyrus))?;
-    write_file(&etc.join("master.cf"), &postfix_master_cf(ports, with_cyrus))?;
+    write_file(
+        &etc.join("main.cf"),
+        &postfix_main_cf(dir, ports, with_cyrus),
+    )?;
+    write_file(
+        &etc.join("master.cf"),
+        &postfix_master_cf(ports, with_cyrus),
+    )?;
     if with_cyrus {
-        mkdir(&pf.join("sasl"))?;
+        mkdir(&etc.join("sasl"))?;
         write_file(
-            &pf.join("sasl/smtpd.conf"),
+            &etc.join("sasl/smtpd.conf"),
             &postfix_sasl_conf(&dir.join("cyrus")),
         )?;
     }
@@ -63,7 +69,12 @@ pub(super) fn write_configs(
 }
 
 /// Dovecot's folders and configuration (`o`'s settings appended).
-fn write_dovecot(dir: &Path, ports: &LocalPorts, password: &str, o: &LocalOptions) -> Result<PathBuf> {
+fn write_dovecot(
+    dir: &Path,
+    ports: &LocalPorts,
+    password: &str,
+    o: &LocalOptions,
+) -> Result<PathBuf> {
     let dv = dir.join("dovecot");
     for sub in ["run", "state", "mail"] {
         mkdir(&dv.join(sub))?;
@@ -230,7 +241,8 @@ fn postfix_main_cf(dir: &Path, p: &LocalPorts, cyrus: bool) -> String {
         let pf = dir.join("postfix");
         s.push_str(&format!(
             "# Submission (Cyrus has none): SASL from the Cyrus users' sasldb\n\
-             cyrus_sasl_config_path = {}/sasl\n\
+             # (Debian's Postfix reads smtpd.conf from $config_directory/sasl)\n\
+             cyrus_sasl_config_path = {}/etc/sasl\n\
              smtpd_sasl_path = smtpd\n\
              smtpd_sasl_local_domain = {REALM}\n",
             pf.display()

@@ -2,8 +2,7 @@
 
 use super::config::write_configs;
 use super::processes::{
-    bound_to_us, postfix_cmd, postfix_guard, postfix_master, process_guard, stop_child,
-    stop_stale,
+    bound_to_us, postfix_cmd, postfix_guard, postfix_master, process_guard, stop_child, stop_stale,
 };
 use super::{
     LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, LocalTls, check_prerequisites, chown,
@@ -73,7 +72,11 @@ impl LocalServer {
 
     /// As `start`, with `o`'s TLS and Dovecot settings.
     pub fn start_opts(dir: &Path, log: &TestLog, o: &LocalOptions) -> Result<LocalServer> {
-        check_prerequisites(if o.cyrus.is_some() { "cyrus" } else { "dovecot" })?;
+        check_prerequisites(if o.cyrus.is_some() {
+            "cyrus"
+        } else {
+            "dovecot"
+        })?;
         let dir = prepare_dir(dir)?;
         let password = local_password(&dir)?;
         mailbench_base::secrets::register(&password);
@@ -83,7 +86,11 @@ impl LocalServer {
             dir,
             ports,
             password,
-            server: if o.cyrus.is_some() { "cyrus" } else { "dovecot" },
+            server: if o.cyrus.is_some() {
+                "cyrus"
+            } else {
+                "dovecot"
+            },
             dovecot: None,
             cyrus: None,
             cyrus_guard: None,
@@ -368,8 +375,8 @@ impl LocalServer {
         if let Some(c) = self.cyrus.as_mut()
             && let Ok(Some(st)) = c.try_wait()
         {
-            let err = std::fs::read_to_string(self.dir.join("cyrus/master.stderr"))
-                .unwrap_or_default();
+            let err =
+                std::fs::read_to_string(self.dir.join("cyrus/master.stderr")).unwrap_or_default();
             return Some(format!("cyrus master exited ({st}): {}", err.trim()));
         }
         if let Some(c) = self.postfix.as_mut()

@@ -849,6 +849,46 @@ mod tests {
     }
 
     #[test]
+    fn login_names_and_the_local_server() {
+        let day = Duration::from_secs(60);
+        let parse = |t: &str| Resolved::resolve(&toml::from_str(t).unwrap(), day);
+        // Defaults: Dovecot, logins are the addresses.
+        let r = parse("").unwrap();
+        assert_eq!(
+            (r.server.as_str(), r.login_format.clone()),
+            ("dovecot", None)
+        );
+        let r = parse("imap = \"imap://h\"\nsubmission = \"smtp://h\"\nuser_format = \"load{n}@x.org\"\nlogin_format = \"load{n}\"\n").unwrap();
+        assert_eq!(r.login_format.as_deref(), Some("load{n}"));
+        let fails = |t: &str, says: &str| {
+            let e = parse(t).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2, "{t}: {e}");
+            assert!(e.to_string().contains(says), "{t}: {e}");
+        };
+        // An address without its domain, a login format without {n} or with spaces.
+        fails("user_format = \"load{n}\"\n", "--login-format load{n}");
+        fails("login_format = \"load\"\n", "--login-format `load`");
+        fails("login_format = \"lo ad{n}\"\n", "no spaces");
+        fails("server = \"exim\"\n", "write dovecot");
+        fails(
+            "cyrus_root = \"/opt/cyrus\"\n",
+            "--cyrus-root is for --server cyrus",
+        );
+        fails(
+            "imap = \"imap://h\"\nsubmission = \"smtp://h\"\nserver = \"cyrus\"\n",
+            "drop them with --target remote",
+        );
+        let t = tempfile::tempdir().unwrap();
+        fails(
+            &format!(
+                "server = \"cyrus\"\ncyrus_root = \"{}\"\n",
+                t.path().display()
+            ),
+            "(cyrus-imapd)",
+        );
+    }
+
+    #[test]
     fn tls_options() {
         let file: MailOptions = toml::from_str(
             "imap = \"imaps://h\"\nsubmission = \"smtp://h\"\nstarttls = \"require\"\nca_file = \"/x/ca.pem\"\nallow_cleartext_auth = true\n",

@@ -90,7 +90,7 @@ fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
 /// The local target: its folder claimed, the users and lists generated (their alias
 /// table written), the servers started.
 fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepared> {
-    crate::local::check_prerequisites()?;
+    crate::local::check_prerequisites(&o.server)?;
     let (dir, temp) = local_dir(o, log);
     crate::local::make_reachable_dir(&dir)?;
     mailbench_base::rundir::claim_folder(&dir, false)?;
@@ -105,7 +105,8 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         profile,
         Some(LOCAL_DOMAIN),
         o.seed,
-    );
+    )
+    .with_logins(o.login_format.as_deref(), o.first_user);
     let pf_etc = dir.join("postfix").join("etc");
     std::fs::create_dir_all(&pf_etc).map_err(|e| Error::io("cannot create", &pf_etc, e))?;
     let aliases = LocalServer::aliases_path(&dir);
@@ -116,7 +117,16 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         topo.users.len(),
         topo.lists.len()
     ));
-    let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency))?;
+    let cyrus = o
+        .cyrus_root
+        .as_ref()
+        .map(|root| crate::local::CyrusOptions {
+            root: root.clone(),
+            logins: (0..topo.users.len())
+                .map(|i| topo.login(i).to_string())
+                .collect(),
+        });
+    let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency), cyrus)?;
     let p = local.ports;
     let target = Target::on_loopback(
         "local",
@@ -216,10 +226,12 @@ fn remote_topology(o: &Resolved, profile: &Profile, creds: &Credentials) -> Resu
         let to = (from + o.users).min(listed.len());
         Topology {
             users: listed[from..to].to_vec(),
+            logins: creds.listed_logins()[from..to].to_vec(),
             lists: Vec::new(),
         }
     } else {
         Topology::generate(&o.user_format, o.first_user, o.users, profile, None, o.seed)
+            .with_logins(o.login_format.as_deref(), o.first_user)
     };
     if let Some(f) = &o.lists_file {
         topo.read_lists(f)?;
@@ -279,7 +291,7 @@ fn validate(o: &Resolved, profile: &Profile) -> Result<()> {
         return Ok(());
     }
     if o.target == "local" {
-        crate::local::check_prerequisites()?;
+        crate::local::check_prerequisites(&o.server)?;
         if let Some(d) = &o.local_dir {
             mailbench_base::rundir::claim_folder(d, true)?;
         }
@@ -324,10 +336,17 @@ fn target_info(p: &Prepared) -> TargetInfo {
             cleartext_auth_allowed: tls.allow_cleartext_auth,
         },
         local_dir: p.local_dir.as_ref().map(|d| d.display().to_string()),
-        server: p.local.as_ref().map(|_| ServerInfo {
-            software: "Dovecot 2.3 (imap, lmtp, submission, managesieve) + Postfix 3.7 (virtual aliases, LMTP delivery)".into(),
-            fsync: "mail_fsync = optimized (Dovecot default)".into(),
-            mail_location: "maildir".into(),
+        server: p.local.as_ref().map(|l| match l.server {
+            "cyrus" => ServerInfo {
+                software: "Cyrus IMAP 3.6 (imapd, lmtpd, timsieved, httpd with JMAP, idled) + Postfix 3.7 (virtual aliases, submission, LMTP delivery)".into(),
+                fsync: "Cyrus defaults".into(),
+                mail_location: "cyrus partition (one file per message, cyrus.index)".into(),
+            },
+            _ => ServerInfo {
+                software: "Dovecot 2.3 (imap, lmtp, submission, managesieve) + Postfix 3.7 (virtual aliases, LMTP delivery)".into(),
+                fsync: "mail_fsync = optimized (Dovecot default)".into(),
+                mail_location: "maildir".into(),
+            },
         }).or_else(|| p.sink.as_ref().map(|_| ServerInfo {
             software: crate::sink::SOFTWARE.into(),
             fsync: "none (nothing is stored)".into(),
@@ -462,10 +481,7 @@ pub fn run(
     }
     let cpu_before = mailbench_metrics::system::process_cpu_s();
     let shared = shared_state(&o, &profile, &prepared);
-    let mail_dir = prepared
-        .local_dir
-        .as_ref()
-        .map(|d| LocalServer::mail_dir(d));
+    let mail_dir = prepared.local.as_ref().map(LocalServer::store_dir);
     let queue_etc = prepared
         .local_dir
         .as_ref()

@@ -117,6 +117,17 @@ fn user_format_help() -> clap::builder::StyledStr {
     format!("User address pattern, {n} = user number [default: user{n}@example.test]").into()
 }
 
+/// The help of `--login-format` (`{n}` kept as in `user_format_help`).
+fn login_format_help() -> clap::builder::StyledStr {
+    let b = clap::builder::styling::Style::new().bold();
+    let n = format!("{{{b}n{b:#}}}");
+    format!(
+        "Login name pattern, {n} = user number, when it is not the address (load{n} for \
+         servers that refuse user@domain logins) [default: the address; user{n} with --server cyrus]"
+    )
+    .into()
+}
+
 /// Defines one group of `[mail]` options: the struct (every field an
 /// `Option`, a TOML key and a flag; `deny_unknown_fields`, so a group read
 /// alone refuses what it does not know); `options_struct!` adds its
@@ -158,7 +169,10 @@ option_group! {
         pub first_user: Option<usize>,
         #[arg(long, value_name = "PATTERN", help = user_format_help())]
         pub user_format: Option<String>,
-        /// Remote users and passwords, one `address password` per line.
+        #[arg(long, value_name = "PATTERN", help = login_format_help())]
+        pub login_format: Option<String>,
+        /// Remote users and passwords, one `address password` per line
+        /// (`address login password` when the login name is not the address).
         #[arg(long, value_name = "FILE")]
         pub users_file: Option<PathBuf>,
         /// File whose first line is the password of every remote user (else $MAILBENCH_PASSWORD).
@@ -176,6 +190,14 @@ option_group! {
         /// Keep the local target's servers and mailboxes in DIR (reused by later runs) [default: a temporary folder].
         #[arg(long, value_name = "DIR")]
         pub local_dir: Option<PathBuf>,
+        /// The local target's IMAP server: dovecot (default) or cyrus (Cyrus IMAP 3.6 with
+        /// IMAP, LMTP, ManageSieve and JMAP over HTTP; Postfix in front of either).
+        #[arg(long, value_name = "dovecot|cyrus")]
+        pub server: Option<String>,
+        /// Cyrus IMAP's files for --server cyrus: a folder Debian's cyrus-common, cyrus-imapd
+        /// and cyrus-caldav were unpacked into (`dpkg -x`) [default: / when they are installed].
+        #[arg(long, value_name = "DIR")]
+        pub cyrus_root: Option<PathBuf>,
         /// Random seed (topology, schedules, messages) [default: 1].
         #[arg(long)]
         pub seed: Option<u64>,
@@ -348,6 +370,8 @@ impl ResolveExt for Resolved {
         let tls_insecure = s.tls_insecure.unwrap_or(false);
         check_tls_options(s, &target, tls_insecure)?;
         let (first_user, users, user_format) = users_of(s)?;
+        let (server, cyrus_root) = local_server_of(s, &target)?;
+        let login_format = login_format_of(s, &user_format, &server)?;
         let day_length = r.day_length.map(|d| d.0).unwrap_or(profile_day);
         let ramp_up = r
             .ramp_up
@@ -377,12 +401,15 @@ impl ResolveExt for Resolved {
             users,
             first_user,
             user_format,
+            login_format,
             users_file: s.users_file.clone(),
             password_file: s.password_file.clone(),
             lists_file: s.lists_file.clone(),
             trace_imap: s.trace_imap.clone(),
             profile: s.profile.clone().unwrap_or_else(|| "mmb3".into()),
             local_dir: s.local_dir.clone(),
+            server,
+            cyrus_root,
             seed: s.seed.unwrap_or(1),
             op_timeout,
             concurrency: s.concurrency.unwrap_or(16),
@@ -545,7 +572,72 @@ fn users_of(s: &SetupOptions) -> Result<(usize, usize, String)> {
             "--user-format `{user_format}` has no {{n}} for the user number; write e.g. user{{n}}@example.org"
         )));
     }
+    if s.users_file.is_none() && !has_domain(&user_format) {
+        return Err(Error::usage(format!(
+            "--user-format `{user_format}` is the users' address (their From, To and Cc) and has no \
+             @domain; write e.g. {user_format}@example.org, and give the name they log in with as \
+             --login-format {user_format}"
+        )));
+    }
     Ok((first_user, users, user_format))
+}
+
+/// Whether `address` is `local@domain` with both parts.
+fn has_domain(address: &str) -> bool {
+    address
+        .split_once('@')
+        .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty())
+}
+
+/// `--server` and `--cyrus-root` (local target only): the server's name and,
+/// for Cyrus, where its binaries are.
+fn local_server_of(s: &SetupOptions, target: &str) -> Result<(String, Option<PathBuf>)> {
+    if target != "local" && (s.server.is_some() || s.cyrus_root.is_some()) {
+        return Err(Error::usage(format!(
+            "--server and --cyrus-root choose the local target's server: drop them with --target {target}"
+        )));
+    }
+    let server = s.server.clone().unwrap_or_else(|| "dovecot".into());
+    match server.as_str() {
+        "dovecot" if s.cyrus_root.is_some() => Err(Error::usage(
+            "--cyrus-root is for --server cyrus: drop it, or add --server cyrus",
+        )),
+        "dovecot" => Ok((server, None)),
+        "cyrus" => Ok((
+            server,
+            Some(crate::local::cyrus_root(s.cyrus_root.as_deref())?),
+        )),
+        other => Err(Error::usage(format!(
+            "--server `{other}`: write dovecot (the default) or cyrus"
+        ))),
+    }
+}
+
+/// `--login-format`: None when users log in with their address. The local
+/// Cyrus's default is the address's local part (Cyrus as Debian ships it
+/// refuses `user@domain` logins: no virtual domains).
+fn login_format_of(s: &SetupOptions, user_format: &str, server: &str) -> Result<Option<String>> {
+    let Some(f) = s.login_format.clone() else {
+        return Ok((server == "cyrus").then(|| {
+            user_format
+                .split('@')
+                .next()
+                .unwrap_or(user_format)
+                .to_string()
+        }));
+    };
+    if s.users_file.is_some() {
+        return Err(Error::usage(
+            "--login-format names generated users; a users file gives each user's login name in \
+             its own column (`address login password`)",
+        ));
+    }
+    if !f.contains("{n}") || f.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::usage(format!(
+            "--login-format `{f}`: write a pattern with {{n}} for the user number and no spaces, e.g. load{{n}}"
+        )));
+    }
+    Ok(Some(f))
 }
 
 /// `--server-metrics` endpoints and `--server-disk` device names, checked.
@@ -753,6 +845,46 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("--submission")
+        );
+    }
+
+    #[test]
+    fn login_names_and_the_local_server() {
+        let day = Duration::from_secs(60);
+        let parse = |t: &str| Resolved::resolve(&toml::from_str(t).unwrap(), day);
+        // Defaults: Dovecot, logins are the addresses.
+        let r = parse("").unwrap();
+        assert_eq!(
+            (r.server.as_str(), r.login_format.clone()),
+            ("dovecot", None)
+        );
+        let r = parse("imap = \"imap://h\"\nsubmission = \"smtp://h\"\nuser_format = \"load{n}@x.org\"\nlogin_format = \"load{n}\"\n").unwrap();
+        assert_eq!(r.login_format.as_deref(), Some("load{n}"));
+        let fails = |t: &str, says: &str| {
+            let e = parse(t).unwrap_err();
+            assert_eq!(e.exit_status().code(), 2, "{t}: {e}");
+            assert!(e.to_string().contains(says), "{t}: {e}");
+        };
+        // An address without its domain, a login format without {n} or with spaces.
+        fails("user_format = \"load{n}\"\n", "--login-format load{n}");
+        fails("login_format = \"load\"\n", "--login-format `load`");
+        fails("login_format = \"lo ad{n}\"\n", "no spaces");
+        fails("server = \"exim\"\n", "write dovecot");
+        fails(
+            "cyrus_root = \"/opt/cyrus\"\n",
+            "--cyrus-root is for --server cyrus",
+        );
+        fails(
+            "imap = \"imap://h\"\nsubmission = \"smtp://h\"\nserver = \"cyrus\"\n",
+            "drop them with --target remote",
+        );
+        let t = tempfile::tempdir().unwrap();
+        fails(
+            &format!(
+                "server = \"cyrus\"\ncyrus_root = \"{}\"\n",
+                t.path().display()
+            ),
+            "(cyrus-imapd)",
         );
     }
 

@@ -222,7 +222,7 @@ impl Provisioning {
             ..
         } = self;
         let me = &topo.users[i];
-        let mut c = target.imap_login(me).await?;
+        let mut c = target.imap_login(me, topo.login(i)).await?;
         let boxes = discover(&mut c).await?;
         f.mailboxes = Some(boxes.clone());
         let now = unix_now();

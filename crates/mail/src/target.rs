@@ -82,6 +82,22 @@ impl Target {
     }
 }
 
+/// A refused login (`ErrorKind::Auth`) names the login name tried and where
+/// it comes from; other errors pass as they are.
+pub fn login_hint(e: OpError, address: &str, login: &str) -> OpError {
+    if e.kind != ErrorKind::Auth {
+        return e;
+    }
+    OpError::new(
+        ErrorKind::Auth,
+        format!(
+            "{} (user {address} logged in as `{login}`; a server that wants another login name \
+             takes it from --login-format, or from the login column of --users-file)",
+            e.msg()
+        ),
+    )
+}
+
 fn upgraded(security: Option<&str>) -> bool {
     security.is_some_and(|s| s.starts_with("STARTTLS"))
 }
@@ -137,29 +153,33 @@ impl Target {
         SieveConn::open(ep, &self.tls, self.policy(self.pinned.sieve), timeout).await
     }
 
-    /// Connects and logs `user` in (traced with `--trace-imap`).
-    pub async fn imap_login(&self, user: &str) -> OpResult<ImapConn> {
-        let trace = self.trace.as_ref().and_then(|t| t.open(user));
+    /// Connects and logs the user `address` in as `login` (traced with
+    /// `--trace-imap`; the password is the address's).
+    pub async fn imap_login(&self, address: &str, login: &str) -> OpResult<ImapConn> {
+        let trace = self.trace.as_ref().and_then(|t| t.open(address));
         let mut c = self.imap_connect_traced(self.op_timeout, trace).await?;
-        c.login(user, self.creds.password(user).unwrap_or(""))
-            .await?;
+        c.login(login, self.creds.password(address).unwrap_or(""))
+            .await
+            .map_err(|e| login_hint(e, address, login))?;
         Ok(c)
     }
 
-    pub async fn smtp_login(&self, user: &str) -> OpResult<SmtpConn> {
+    pub async fn smtp_login(&self, address: &str, login: &str) -> OpResult<SmtpConn> {
         let mut c = self.smtp_connect(self.op_timeout).await?;
-        c.hello_auth(user, self.creds.password(user).unwrap_or(""))
-            .await?;
+        c.hello_auth(login, self.creds.password(address).unwrap_or(""))
+            .await
+            .map_err(|e| login_hint(e, address, login))?;
         Ok(c)
     }
 
-    pub async fn sieve_login(&self, user: &str) -> Option<OpResult<SieveConn>> {
+    pub async fn sieve_login(&self, address: &str, login: &str) -> Option<OpResult<SieveConn>> {
         let ep = self.sieve.as_ref()?;
         Some(
             async {
                 let mut c = self.sieve_connect(ep, self.op_timeout).await?;
-                c.auth(user, self.creds.password(user).unwrap_or(""))
-                    .await?;
+                c.auth(login, self.creds.password(address).unwrap_or(""))
+                    .await
+                    .map_err(|e| login_hint(e, address, login))?;
                 Ok(c)
             }
             .await,

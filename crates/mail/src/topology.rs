@@ -24,7 +24,13 @@ fn is_zero(n: &usize) -> bool {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Topology {
+    /// The users' addresses (From, To, Cc; the key of their passwords).
     pub users: Vec<String>,
+    /// The name each user logs in with (`users[i]`'s), the address itself
+    /// unless `--login-format` or the users file's login column says
+    /// otherwise. Empty: every login is the address.
+    #[serde(skip)]
+    pub logins: Vec<String>,
     pub lists: Vec<List>,
 }
 
@@ -70,7 +76,28 @@ impl Topology {
                 });
             }
         }
-        Topology { users, lists }
+        Topology {
+            users,
+            logins: Vec::new(),
+            lists,
+        }
+    }
+
+    /// The users' login names from `format` (`{n}` numbered from `first`,
+    /// as the addresses were); None keeps the addresses.
+    pub fn with_logins(mut self, format: Option<&str>, first: usize) -> Topology {
+        self.logins = match format {
+            Some(f) => (first..first + self.users.len())
+                .map(|n| user_address(f, n))
+                .collect(),
+            None => Vec::new(),
+        };
+        self
+    }
+
+    /// The name user `i` logs in with.
+    pub fn login(&self, i: usize) -> &str {
+        self.logins.get(i).unwrap_or(&self.users[i])
     }
 
     /// The Postfix virtual alias table (texthash) for the lists.

@@ -16,6 +16,8 @@ pub struct Credentials {
     per_user: HashMap<String, String>,
     /// The users file's addresses in file order.
     order: Vec<String>,
+    /// Their login names (the address when the file gives none).
+    logins: Vec<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -48,10 +50,11 @@ impl Credentials {
         let mut c = Credentials::default();
         if let Some(p) = users_file {
             let users = read_users_file(p)?;
-            mailbench_base::secrets::register_all(users.iter().map(|(_, pw)| pw.as_str()));
-            for (u, pw) in users {
-                c.order.push(u.clone());
-                c.per_user.insert(u, pw);
+            mailbench_base::secrets::register_all(users.iter().map(|u| u.password.as_str()));
+            for u in users {
+                c.order.push(u.address.clone());
+                c.logins.push(u.login.unwrap_or_else(|| u.address.clone()));
+                c.per_user.insert(u.address, u.password);
             }
         }
         if let Some(p) = password_file {
@@ -87,14 +90,31 @@ impl Credentials {
     pub fn listed_users(&self) -> &[String] {
         &self.order
     }
+
+    /// Their login names, in the same order.
+    pub fn listed_logins(&self) -> &[String] {
+        &self.logins
+    }
 }
 
-/// The `address password` lines of a users file, in order (`#` comments and
-/// blank lines skipped; an address listed twice is an error). The file is read
-/// with a cap ([`MAX_USERS_FILE_BYTES`]) and lists at most [`MAX_USERS`].
-pub fn read_users_file(p: &Path) -> Result<Vec<(String, String)>> {
+/// One line of a users file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub address: String,
+    /// The login name when the line gives one (`address login password`).
+    pub login: Option<String>,
+    pub password: String,
+}
+
+/// The `address password` or `address login password` lines of a users
+/// file, in order (`#` comments and blank lines skipped; an address listed
+/// twice is an error; the password is the rest of the line, so one holding
+/// spaces needs the three-column form). The address must have its @domain
+/// (it is the From, To and Cc of the user's mail). The file is read with a
+/// cap ([`MAX_USERS_FILE_BYTES`]) and lists at most [`MAX_USERS`].
+pub fn read_users_file(p: &Path) -> Result<Vec<Listed>> {
     let text = mailbench_base::limits::read_text_capped(p, MAX_USERS_FILE_BYTES, "users file")?;
-    let mut out: Vec<(String, String)> = Vec::new();
+    let mut out: Vec<Listed> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -102,10 +122,27 @@ pub fn read_users_file(p: &Path) -> Result<Vec<(String, String)>> {
             continue;
         }
         let at = || format!("users file {} line {}", p.display(), i + 1);
-        let Some((u, pw)) = l.split_once(char::is_whitespace) else {
-            return Err(Error::usage(format!("{}: write `address password`", at())));
+        let Some((u, rest)) = l.split_once(char::is_whitespace) else {
+            return Err(Error::usage(format!(
+                "{}: write `address password` or `address login password`",
+                at()
+            )));
         };
-        let pw = pw.trim();
+        let rest = rest.trim();
+        let (login, pw) = match rest.split_once(char::is_whitespace) {
+            Some((login, pw)) => (Some(login.to_string()), pw.trim()),
+            None => (None, rest),
+        };
+        if !u
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty())
+        {
+            return Err(Error::usage(format!(
+                "{}: `{u}` is not an address with its @domain; write `address password`, or \
+                 `address login password` when the user logs in with another name",
+                at()
+            )));
+        }
         mailbench_base::secrets::register(pw);
         sendable(pw, &at())?;
         if !seen.insert(u.to_string()) {
@@ -117,7 +154,11 @@ pub fn read_users_file(p: &Path) -> Result<Vec<(String, String)>> {
                 p.display()
             )));
         }
-        out.push((u.to_string(), pw.to_string()));
+        out.push(Listed {
+            address: u.to_string(),
+            login,
+            password: pw.to_string(),
+        });
     }
     Ok(out)
 }
@@ -144,6 +185,36 @@ pub fn sendable(pw: &str, origin: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn users_files_give_a_login_name_apart_from_the_address() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("users");
+        std::fs::write(
+            &f,
+            "# users\nload1@example.org pw1\nload2@example.org load2 pass word 2\n",
+        )
+        .unwrap();
+        let u = read_users_file(&f).unwrap();
+        assert_eq!(
+            (u[0].login.as_deref(), u[0].password.as_str()),
+            (None, "pw1")
+        );
+        assert_eq!(
+            (u[1].login.as_deref(), u[1].password.as_str()),
+            (Some("load2"), "pass word 2")
+        );
+        let c = Credentials::load(Some(&f), None).unwrap();
+        assert_eq!(c.listed_logins(), ["load1@example.org", "load2"]);
+        assert_eq!(c.password("load2@example.org"), Some("pass word 2"));
+        std::fs::write(&f, "load3 pw3\n").unwrap();
+        let e = read_users_file(&f).unwrap_err();
+        assert_eq!(e.exit_status().code(), 2);
+        assert!(
+            e.to_string().contains("line 1") && e.to_string().contains("@domain"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn passwords_that_would_end_their_command_are_refused() {

@@ -1,6 +1,7 @@
 //! The servers' generated configurations (Dovecot, Postfix's main.cf and
 //! master.cf) and the folders they name.
 
+use super::cyrus::{CyrusConfigs, REALM, postfix_sasl_conf, write_cyrus};
 use super::{
     LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, Sizing, chown, mkdir, write_file,
     write_private,
@@ -10,20 +11,70 @@ use std::path::{Path, PathBuf};
 
 /// Where `write_configs` put the servers' configurations.
 pub(super) struct Configs {
-    /// Dovecot's configuration file.
-    pub dovecot_conf: PathBuf,
+    /// Dovecot's configuration file (`--server dovecot`).
+    pub dovecot_conf: Option<PathBuf>,
+    /// Cyrus's (`--server cyrus`).
+    pub cyrus: Option<CyrusConfigs>,
     /// The Postfix instance's configuration folder.
     pub postfix_etc: PathBuf,
 }
 
 /// Creates the servers' folders in `dir` and writes their configurations (Dovecot's
-/// with `o`'s settings appended; an empty alias table unless one is there).
+/// with `o`'s settings appended, or Cyrus's; an empty alias table unless one is there).
 pub(super) fn write_configs(
     dir: &Path,
     ports: &LocalPorts,
     password: &str,
     o: &LocalOptions,
 ) -> Result<Configs> {
+    let (dovecot_conf, cyrus) = match &o.cyrus {
+        Some(c) => (
+            None,
+            Some(write_cyrus(
+                dir, &c.root, ports, &o.sizing, &c.logins, password,
+            )?),
+        ),
+        None => (Some(write_dovecot(dir, ports, password, o)?), None),
+    };
+    let pf = dir.join("postfix");
+    for sub in ["etc", "queue", "data"] {
+        mkdir(&pf.join(sub))?;
+    }
+    let etc = pf.join("etc");
+    let with_cyrus = cyrus.is_some();
+    write_file(
+        &etc.join("main.cf"),
+        &postfix_main_cf(dir, ports, with_cyrus),
+    )?;
+    write_file(
+        &etc.join("master.cf"),
+        &postfix_master_cf(ports, with_cyrus),
+    )?;
+    if with_cyrus {
+        mkdir(&etc.join("sasl"))?;
+        write_file(
+            &etc.join("sasl/smtpd.conf"),
+            &postfix_sasl_conf(&dir.join("cyrus")),
+        )?;
+    }
+    let aliases = LocalServer::aliases_path(dir);
+    if !aliases.exists() {
+        write_file(&aliases, "")?;
+    }
+    Ok(Configs {
+        dovecot_conf,
+        cyrus,
+        postfix_etc: etc,
+    })
+}
+
+/// Dovecot's folders and configuration (`o`'s settings appended).
+fn write_dovecot(
+    dir: &Path,
+    ports: &LocalPorts,
+    password: &str,
+    o: &LocalOptions,
+) -> Result<PathBuf> {
     let dv = dir.join("dovecot");
     for sub in ["run", "state", "mail"] {
         mkdir(&dv.join(sub))?;
@@ -37,21 +88,7 @@ pub(super) fn write_configs(
         conf.push('\n');
     }
     write_private(&dconf, conf.as_bytes())?;
-    let pf = dir.join("postfix");
-    for sub in ["etc", "queue", "data"] {
-        mkdir(&pf.join(sub))?;
-    }
-    let etc = pf.join("etc");
-    write_file(&etc.join("main.cf"), &postfix_main_cf(dir, ports))?;
-    write_file(&etc.join("master.cf"), &postfix_master_cf(ports))?;
-    let aliases = LocalServer::aliases_path(dir);
-    if !aliases.exists() {
-        write_file(&aliases, "")?;
-    }
-    Ok(Configs {
-        dovecot_conf: dconf,
-        postfix_etc: etc,
-    })
+    Ok(dconf)
 }
 
 /// Dovecot's configuration: its folders, the static user and password, the
@@ -195,7 +232,26 @@ service imap {{
         sieve = p.sieve,
     )
 }
-fn postfix_main_cf(dir: &Path, p: &LocalPorts) -> String {
+/// Postfix's main.cf: relay for the loopback clients, the lists as virtual
+/// aliases, LMTP delivery to the IMAP server on `p.lmtp`; with `cyrus`,
+/// SASL for its own submission port from Cyrus's sasldb.
+fn postfix_main_cf(dir: &Path, p: &LocalPorts, cyrus: bool) -> String {
+    let mut s = postfix_main_common(dir, p);
+    if cyrus {
+        let pf = dir.join("postfix");
+        s.push_str(&format!(
+            "# Submission (Cyrus has none): SASL from the Cyrus users' sasldb\n\
+             # (Debian's Postfix reads smtpd.conf from $config_directory/sasl)\n\
+             cyrus_sasl_config_path = {}/etc/sasl\n\
+             smtpd_sasl_path = smtpd\n\
+             smtpd_sasl_local_domain = {REALM}\n",
+            pf.display()
+        ));
+    }
+    s
+}
+
+fn postfix_main_common(dir: &Path, p: &LocalPorts) -> String {
     let root = dir.display();
     let pf = dir.join("postfix");
     let pf = pf.display();
@@ -243,11 +299,22 @@ maximal_backoff_time = 5s
     )
 }
 
-fn postfix_master_cf(p: &LocalPorts) -> String {
+/// Postfix's master.cf: its SMTP port and services; with `cyrus` a
+/// submission port too (SASL authentication on).
+fn postfix_master_cf(p: &LocalPorts, cyrus: bool) -> String {
+    let submission = if cyrus {
+        format!(
+            "127.0.0.1:{} inet n  -       n       -       -       smtpd\n  \
+             -o smtpd_sasl_auth_enable=yes\n  -o smtpd_sasl_type=cyrus\n",
+            p.submission
+        )
+    } else {
+        String::new()
+    };
     format!(
         "# Generated by mailbench for --target local. Throwaway; do not edit.
 127.0.0.1:{smtp} inet n  -       n       -       -       smtpd
-pickup    unix  n       -       n       60      1       pickup
+{submission}pickup    unix  n       -       n       60      1       pickup
 cleanup   unix  n       -       n       -       0       cleanup
 qmgr      unix  n       -       n       300     1       qmgr
 rewrite   unix  -       -       n       -       -       trivial-rewrite

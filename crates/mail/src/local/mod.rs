@@ -19,10 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 mod config;
+mod cyrus;
 mod processes;
 mod server;
 mod sizing;
 
+pub use cyrus::{CHECK_LOGIN, cyrus_root};
 pub use processes::{TEMP_PREFIX, queue_len, remove_stale_temp_dirs, stop_stale};
 pub use sizing::{IMAP_PROCESS_BYTES, Machine, Sizing};
 
@@ -46,8 +48,18 @@ const REQUIRED: &[(&str, &str)] = &[
 
 /// Debian packages missing for `--target local` (empty when all are installed).
 pub fn missing_packages() -> Vec<&'static str> {
+    missing_packages_for("dovecot")
+}
+
+/// Debian packages missing for the local target with `server` (`dovecot`,
+/// or `cyrus`: Postfix only; Cyrus's own files are checked by
+/// [`cyrus_root`]).
+pub fn missing_packages_for(server: &str) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
     for (file, pkg) in REQUIRED {
+        if server == "cyrus" && !pkg.starts_with("postfix") {
+            continue;
+        }
         if !Path::new(file).exists() && !out.contains(pkg) {
             out.push(pkg);
         }
@@ -55,9 +67,10 @@ pub fn missing_packages() -> Vec<&'static str> {
     out
 }
 
-/// Checks that the local target can run here: packages installed, running as root.
-pub fn check_prerequisites() -> Result<()> {
-    let missing = missing_packages();
+/// Checks that the local target with `server` (`dovecot` or `cyrus`) can
+/// run here: packages installed, running as root.
+pub fn check_prerequisites(server: &str) -> Result<()> {
+    let missing = missing_packages_for(server);
     if !missing.is_empty() {
         return Err(Error::usage(format!(
             "--target local needs Debian packages that are not installed: {m}. Install them with: \
@@ -68,7 +81,7 @@ pub fn check_prerequisites() -> Result<()> {
     }
     if !is_root() {
         return Err(Error::usage(
-            "--target local must run as root (Dovecot and Postfix switch to their own users); \
+            "--target local must run as root (the mail servers switch to their own users); \
              run as root or point --imap/--submission at a running server",
         ));
     }
@@ -97,6 +110,8 @@ pub struct LocalPorts {
     /// Implicit-TLS IMAP and submission (only with `LocalTls`).
     pub imaps: Option<u16>,
     pub submissions: Option<u16>,
+    /// Cyrus's HTTP service (JMAP), with `--server cyrus` only.
+    pub http: Option<u16>,
 }
 
 /// TLS for the local Dovecot (the TLS tests): a PEM certificate (chain) and its
@@ -119,6 +134,17 @@ pub struct LocalOptions {
     pub dovecot_extra: String,
     /// Process and client limits for the sessions the run opens.
     pub sizing: Sizing,
+    /// Cyrus IMAP instead of Dovecot (`--server cyrus`).
+    pub cyrus: Option<CyrusOptions>,
+}
+
+/// The local Cyrus: where its programs are and who logs in.
+#[derive(Debug, Clone, Default)]
+pub struct CyrusOptions {
+    /// The root its Debian packages are installed (`/`) or unpacked in.
+    pub root: PathBuf,
+    /// The users' login names (all with the local password).
+    pub logins: Vec<String>,
 }
 
 /// Refuses (exit 2) `users` the local target cannot hold on this machine,
@@ -134,7 +160,13 @@ pub struct LocalServer {
     pub dir: PathBuf,
     pub ports: LocalPorts,
     pub password: String,
+    /// Which IMAP server runs: `dovecot` or `cyrus`.
+    pub server: &'static str,
     dovecot: Option<Child>,
+    /// Cyrus's master (`--server cyrus`) and its guard (it changes its user,
+    /// which clears a parent-death signal, as Postfix's master does).
+    cyrus: Option<Child>,
+    cyrus_guard: Option<Child>,
     postfix: Option<Child>,
     /// Stops Postfix's master if mailbench dies (`postfix_guard`).
     postfix_guard: Option<Child>,
@@ -142,9 +174,10 @@ pub struct LocalServer {
 }
 
 impl LocalPorts {
-    /// Free ports for every listener; the implicit-TLS ones only with `tls`.
-    fn free(tls: bool) -> Result<LocalPorts> {
-        let p = free_ports(7)?;
+    /// Free ports for every listener; the implicit-TLS ones only with
+    /// `tls`, the HTTP one only with `http`.
+    fn free(tls: bool, http: bool) -> Result<LocalPorts> {
+        let p = free_ports(8)?;
         Ok(LocalPorts {
             imap: p[0],
             submission: p[1],
@@ -153,6 +186,7 @@ impl LocalPorts {
             smtp: p[4],
             imaps: tls.then_some(p[5]),
             submissions: tls.then_some(p[6]),
+            http: http.then_some(p[7]),
         })
     }
 }

@@ -81,6 +81,26 @@ pub(super) fn postfix_guard(pid: u32, queue: &Path) -> Result<Child> {
         .map_err(|e| Error::runtime(format!("cannot start /bin/sh: {e}")))
 }
 
+/// The guard of a master started with `$2` among its arguments (Cyrus's,
+/// with its `imapd.conf`): as [`GUARD`], but the PID is signalled only when
+/// its command line still holds that argument.
+const ARG_GUARD: &str =
+    r#"read _; tr '\0' '\n' < /proc/$1/cmdline | grep -qxF -- "$2" && kill -TERM "$1""#;
+
+/// Starts the guard of the master `pid` started with the argument `arg`
+/// (see [`ARG_GUARD`]), in its own process group.
+pub(super) fn process_guard(pid: u32, arg: &Path) -> Result<Child> {
+    Command::new("/bin/sh")
+        .args(["-c", ARG_GUARD, "mailbench-guard", &pid.to_string()])
+        .arg(arg)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::runtime(format!("cannot start /bin/sh: {e}")))
+}
+
 /// Postfix's master program (`daemon_directory` of the instance in `etc`).
 pub(super) fn postfix_master(etc: &Path) -> String {
     let dir = Command::new("/usr/sbin/postconf")
@@ -100,15 +120,19 @@ pub(super) fn postfix_master(etc: &Path) -> String {
 
 /// Stops the servers an earlier run in `dir` left running (it was killed):
 /// the PID in each pid file is signalled only when that process is this
-/// folder's server (Dovecot started with this folder's config, Postfix's
-/// master working in this folder's queue), never another one.
+/// folder's server (Dovecot or Cyrus started with this folder's config,
+/// Postfix's master working in this folder's queue), never another one.
 pub fn stop_stale(dir: &Path) {
-    let conf = dir.join("dovecot/dovecot.conf");
-    if let Ok(t) = std::fs::read_to_string(dir.join("dovecot/run/master.pid")) {
-        let t = t.trim();
-        if is_process(t, "dovecot") && cmdline_has(t, &conf) {
-            let _ = Command::new("kill").arg(t).status();
-            wait_gone(t);
+    for (pid_file, name, conf) in [
+        ("dovecot/run/master.pid", "dovecot", "dovecot/dovecot.conf"),
+        ("cyrus/run/master.pid", "master", "cyrus/imapd.conf"),
+    ] {
+        if let Ok(t) = std::fs::read_to_string(dir.join(pid_file)) {
+            let t = t.trim();
+            if is_process(t, name) && cmdline_has(t, &dir.join(conf)) {
+                let _ = Command::new("kill").arg(t).status();
+                wait_gone(t);
+            }
         }
     }
     let queue = dir.join("postfix/queue");

@@ -2,7 +2,7 @@
 
 use super::config::write_configs;
 use super::processes::{
-    bound_to_us, postfix_cmd, postfix_guard, postfix_master, stop_child, stop_stale,
+    bound_to_us, postfix_cmd, postfix_guard, postfix_master, process_guard, stop_child, stop_stale,
 };
 use super::{
     LOCAL_DOMAIN, LocalOptions, LocalPorts, LocalServer, LocalTls, check_prerequisites, chown,
@@ -32,10 +32,26 @@ impl LocalServer {
         Self::start_with(dir, log, None)
     }
 
-    /// As `start`, with the limits sized for `sessions` IMAP sessions at once.
-    pub fn start_sized(dir: &Path, log: &TestLog, sessions: usize) -> Result<LocalServer> {
+    /// The mail store of the running server (Dovecot's Maildirs or Cyrus's
+    /// partition), for disk counters.
+    pub fn store_dir(&self) -> PathBuf {
+        match self.server {
+            "cyrus" => self.dir.join("cyrus").join("spool"),
+            _ => Self::mail_dir(&self.dir),
+        }
+    }
+
+    /// As `start`, with the limits sized for `sessions` IMAP sessions at
+    /// once, and Cyrus instead of Dovecot with `cyrus`.
+    pub fn start_sized(
+        dir: &Path,
+        log: &TestLog,
+        sessions: usize,
+        cyrus: Option<super::CyrusOptions>,
+    ) -> Result<LocalServer> {
         let o = LocalOptions {
             sizing: super::Sizing::for_sessions(sessions),
+            cyrus,
             ..Default::default()
         };
         log.line(format!(
@@ -56,24 +72,40 @@ impl LocalServer {
 
     /// As `start`, with `o`'s TLS and Dovecot settings.
     pub fn start_opts(dir: &Path, log: &TestLog, o: &LocalOptions) -> Result<LocalServer> {
-        check_prerequisites()?;
+        check_prerequisites(if o.cyrus.is_some() {
+            "cyrus"
+        } else {
+            "dovecot"
+        })?;
         let dir = prepare_dir(dir)?;
         let password = local_password(&dir)?;
         mailbench_base::secrets::register(&password);
-        let ports = LocalPorts::free(o.tls.is_some())?;
+        let ports = LocalPorts::free(o.tls.is_some(), o.cyrus.is_some())?;
         let configs = write_configs(&dir, &ports, &password, o)?;
         let mut server = LocalServer {
             dir,
             ports,
             password,
+            server: if o.cyrus.is_some() {
+                "cyrus"
+            } else {
+                "dovecot"
+            },
             dovecot: None,
+            cyrus: None,
+            cyrus_guard: None,
             postfix: None,
             postfix_guard: None,
             log: log.clone(),
         };
         // A stale master from an earlier crashed run holds the pid files; stop it.
         server.stop_stale();
-        server.start_dovecot(&configs.dovecot_conf)?;
+        if let Some(dconf) = &configs.dovecot_conf {
+            server.start_dovecot(dconf)?;
+        }
+        if let (Some(c), Some(cy)) = (&configs.cyrus, &o.cyrus) {
+            server.start_cyrus(&cy.root, c)?;
+        }
         server.start_postfix(&configs.postfix_etc)?;
         server.wait_listeners()?;
         log.line("local target: all listeners answer");
@@ -113,6 +145,48 @@ impl LocalServer {
         Ok(())
     }
 
+    /// Starts Cyrus's master (`root`'s) with the configurations `c`, in the
+    /// foreground, out of the terminal's process group, with its guard: the
+    /// master switches to its user at once (a parent-death signal would be
+    /// cleared), so the guard stops it when mailbench ends, if that PID is
+    /// still this folder's master.
+    fn start_cyrus(&mut self, root: &Path, c: &super::cyrus::CyrusConfigs) -> Result<()> {
+        let ports = self.ports;
+        self.log.line(format!(
+            "local target: starting cyrus from {} (imap {}, lmtp {}, sieve {}, http {})",
+            root.display(),
+            ports.imap,
+            ports.lmtp,
+            ports.sieve,
+            ports.http.unwrap_or(0)
+        ));
+        let cy = self.dir.join("cyrus");
+        let err = mailbench_base::rundir::create_replacing(&cy.join("master.stderr"), 0o644)
+            .map_err(|e| Error::io("cannot create", &cy.join("master.stderr"), e))?;
+        let mut cmd = Command::new(super::cyrus::program(root, "master"));
+        cmd.arg("-C")
+            .arg(&c.imapd_conf)
+            .arg("-M")
+            .arg(&c.cyrus_conf)
+            .arg("-p")
+            .arg(&c.pid_file)
+            // The listen queue: every user connects during the ramp-up.
+            .args(["-l", "1024"])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err);
+        if let Some(lib) = super::cyrus::library_path(root) {
+            cmd.env("LD_LIBRARY_PATH", lib);
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::runtime(format!("cannot start cyrus master: {e}")))?;
+        self.cyrus_guard = process_guard(child.id(), &c.imapd_conf).ok();
+        self.cyrus = Some(child);
+        Ok(())
+    }
+
     /// Checks the Postfix instance in `etc` and starts its master with its guard.
     fn start_postfix(&mut self, etc: &Path) -> Result<()> {
         let pf = self.dir.join("postfix");
@@ -146,14 +220,23 @@ impl LocalServer {
     fn wait_listeners(&mut self) -> Result<()> {
         let ports = self.ports;
         let deadline = Instant::now() + Duration::from_secs(30);
+        let imap_server = self.server;
+        let submission = if self.server == "cyrus" {
+            "postfix"
+        } else {
+            "dovecot"
+        };
         for (name, port) in [
-            ("dovecot IMAP", ports.imap),
-            ("dovecot submission", ports.submission),
-            ("dovecot ManageSieve", ports.sieve),
-            ("dovecot LMTP", ports.lmtp),
-            ("postfix SMTP", ports.smtp),
+            (format!("{imap_server} IMAP"), ports.imap),
+            (format!("{submission} submission"), ports.submission),
+            (format!("{imap_server} ManageSieve"), ports.sieve),
+            (format!("{imap_server} LMTP"), ports.lmtp),
+            ("postfix SMTP".to_string(), ports.smtp),
         ] {
-            self.wait_ready(name, port, true, deadline)?;
+            self.wait_ready(&name, port, true, deadline)?;
+        }
+        if let Some(port) = ports.http {
+            self.wait_ready("cyrus HTTP (JMAP)", port, false, deadline)?;
         }
         for (name, port) in [
             ("dovecot imaps", ports.imaps),
@@ -202,9 +285,19 @@ impl LocalServer {
     /// broken `imap` binary), which would otherwise only show as timeouts
     /// during the run. On failure the error quotes Dovecot's own log.
     fn check_session(&mut self) -> Result<()> {
-        let user = format!("mailbench-check@{LOCAL_DOMAIN}");
+        let user = if self.server == "cyrus" {
+            super::CHECK_LOGIN.to_string()
+        } else {
+            format!("{}@{LOCAL_DOMAIN}", super::CHECK_LOGIN)
+        };
         match imap_session_check(self.ports.imap, &user, &self.password) {
             Ok(()) => Ok(()),
+            Err(what) if self.server == "cyrus" => Err(Error::runtime(format!(
+                "local target: Cyrus accepts IMAP connections on 127.0.0.1:{} but {what} \
+                 (Cyrus logs to syslog only; its start-up errors are in {})",
+                self.ports.imap,
+                self.dir.join("cyrus/master.stderr").display()
+            ))),
             Err(what) => {
                 let errors = self.settled_log_errors();
                 Err(Error::runtime(format!(
@@ -279,6 +372,13 @@ impl LocalServer {
                 .unwrap_or_default();
             return Some(format!("dovecot exited ({st}): {}", err.trim()));
         }
+        if let Some(c) = self.cyrus.as_mut()
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            let err =
+                std::fs::read_to_string(self.dir.join("cyrus/master.stderr")).unwrap_or_default();
+            return Some(format!("cyrus master exited ({st}): {}", err.trim()));
+        }
         if let Some(c) = self.postfix.as_mut()
             && let Ok(Some(st)) = c.try_wait()
         {
@@ -333,6 +433,14 @@ impl LocalServer {
         if let Some(mut c) = self.dovecot.take() {
             stop_child(&mut c, "dovecot");
             self.log.line("local target: dovecot stopped");
+        }
+        if let Some(mut c) = self.cyrus.take() {
+            stop_child(&mut c, "cyrus");
+            self.log.line("local target: cyrus stopped");
+        }
+        if let Some(mut g) = self.cyrus_guard.take() {
+            let _ = g.kill();
+            let _ = g.wait();
         }
     }
 }

@@ -167,7 +167,7 @@ impl User {
         if !create && self.rules.is_empty() {
             return Ok(Outcome::Skipped("no rule"));
         }
-        let Some(conn) = sh.target.sieve_login(&self.addr).await else {
+        let Some(conn) = sh.target.sieve_login(&self.addr, &self.login).await else {
             return Ok(Outcome::Skipped("no ManageSieve"));
         };
         let mut s = conn?;

@@ -44,7 +44,7 @@ impl User {
     pub(super) async fn connect(&mut self, sh: &Shared, op: OpName) -> OpResult<()> {
         let t = Instant::now();
         let r = async {
-            let mut c = sh.target.imap_login(&self.addr).await?;
+            let mut c = sh.target.imap_login(&self.addr, &self.login).await?;
             if self.boxes.is_none() {
                 self.boxes = Some(discover(&mut c).await?);
             }

@@ -122,7 +122,9 @@ enum Outcome {
 
 struct User {
     idx: usize,
+    /// The address (From, To, Cc) and the name the user logs in with.
     addr: String,
+    login: String,
     rng: SmallRng,
     imap: Option<ImapConn>,
     /// Where the user's mailboxes are (learned at the first logon).
@@ -191,6 +193,7 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
     let mut u = User {
         idx,
         addr: sh.topo.users[idx].clone(),
+        login: sh.topo.login(idx).to_string(),
         rng,
         imap: None,
         boxes: None,

@@ -106,7 +106,7 @@ impl User {
         msg: Vec<u8>,
         copy_to: &str,
     ) -> OpResult<()> {
-        let mut s = sh.target.smtp_login(&self.addr).await?;
+        let mut s = sh.target.smtp_login(&self.addr, &self.login).await?;
         let r = s.send(&self.addr, &addrs, &msg).await;
         sh.smtp_cmds.fetch_add(s.commands, Ordering::Relaxed);
         r?;

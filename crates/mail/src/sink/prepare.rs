@@ -28,7 +28,8 @@ pub fn prepare(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<SinkTar
         profile,
         Some(LOCAL_DOMAIN),
         o.seed,
-    );
+    )
+    .with_logins(o.login_format.as_deref(), o.first_user);
     log.line(format!(
         "sink target: {} users, {} distribution lists",
         topo.users.len(),

@@ -55,6 +55,10 @@ pub struct MailConfig {
     pub users: usize,
     pub first_user: usize,
     pub user_format: String,
+    /// The users' login names (`--login-format`, `{n}` the user number);
+    /// None: a user logs in with its address (absent in older results).
+    #[serde(default)]
+    pub login_format: Option<String>,
     pub users_file: Option<PathBuf>,
     pub password_file: Option<PathBuf>,
     /// Distribution lists of a remote server (`list member member ...` lines).
@@ -63,6 +67,14 @@ pub struct MailConfig {
     pub trace_imap: Option<PathBuf>,
     pub profile: String,
     pub local_dir: Option<PathBuf>,
+    /// The local target's IMAP server: `dovecot` or `cyrus` (`--server`;
+    /// absent in older results, which ran Dovecot).
+    #[serde(default = "default_server")]
+    pub server: String,
+    /// Where the local Cyrus's binaries are (`--cyrus-root`: a folder the
+    /// Debian packages were unpacked into, or `/` when they are installed).
+    #[serde(default)]
+    pub cyrus_root: Option<PathBuf>,
     pub seed: u64,
     #[serde(with = "mailbench_base::units::serde_duration")]
     #[schemars(with = "String")]
@@ -111,6 +123,11 @@ pub struct MailConfig {
     /// or simulated times (`2h-6h`) (`--steady`; absent in older results).
     #[serde(default = "default_steady")]
     pub steady: String,
+}
+
+/// The local target's default server.
+pub fn default_server() -> String {
+    "dovecot".into()
 }
 
 /// The middle half of the day.

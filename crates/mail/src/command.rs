@@ -671,6 +671,7 @@ fn run_result(
         queue: ctl.queue,
         server_deliveries: load.server_deliveries,
         cpu_s: load.cpu_s,
+        intervals_error: ctl.intervals_error.clone(),
         commands: [
             shared.imap_cmds.load(Ordering::Relaxed),
             shared.smtp_cmds.load(Ordering::Relaxed),

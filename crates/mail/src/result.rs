@@ -24,6 +24,8 @@ pub(crate) struct Measured {
     /// This process's CPU seconds, or why /proc gave no figure (a warning of
     /// the result, the figure then 0).
     pub cpu_s: Result<f64, String>,
+    /// Why intervals.jsonl is incomplete, when a write to it failed.
+    pub intervals_error: Option<String>,
     /// IMAP, SMTP, ManageSieve commands sent.
     pub commands: [u64; 3],
     pub planned_tasks: u64,
@@ -145,6 +147,7 @@ pub(crate) fn build(
     if let Err(e) = &m.cpu_s {
         warnings.push(format!("the generator's CPU figure is missing: {e}"));
     }
+    warnings.extend(m.intervals_error.clone());
     let server = m.server.map(|(section, w)| {
         warnings.extend(w);
         section

@@ -266,6 +266,20 @@ mod tests {
         assert!(process_cpu_s().unwrap() >= 0.0 && thread_cpu_s().unwrap() >= 0.0);
     }
 
+    /// A CPU time /proc cannot give is an error naming the file, never 0.
+    #[test]
+    fn an_unreadable_cpu_time_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("stat");
+        std::fs::write(&garbage, "42 (x) S 1").unwrap();
+        let missing = dir.path().join("missing");
+        for path in [&missing, &garbage, &dir.path().to_path_buf()] {
+            let p = path.to_str().unwrap();
+            let e = cpu_s_of(p, "this process's").unwrap_err();
+            assert!(e.contains(p) && e.contains("CPU time"), "{e}");
+        }
+    }
+
     #[test]
     fn parses_proc_stat_and_meminfo() {
         let rest = "intr 1\nctxt 9\nbtime 1700000000\nprocesses 42\nprocs_running 1\n";

@@ -432,13 +432,16 @@ mod tests {
             let why = b.fallback.unwrap_or_default();
             assert!(why.contains(needle), "{uring} {o_direct}: {why}");
         }
-        for choice in [EngineChoice::Threads] {
-            let caps = Capabilities {
-                o_direct: false,
-                uring: false,
-            };
-            assert!(build(choice, caps, 8).unwrap().fallback.is_none());
-        }
+        let none = Capabilities {
+            o_direct: false,
+            uring: false,
+        };
+        assert!(
+            build(EngineChoice::Threads, none, 8)
+                .unwrap()
+                .fallback
+                .is_none()
+        );
         let caps = Capabilities {
             o_direct: true,
             uring: false,

@@ -61,16 +61,25 @@ impl FaultSpec {
 }
 
 /// Wraps `engine` when `MAILBENCH_FAULTS` is set and valid.
-pub fn wrap_from_env(engine: Box<dyn IoEngine>) -> Box<dyn IoEngine> {
+pub fn wrap_from_env(engine: Box<dyn IoEngine>) -> Result<Box<dyn IoEngine>, String> {
+    Ok(match from_env()? {
+        Some(spec) => Box::new(FaultyEngine::new(engine, spec)),
+        None => engine,
+    })
+}
+
+/// The fault plan `MAILBENCH_FAULTS` asks for (None: unset or blank); a value
+/// that does not parse is an error naming the variable, never ignored.
+pub fn from_env() -> Result<Option<FaultSpec>, String> {
     match std::env::var("MAILBENCH_FAULTS") {
-        Ok(t) if !t.trim().is_empty() => match FaultSpec::parse(&t) {
-            Ok(spec) => Box::new(FaultyEngine::new(engine, spec)),
-            Err(e) => {
-                eprintln!("mailbench: ignoring MAILBENCH_FAULTS: {e}");
-                engine
-            }
-        },
-        _ => engine,
+        Ok(t) if !t.trim().is_empty() => FaultSpec::parse(&t)
+            .map(Some)
+            .map_err(|e| format!("MAILBENCH_FAULTS = {t:?}: {e}; fix or unset it")),
+        Ok(_) => Ok(None),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("MAILBENCH_FAULTS is not valid UTF-8; fix or unset it".into())
+        }
     }
 }
 

@@ -192,13 +192,27 @@ pub struct Capabilities {
 
 /// Probes `dir` (which must exist) for O_DIRECT and the kernel for io_uring.
 pub fn probe(dir: &Path) -> Capabilities {
+    probe_why(dir).0
+}
+
+/// [`probe`], with why O_DIRECT is off when it is: the error of opening a
+/// probe file with O_DIRECT in `dir` (a file system without it, tmpfs for one).
+pub fn probe_why(dir: &Path) -> (Capabilities, Option<String>) {
     let probe_file = dir.join(".mailbench-odirect-probe");
-    let o_direct = open_file(&probe_file, true, true, false).is_ok();
+    let direct = open_file(&probe_file, true, true, false);
+    // The probe file is ours and empty: a failed removal leaves a harmless file.
     let _ = std::fs::remove_file(&probe_file);
-    Capabilities {
-        o_direct,
+    let why = direct.err().map(|e| {
+        format!(
+            "opening a file with O_DIRECT in {} failed: {e}",
+            dir.display()
+        )
+    });
+    let caps = Capabilities {
+        o_direct: why.is_none(),
         uring: uring::available(),
-    }
+    };
+    (caps, why)
 }
 
 /// Opens (or creates) a file for engine I/O. `direct` adds O_DIRECT, `dsync`
@@ -241,15 +255,21 @@ pub fn create_new_file_with(path: &Path, direct: bool, dsync: bool) -> std::io::
         .open(path)
 }
 
+/// An engine built, and why it is not the one `auto` prefers when it is not.
+pub struct Built {
+    pub engine: Box<dyn IoEngine>,
+    /// Why `auto` fell back to the thread pool (io_uring unavailable, its setup
+    /// failed, or no O_DIRECT); None when nothing fell back.
+    pub fallback: Option<String>,
+}
+
 /// Builds an engine for `choice` given the probed capabilities; `depth` bounds the
-/// requests in flight. Returns the engine and whether O_DIRECT should be used.
-/// Auto picks io_uring with O_DIRECT, else the thread pool.
-pub fn build(
-    choice: EngineChoice,
-    caps: Capabilities,
-    depth: usize,
-) -> Result<Box<dyn IoEngine>, String> {
-    let engine: Box<dyn IoEngine> = match choice {
+/// requests in flight. Auto picks io_uring with O_DIRECT, else the thread pool,
+/// and says why in [`Built::fallback`].
+pub fn build(choice: EngineChoice, caps: Capabilities, depth: usize) -> Result<Built, String> {
+    let pool =
+        || -> Box<dyn IoEngine> { Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64))) };
+    let (engine, fallback): (Box<dyn IoEngine>, Option<String>) = match choice {
         EngineChoice::Uring => {
             if !caps.uring {
                 return Err(
@@ -258,21 +278,41 @@ pub fn build(
                         .into(),
                 );
             }
-            Box::new(uring::UringEngine::new(depth).map_err(|e| format!("io_uring setup: {e}"))?)
+            let u = uring::UringEngine::new(depth).map_err(|e| format!("io_uring setup: {e}"))?;
+            (Box::new(u), None)
         }
-        EngineChoice::Threads => Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64))),
-        EngineChoice::Auto => {
-            if caps.uring && caps.o_direct {
-                match uring::UringEngine::new(depth) {
-                    Ok(u) => Box::new(u),
-                    Err(_) => Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64))),
-                }
-            } else {
-                Box::new(threads::ThreadPoolEngine::new(depth.clamp(1, 64)))
-            }
-        }
+        EngineChoice::Threads => (pool(), None),
+        EngineChoice::Auto => auto(caps, depth, pool),
     };
-    Ok(faulty::wrap_from_env(engine))
+    Ok(Built {
+        engine: faulty::wrap_from_env(engine)?,
+        fallback,
+    })
+}
+
+/// `auto`: io_uring when it is available and O_DIRECT is on, else the thread
+/// pool (`pool`) and the reason.
+fn auto(
+    caps: Capabilities,
+    depth: usize,
+    pool: impl Fn() -> Box<dyn IoEngine>,
+) -> (Box<dyn IoEngine>, Option<String>) {
+    const POOL: &str = "the thread pool is used";
+    if !caps.uring {
+        let why = format!(
+            "io_uring is not available here (kernel too old, or disabled by \
+             /proc/sys/kernel/io_uring_disabled): {POOL}"
+        );
+        return (pool(), Some(why));
+    }
+    if !caps.o_direct {
+        let why = format!("no O_DIRECT (auto uses io_uring only with O_DIRECT): {POOL}");
+        return (pool(), Some(why));
+    }
+    match uring::UringEngine::new(depth) {
+        Ok(u) => (Box::new(u), None),
+        Err(e) => (pool(), Some(format!("io_uring setup failed ({e}): {POOL}"))),
+    }
 }
 
 /// Free bytes for unprivileged users on the file system holding `path`.
@@ -373,6 +413,41 @@ pub fn prefetch(bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `auto` names why it did not use io_uring in every case it does not,
+    /// and never falls back silently.
+    #[test]
+    fn auto_names_every_fallback() {
+        for (uring, o_direct, needle) in [
+            (false, true, "io_uring is not available"),
+            (false, false, "io_uring is not available"),
+            (true, false, "no O_DIRECT"),
+        ] {
+            let b = build(EngineChoice::Auto, Capabilities { o_direct, uring }, 8).unwrap();
+            assert!(
+                b.engine.name().starts_with("threads"),
+                "{}",
+                b.engine.name()
+            );
+            let why = b.fallback.unwrap_or_default();
+            assert!(why.contains(needle), "{uring} {o_direct}: {why}");
+        }
+        let none = Capabilities {
+            o_direct: false,
+            uring: false,
+        };
+        assert!(
+            build(EngineChoice::Threads, none, 8)
+                .unwrap()
+                .fallback
+                .is_none()
+        );
+        let caps = Capabilities {
+            o_direct: true,
+            uring: false,
+        };
+        assert!(build(EngineChoice::Uring, caps, 8).is_err());
+    }
 
     /// Writes then reads back through an engine, checking bytes and timing.
     pub(crate) fn round_trip(engine: &mut dyn IoEngine, direct: bool) {

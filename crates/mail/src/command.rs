@@ -515,7 +515,7 @@ pub fn run(
         ))
     };
     let load = LoadEnd {
-        cpu_s: mailbench_metrics::system::process_cpu_s() - cpu_before,
+        cpu_s: cpu_before.and_then(|b| Ok(mailbench_metrics::system::process_cpu_s()? - b)),
         server_series: scraper.map(|s| s.stop()),
         server_deliveries: prepared.local.as_ref().and_then(|l| l.deliveries_logged()),
         ctl,
@@ -621,8 +621,8 @@ struct LoadEnd {
     server_series: Option<crate::servermetrics::ServerSeries>,
     /// Deliveries the local Postfix logged.
     server_deliveries: Option<u64>,
-    /// This process's CPU seconds during the load.
-    cpu_s: f64,
+    /// This process's CPU seconds during the load, or why /proc gave none.
+    cpu_s: Result<f64, String>,
     /// The mail store's disk (local target).
     disk_dev: Option<String>,
     /// Whether the queue was sampled from the local Postfix.
@@ -687,6 +687,7 @@ fn run_result(
         queue: ctl.queue,
         server_deliveries: load.server_deliveries,
         cpu_s: load.cpu_s,
+        intervals_error: ctl.intervals_error.clone(),
         commands: [
             shared.imap_cmds.load(Ordering::Relaxed),
             shared.smtp_cmds.load(Ordering::Relaxed),

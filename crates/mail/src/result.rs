@@ -21,7 +21,11 @@ pub(crate) struct Measured {
     pub disk: Option<(Option<String>, DiskRates)>,
     pub drain_s: f64,
     pub server_deliveries: Option<u64>,
-    pub cpu_s: f64,
+    /// This process's CPU seconds, or why /proc gave no figure (a warning of
+    /// the result, the figure then 0).
+    pub cpu_s: Result<f64, String>,
+    /// Why intervals.jsonl is incomplete, when a write to it failed.
+    pub intervals_error: Option<String>,
     /// IMAP, SMTP, ManageSieve commands sent.
     pub commands: [u64; 3],
     pub planned_tasks: u64,
@@ -140,6 +144,10 @@ pub(crate) fn build(
     let (score, weights) = weighted_p95_ms(profile, stats);
     let generator = generator(&m, o, profile, stats, id.users);
     let mut warnings = run_warnings(&id, o, profile, stats, &m);
+    if let Err(e) = &m.cpu_s {
+        warnings.push(format!("the generator's CPU figure is missing: {e}"));
+    }
+    warnings.extend(m.intervals_error.clone());
     let server = m.server.map(|(section, w)| {
         warnings.extend(w);
         section
@@ -210,7 +218,7 @@ fn generator(
     let compression = profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9);
     let user_hours = users as f64 * m.generator.day_run_s * compression / 3600.0;
     let mut g = Generator::of(
-        m.cpu_s,
+        m.cpu_s.clone().unwrap_or(0.0),
         m.commands,
         user_hours,
         stats.sched_delay.clone(),

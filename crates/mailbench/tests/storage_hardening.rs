@@ -467,3 +467,37 @@ fn every_command_refuses_bad_input_before_writing() {
         assert_eq!(theirs.len(), 1, "{args:?} wrote into the foreign folder");
     }
 }
+
+/// The I/O path is recorded: `--buffered-io` goes through the page cache on
+/// purpose, says so in the result and the summary, and may pass; a malformed
+/// `MAILBENCH_FAULTS` is refused (exit 2) before anything is written.
+#[test]
+fn the_io_path_is_recorded_and_a_bad_fault_plan_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = storage(dir, "run", &quick("2s", &["--buffered-io"]), None);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r = latest_result(dir, "storage-run");
+    assert_eq!(r["o_direct"], false, "{r}");
+    assert_eq!(r["spec"]["buffered_io"], true);
+    let p = &r["io_path"];
+    assert_eq!(p["buffered_asked"], true, "{p}");
+    assert!(
+        p["direct_off"].as_str().unwrap().contains("--buffered-io"),
+        "{p}"
+    );
+    let why = r["verdict"]["reasons"].to_string();
+    assert!(!why.contains("page cache"), "{why}");
+    let folder = run_dirs(dir).pop().unwrap();
+    let summary = std::fs::read_to_string(folder.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("no O_DIRECT: buffered I/O asked for"),
+        "{summary}"
+    );
+
+    let before = run_dirs(dir).len();
+    let o = storage(dir, "run", &quick("2s", &[]), Some("read_fail=lots"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("MAILBENCH_FAULTS"), "{}", text(&o));
+    assert_eq!(run_dirs(dir).len(), before);
+}

@@ -23,12 +23,21 @@ const _: () = assert!(
 
 /// An HDR latency histogram. Every figure it gives (counts, percentiles,
 /// encoding, merging) includes the latencies recorded and not yet counted.
+///
+/// A histogram read from its encoding stays encoded (a few hundred bytes)
+/// until something is recorded or added to it: its counts (188 KB) are
+/// decoded for a figure and dropped, and an untouched one is written back as
+/// it was read. Results hold one per I/O class per database per interval, so
+/// a merge or a report of a long run holds their encodings, not their counts.
 #[derive(Clone, Debug)]
 pub struct LatencyHist {
-    h: Histogram<u64>,
+    /// The counts; None while the histogram is only its encoding (`encoded`).
+    h: Option<Histogram<u64>>,
     /// Latencies recorded, clamped, not yet counted in `h`: `pending[..n_pending]`.
     pending: [u32; PENDING],
     n_pending: usize,
+    /// The encoding read (already checked), while `h` is None.
+    encoded: Option<Box<str>>,
 }
 
 impl Default for LatencyHist {
@@ -40,15 +49,22 @@ impl Default for LatencyHist {
 impl LatencyHist {
     pub fn new() -> LatencyHist {
         // 1..=MAX with 3 significant digits is always a valid configuration.
-        let h = match Histogram::new_with_bounds(1, MAX_TRACKABLE_US, SIGFIG) {
-            Ok(h) => h,
-            Err(_) => Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable_hist()),
-        };
         LatencyHist {
-            h,
+            h: Some(fresh()),
             pending: [0; PENDING],
             n_pending: 0,
+            encoded: None,
         }
+    }
+
+    /// The counts, decoded from the encoding first if the histogram is still
+    /// only that (it then is no longer kept encoded).
+    fn live(&mut self) -> &mut Histogram<u64> {
+        let enc = self.encoded.take();
+        self.h.get_or_insert_with(|| {
+            // The encoding was checked when it was read.
+            enc.and_then(|e| decode(&e).ok()).unwrap_or_else(fresh)
+        })
     }
 
     /// Records one latency in microseconds (0 is counted as 1 µs; values over an
@@ -56,6 +72,9 @@ impl LatencyHist {
     #[inline]
     pub fn record_us(&mut self, us: u64) {
         let v = us.clamp(1, MAX_TRACKABLE_US);
+        if self.h.is_none() {
+            self.live();
+        }
         self.pending[self.n_pending] = v as u32;
         self.n_pending += 1;
         if self.n_pending == PENDING {
@@ -70,19 +89,28 @@ impl LatencyHist {
 
     /// Counts the pending latencies in the histogram.
     pub fn flush(&mut self) {
-        for &v in &self.pending[..self.n_pending] {
+        let n = self.n_pending;
+        if n == 0 {
+            return;
+        }
+        let pending = self.pending;
+        let h = self.live();
+        for &v in &pending[..n] {
             // In range by construction: saturating_record cannot fail.
-            self.h.saturating_record(u64::from(v));
+            h.saturating_record(u64::from(v));
         }
         self.n_pending = 0;
     }
 
     /// The histogram with every recorded latency counted.
     fn counted(&self) -> std::borrow::Cow<'_, Histogram<u64>> {
-        if self.n_pending == 0 {
-            return std::borrow::Cow::Borrowed(&self.h);
-        }
-        let mut h = self.h.clone();
+        let mut h = match (&self.h, &self.encoded) {
+            (Some(h), _) if self.n_pending == 0 => return std::borrow::Cow::Borrowed(h),
+            (Some(h), _) => h.clone(),
+            // The encoding was checked when it was read.
+            (None, Some(e)) => decode(e).unwrap_or_else(|_| fresh()),
+            (None, None) => fresh(),
+        };
         for &v in &self.pending[..self.n_pending] {
             h.saturating_record(u64::from(v));
         }
@@ -90,23 +118,31 @@ impl LatencyHist {
     }
 
     pub fn count(&self) -> u64 {
-        self.h.len() + self.n_pending as u64
+        match &self.h {
+            Some(h) => h.len() + self.n_pending as u64,
+            None => self.counted().len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.h.is_empty() && self.n_pending == 0
+        self.count() == 0
     }
 
     pub fn add(&mut self, other: &LatencyHist) {
-        // Same bounds on both sides: add cannot fail for range reasons.
-        let _ = self.h.add(&other.h);
-        for &v in &other.pending[..other.n_pending] {
-            self.record_us(u64::from(v));
+        let theirs = other.counted();
+        // Same bounds on both sides (every histogram is decoded into them):
+        // add cannot fail for range reasons; were it to, each value is counted.
+        if self.live().add(&*theirs).is_err() {
+            for v in theirs.iter_recorded() {
+                let h = self.live();
+                h.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            }
         }
     }
 
     pub fn reset(&mut self) {
-        self.h.reset();
+        self.encoded = None;
+        self.h = Some(fresh());
         self.n_pending = 0;
     }
 
@@ -153,6 +189,9 @@ impl LatencyHist {
     /// Encodes as base64 of the HdrHistogram V2+DEFLATE format (readable by the
     /// Java, Go and Rust HdrHistogram libraries).
     pub fn to_base64(&self) -> String {
+        if let (None, Some(e), 0) = (&self.h, &self.encoded, self.n_pending) {
+            return e.to_string();
+        }
         let mut buf = Vec::new();
         if V2DeflateSerializer::new()
             .serialize(&self.counted(), &mut buf)
@@ -167,19 +206,40 @@ impl LatencyHist {
         if text.is_empty() {
             return Ok(LatencyHist::new());
         }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| format!("histogram is not valid base64: {e}"))?;
-        let plain = inflate_capped(&bytes)?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut plain.as_slice())
-            .map_err(|e| format!("histogram is not a valid HdrHistogram V2 blob: {e:?}"))?;
-        let mut out = LatencyHist::new();
-        out.h
-            .add(&h)
-            .map_err(|e| format!("histogram out of range: {e:?}"))?;
-        Ok(out)
+        // Checked whole now; the counts are decoded again when a figure is asked.
+        decode(text)?;
+        Ok(LatencyHist {
+            h: None,
+            pending: [0; PENDING],
+            n_pending: 0,
+            encoded: Some(text.into()),
+        })
     }
+}
+
+/// An empty histogram of the bounds every `LatencyHist` has.
+fn fresh() -> Histogram<u64> {
+    // 1..=MAX with 3 significant digits is always a valid configuration.
+    match Histogram::new_with_bounds(1, MAX_TRACKABLE_US, SIGFIG) {
+        Ok(h) => h,
+        Err(_) => Histogram::new(SIGFIG).unwrap_or_else(|_| unreachable_hist()),
+    }
+}
+
+/// The counts of an encoded histogram (base64 of V2+DEFLATE), in the bounds
+/// of [`fresh`]; an error says what is wrong with the text.
+fn decode(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("histogram is not valid base64: {e}"))?;
+    let plain = inflate_capped(&bytes)?;
+    let h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut plain.as_slice())
+        .map_err(|e| format!("histogram is not a valid HdrHistogram V2 blob: {e:?}"))?;
+    let mut out = fresh();
+    out.add(&h)
+        .map_err(|e| format!("histogram out of range: {e:?}"))?;
+    Ok(out)
 }
 
 fn quantile_of(h: &Histogram<u64>, q: f64) -> u64 {
@@ -319,6 +379,36 @@ mod tests {
         assert!((s.max_us as f64 - 10000.0).abs() <= 10.0, "{s:?}");
     }
 
+    /// A histogram read stays its encoding (no counts held) until something
+    /// is recorded or added; its figures and its encoding are those it was
+    /// read with, and a change is in every figure after.
+    #[test]
+    fn a_read_histogram_stays_encoded_until_changed() {
+        let mut h = LatencyHist::new();
+        for v in [5, 900, 70_000] {
+            h.record_us(v);
+        }
+        let text = h.to_base64();
+        let mut back = LatencyHist::from_base64(&text).unwrap();
+        assert!(back.h.is_none(), "decoded at once");
+        assert_eq!(back.summary(), h.summary());
+        assert_eq!(back.to_base64(), text);
+        let copy = back.clone();
+        back.record_us(1_000_000);
+        assert_eq!(back.count(), 4);
+        assert_eq!(
+            back.max_us(),
+            LatencyHist::from_base64(&back.to_base64())
+                .unwrap()
+                .max_us()
+        );
+        let mut sum = LatencyHist::new();
+        sum.add(&copy);
+        sum.add(&back);
+        assert_eq!(sum.count(), 7);
+        assert!(copy.h.is_none() && copy.count() == 3);
+    }
+
     #[test]
     fn encoding_round_trips_and_rejects_garbage() {
         let mut h = LatencyHist::new();
@@ -420,7 +510,7 @@ mod tests {
             let mut h = LatencyHist::new();
             for &v in &a { h.record_us(v); }
             let plain = plain_of(&a);
-            let want = LatencyHist { h: plain.clone(), pending: [0; PENDING], n_pending: 0 };
+            let want = LatencyHist { h: Some(plain.clone()), pending: [0; PENDING], n_pending: 0, encoded: None };
             prop_assert_eq!(h.count(), plain.len());
             prop_assert_eq!(h.is_empty(), a.is_empty());
             prop_assert_eq!(h.summary(), want.summary());
@@ -432,10 +522,10 @@ mod tests {
             m.add(&h);
             let mut all = b.clone();
             all.extend(&a);
-            let union = LatencyHist { h: plain_of(&all), pending: [0; PENDING], n_pending: 0 };
+            let union = LatencyHist { h: Some(plain_of(&all)), pending: [0; PENDING], n_pending: 0, encoded: None };
             prop_assert_eq!(m.summary(), union.summary());
             m.flush();
-            prop_assert_eq!(m.h.len(), all.len() as u64);
+            prop_assert_eq!(m.count(), all.len() as u64);
             prop_assert_eq!(m.clone().summary(), union.summary());
             m.reset();
             prop_assert!(m.is_empty());

@@ -18,20 +18,24 @@ pub fn parse_cpu_s(stat: &str) -> Option<f64> {
     Some((s.utime + s.stime) as f64 / ticks_per_second())
 }
 
-/// CPU seconds this process has used (0 when /proc is unreadable).
-pub fn process_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| parse_cpu_s(&s))
-        .unwrap_or(0.0)
+/// CPU seconds this process has used, from /proc/self/stat; the error names
+/// the file and why it gave no figure (never read as 0).
+pub fn process_cpu_s() -> Result<f64, String> {
+    cpu_s_of("/proc/self/stat", "this process's")
 }
 
-/// CPU seconds the calling thread has used (0 when /proc is unreadable).
-pub fn thread_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/stat")
-        .ok()
-        .and_then(|s| parse_cpu_s(&s))
-        .unwrap_or(0.0)
+/// CPU seconds the calling thread has used, from /proc/thread-self/stat; the
+/// error names the file and why it gave no figure.
+pub fn thread_cpu_s() -> Result<f64, String> {
+    cpu_s_of("/proc/thread-self/stat", "this thread's")
+}
+
+fn cpu_s_of(path: &str, whose: &str) -> Result<f64, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{whose} CPU time could not be read from {path}: {e}"))?;
+    parse_cpu_s(&text).ok_or_else(|| {
+        format!("{whose} CPU time could not be read from {path}: the text does not parse")
+    })
 }
 
 /// Cumulative CPU ticks (USER_HZ) of all CPUs or one, from /proc/stat.
@@ -259,7 +263,21 @@ mod tests {
         let line = format!("4242 (mb (x) y) S 1 4242 4242 0 -1 4194560 9 0 0 0 250 130 {tail}");
         assert_eq!(parse_cpu_s(&line), Some(3.8));
         assert_eq!(parse_cpu_s("42 (x) S 1"), None);
-        assert!(process_cpu_s() >= 0.0 && thread_cpu_s() >= 0.0);
+        assert!(process_cpu_s().unwrap() >= 0.0 && thread_cpu_s().unwrap() >= 0.0);
+    }
+
+    /// A CPU time /proc cannot give is an error naming the file, never 0.
+    #[test]
+    fn an_unreadable_cpu_time_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("stat");
+        std::fs::write(&garbage, "42 (x) S 1").unwrap();
+        let missing = dir.path().join("missing");
+        for path in [&missing, &garbage, &dir.path().to_path_buf()] {
+            let p = path.to_str().unwrap();
+            let e = cpu_s_of(p, "this process's").unwrap_err();
+            assert!(e.contains(p) && e.contains("CPU time"), "{e}");
+        }
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct StorageDoc {
     pub intervals: Vec<IntervalRecord>,
     /// Lines of intervals.jsonl that could not be read.
     pub bad_interval_lines: usize,
+    /// What is wrong with intervals.jsonl, naming it (None: it read whole).
+    pub intervals_problem: Option<String>,
     pub test_log: Option<String>,
     pub raw: Value,
 }
@@ -40,6 +42,8 @@ pub struct MailDoc {
     /// Present when the result is a `report merge` of several load generators.
     pub merged: Option<MailMerged>,
     pub intervals: Vec<Value>,
+    /// What is wrong with intervals.jsonl, naming it (None: it read whole).
+    pub intervals_problem: Option<String>,
     pub test_log: Option<String>,
 }
 
@@ -52,6 +56,16 @@ pub struct OtherDoc {
 }
 
 impl Doc {
+    /// What is wrong with the intervals.jsonl beside the result, naming it
+    /// (None: it read whole, or the kind keeps none).
+    pub fn intervals_problem(&self) -> Option<&str> {
+        match self {
+            Doc::Storage(d) => d.intervals_problem.as_deref(),
+            Doc::Mail(d) => d.intervals_problem.as_deref(),
+            Doc::Other(_) => None,
+        }
+    }
+
     pub fn kind(&self) -> String {
         match self {
             Doc::Storage(d) => d.result.run.kind.clone(),
@@ -147,8 +161,8 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
                     file.display()
                 ))
             })?;
-            let (intervals, bad) = if result.intervals_file.is_empty() {
-                (Vec::new(), 0)
+            let (intervals, bad, intervals_problem) = if result.intervals_file.is_empty() {
+                (Vec::new(), 0, None)
             } else {
                 read_intervals::<IntervalRecord>(&dir.join(&result.intervals_file))
             };
@@ -157,6 +171,7 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
                 result,
                 intervals,
                 bad_interval_lines: bad,
+                intervals_problem,
                 test_log,
                 raw,
             })))
@@ -164,7 +179,8 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
         "mail-run" => {
             let mut raw = raw;
             mailbench_results::kind::upgrade_v1(mailbench_results::Kind::MailRun, &mut raw);
-            let (intervals, _) = read_intervals::<Value>(&dir.join("intervals.jsonl"));
+            let (intervals, _, intervals_problem) =
+                read_intervals::<Value>(&dir.join("intervals.jsonl"));
             let merged = match raw.get("merged") {
                 Some(m) => Some(
                     serde_json::from_value::<MailMerged>(m.clone()).map_err(|e| {
@@ -181,6 +197,7 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
                 raw,
                 merged,
                 intervals,
+                intervals_problem,
                 test_log,
             })))
         }
@@ -193,24 +210,44 @@ pub fn from_value(raw: Value, file: &Path) -> Result<Doc> {
     }
 }
 
-/// Reads a JSON-lines file; unreadable lines are counted, not fatal.
-fn read_intervals<T: serde::de::DeserializeOwned>(path: &Path) -> (Vec<T>, usize) {
-    let Ok(text) = mailbench_base::limits::read_text_capped(
+/// Reads a JSON-lines file mailbench wrote: the records that read, how many
+/// lines did not, and what is wrong with the file when anything is (missing,
+/// unreadable, over its limit, lines that do not read: the first one named),
+/// naming the file. A report shows what reads and says what did not; a merge,
+/// which recomputes from these records, refuses such a file.
+fn read_intervals<T: serde::de::DeserializeOwned>(path: &Path) -> (Vec<T>, usize, Option<String>) {
+    let text = match mailbench_base::limits::read_text_capped(
         path,
         mailbench_base::limits::MAX_RESULT_FILE_BYTES,
         "intervals",
-    ) else {
-        return (Vec::new(), 0);
+    ) {
+        Ok(t) => t,
+        // The error names the file.
+        Err(e) => return (Vec::new(), 0, Some(e.to_string())),
     };
     let mut out = Vec::new();
     let mut bad = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    let mut first_bad = None;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         match serde_json::from_str::<T>(line) {
             Ok(r) => out.push(r),
-            Err(_) => bad += 1,
+            Err(e) => {
+                bad += 1;
+                first_bad.get_or_insert((n + 1, e.to_string()));
+            }
         }
     }
-    (out, bad)
+    let problem = first_bad.map(|(line, e)| {
+        format!(
+            "{}: {bad} {} not read (first: line {line}: {e}); the file is truncated or damaged",
+            path.display(),
+            if bad == 1 { "line does" } else { "lines do" }
+        )
+    });
+    (out, bad, problem)
 }
 
 /// The last `max_lines` lines of a text file.

@@ -333,6 +333,7 @@ fn doc(r: &Value, intervals: Vec<Value>, i: usize) -> MailDoc {
         raw,
         merged,
         intervals,
+        intervals_problem: None,
         test_log: None,
     }
 }

@@ -63,6 +63,7 @@ fn result(spec: &StorageSpec, host: &str, st: &Stats, secs: f64) -> StorageResul
         spec: spec.clone(),
         io_engine: "threads".into(),
         o_direct: false,
+        io_path: None,
         window: Window {
             warmup_s: 0.0,
             measured_s: secs,
@@ -130,6 +131,7 @@ fn doc(r: &StorageResult, i: usize) -> StorageDoc {
         result,
         intervals: vec![],
         bad_interval_lines: 0,
+        intervals_problem: None,
         test_log: None,
         raw,
     }

@@ -78,7 +78,7 @@ pub(crate) fn gather(run: &Run, own: Result<(RunDir, AnyResult)>) -> Result<Gath
         rank: run.rank,
         host: run.host.clone(),
         result: read_own(&dir, "result.json")?,
-        intervals: read_own(&dir, "intervals.jsonl").unwrap_or_default(),
+        intervals: read_own_if_any(&dir, "intervals.jsonl")?,
     };
     run.phase("the gathering of results");
     let bytes = serde_json::to_vec(&part).map_err(|e| Error::runtime(e.to_string()))?;
@@ -110,9 +110,21 @@ pub(crate) fn gather(run: &Run, own: Result<(RunDir, AnyResult)>) -> Result<Gath
 
 /// A file of this rank's part, as written (its absence is an error: the
 /// part was written just before).
-fn read_own(dir: &RunDir, name: &str) -> Result<String> {
+pub(crate) fn read_own(dir: &RunDir, name: &str) -> Result<String> {
     let f = dir.file(name);
     std::fs::read_to_string(&f).map_err(|e| Error::io("cannot read", &f, e))
+}
+
+/// A file a part may not write (intervals.jsonl of a command without
+/// intervals): empty when absent; any other failure to read it is an error
+/// naming it, never sent on as an empty file.
+pub(crate) fn read_own_if_any(dir: &RunDir, name: &str) -> Result<String> {
+    let f = dir.file(name);
+    match std::fs::read_to_string(&f) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(Error::io("cannot read", &f, e)),
+    }
 }
 
 /// The gathered parts rank 0 can read (an unreadable one is named in the
@@ -128,6 +140,17 @@ fn read_parts(dir: &RunDir, gathered: Vec<Option<Vec<u8>>>) -> Vec<Part> {
         }
     }
     parts
+}
+
+/// The intervals.jsonl beside `source` copied into `dir` (none there: none
+/// copied); a copy that fails is an error naming the files.
+fn copy_intervals(source: &Path, dir: &RunDir) -> Result<()> {
+    let from = source.with_file_name("intervals.jsonl");
+    match std::fs::copy(&from, dir.file("intervals.jsonl")) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !from.exists() => Ok(()),
+        Err(e) => Err(Error::io("cannot copy", &from, e)),
+    }
 }
 
 /// A gathered rank's result file: (rank, host, path).
@@ -209,7 +232,7 @@ fn copy_rank_files(dir: &RunDir, parts: &[Part]) -> Result<Vec<RankFile>> {
     let mut files = Vec::new();
     for p in parts {
         let rd = dir.path.join(format!("rank-{}", p.rank));
-        let _ = std::fs::create_dir_all(&rd);
+        std::fs::create_dir_all(&rd).map_err(|e| Error::io("cannot create", &rd, e))?;
         let f = rd.join("result.json");
         if !f.exists() {
             write_atomic(&f, p.result.as_bytes())?;
@@ -247,10 +270,7 @@ fn storage_runs(
         let d = &mut docs[0];
         judged(&mut d.result);
         let r = AnyResult::StorageRun(Box::new(d.result.clone()));
-        let _ = std::fs::copy(
-            d.source.with_file_name("intervals.jsonl"),
-            dir.file("intervals.jsonl"),
-        );
+        copy_intervals(&d.source, dir)?;
         let text = mailbench_report::summary::render(&r);
         return Ok((r, text));
     }
@@ -292,10 +312,7 @@ pub(crate) fn mail_runs(
     }
     let (mut result, intervals) = if docs.len() == 1 {
         let d = &docs[0];
-        let _ = std::fs::copy(
-            d.source.with_file_name("intervals.jsonl"),
-            dir.file("intervals.jsonl"),
-        );
+        copy_intervals(&d.source, dir)?;
         (mailbench_report::mailmerge::typed(d)?, Vec::new())
     } else {
         let out = mailbench_report::mailmerge::merge_typed(&docs)?;
@@ -403,5 +420,30 @@ fn totals(cmd: Command, hosts: &[RankResult]) -> Option<RankTotals> {
             }))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A part's file that is absent is empty; one that does not read is an
+    /// error naming it, never sent on as an empty file.
+    #[test]
+    fn a_part_file_that_does_not_read_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = RunDir {
+            path: t.path().to_path_buf(),
+            log: TestLog::open(&t.path().join("test.log")).unwrap(),
+        };
+        assert_eq!(read_own_if_any(&dir, "intervals.jsonl").unwrap(), "");
+        assert!(read_own(&dir, "result.json").is_err());
+        std::fs::create_dir(t.path().join("intervals.jsonl")).unwrap();
+        let e = read_own_if_any(&dir, "intervals.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("intervals.jsonl"), "{e}");
+        std::fs::write(t.path().join("result.json"), "{}").unwrap();
+        assert_eq!(read_own(&dir, "result.json").unwrap(), "{}");
     }
 }

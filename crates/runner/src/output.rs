@@ -48,9 +48,15 @@ pub fn write_with(
 /// and, when given, summary.txt in `top`, each replaced atomically; a file
 /// that cannot be written is left as it was.
 pub fn write_failed(top: &Path, result: &impl Serialize, summary: Option<&str>) {
-    let _ = write_json(&top.join("result.json"), result);
+    // No caller is left to return to: a file that cannot be written is said.
+    let said = |what: &str, r: Result<()>| {
+        if let Err(e) = r {
+            mailbench_base::secrets::warn(&format!("mailbench: {what} not written: {e}"));
+        }
+    };
+    said("result.json", write_json(&top.join("result.json"), result));
     if let Some(s) = summary {
-        let _ = write_text(&top.join("summary.txt"), s);
+        said("summary.txt", write_text(&top.join("summary.txt"), s));
     }
 }
 

@@ -543,8 +543,21 @@ fn run_level(
     });
     match level {
         Ok((d, r)) => {
-            part.result = std::fs::read_to_string(d.file("result.json")).unwrap_or_default();
-            part.intervals = std::fs::read_to_string(d.file("intervals.jsonl")).unwrap_or_default();
+            // What rank 0 recomputes from: a file that does not read is this
+            // rank's error, named, never sent on empty.
+            let files = crate::aggregate::read_own(&d, "result.json").and_then(|res| {
+                Ok((
+                    res,
+                    crate::aggregate::read_own_if_any(&d, "intervals.jsonl")?,
+                ))
+            });
+            match files {
+                Ok((res, intervals)) => (part.result, part.intervals) = (res, intervals),
+                Err(e) => {
+                    level_failed(run, users, rdir, &e, &mut part);
+                    return (part, None);
+                }
+            }
             part.interrupted = r.verdict().status == Status::Interrupted;
             let own = match r {
                 AnyResult::MailRun(m) => Some(*m),
@@ -683,9 +696,15 @@ fn level_files(
 ) -> Result<Vec<(usize, String, PathBuf)>> {
     let mut files = Vec::new();
     for g in gathered.into_iter().flatten() {
-        let Ok(part) = serde_json::from_slice::<LevelPart>(&g) else {
-            reasons.push("a generator's part of the level could not be read".into());
-            continue;
+        let part = match serde_json::from_slice::<LevelPart>(&g) {
+            Ok(p) => p,
+            Err(e) => {
+                reasons.push(format!(
+                    "a generator's part of the level could not be read ({} bytes: {e})",
+                    g.len()
+                ));
+                continue;
+            }
         };
         *interrupted |= part.interrupted;
         if let Some(e) = &part.error {

@@ -273,7 +273,8 @@ fn backup_one(
     };
     let mut io: Box<dyn IoEngine> =
         mailbench_io::build(spec.engine_choice(), caps, BACKUP_DEPTH * 3)
-            .map_err(Error::runtime)?;
+            .map_err(Error::runtime)?
+            .engine;
     let scan = verify::scan_pages(
         &inst.db_path,
         &file,

@@ -129,7 +129,47 @@ pub fn read_header(path: &Path) -> Result<DbHeader> {
     page[..4096].copy_from_slice(&buf);
     f.read_exact(&mut page[4096..])
         .map_err(|e| Error::io("cannot read the header of", path, e))?;
-    DbHeader::decode(&page).map_err(|e| Error::usage(format!("{}: {e}", path.display())))
+    let h =
+        DbHeader::decode(&page).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
+    let len = f
+        .metadata()
+        .map_err(|e| Error::io("cannot read the size of", path, e))?
+        .len();
+    check_length(path, &h, len)?;
+    Ok(h)
+}
+
+/// A database whose file holds fewer pages than its header says was cut
+/// short after mailbench wrote it: named with the pages missing, never left
+/// to fail later as an I/O error.
+fn check_length(path: &Path, h: &DbHeader, len: u64) -> Result<()> {
+    let ps = h.page_size as u64;
+    let held = len / ps;
+    if held >= h.page_count {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{}: {} pages expected, file holds {}: pages {}..{} missing (the file was cut short \
+         after it was created); restore it from a backup or create the databases again in a new folder",
+        path.display(),
+        thousands(h.page_count),
+        thousands(held),
+        held,
+        h.page_count - 1
+    )))
+}
+
+/// `n` with a comma every three digits (1,234).
+fn thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Creates (or resumes, or opens) every database of the spec, all at once.
@@ -333,6 +373,14 @@ fn start_of(
                 progress_file.display()
             ))
         })?;
+        if p.pages_done > p.pages {
+            return Err(Error::usage(format!(
+                "{} is damaged: {} pages done of {}; delete the folder",
+                progress_file.display(),
+                p.pages_done,
+                p.pages
+            )));
+        }
         if p.pages != inst.pages {
             return Err(Error::usage(format!(
                 "{} was being created with {} pages, this test wants {}; delete it or use the same size",
@@ -429,7 +477,8 @@ fn init_one(
     let file = Arc::new(file);
     let mut io: Box<dyn IoEngine> =
         mailbench_io::build(mailbench_io::EngineChoice::Auto, caps, DEPTH)
-            .map_err(Error::runtime)?;
+            .map_err(Error::runtime)?
+            .engine;
     let engine_name = io.name();
     let w = Writer {
         file: file.clone(),

@@ -53,7 +53,9 @@ pub fn run(
         mailbench_io::open_file(path, false, caps.o_direct, false)
             .map_err(|e| Error::io("cannot open", path, e))?,
     );
-    let mut io = mailbench_io::build(engine, caps, qd).map_err(Error::usage)?;
+    let mut io = mailbench_io::build(engine, caps, qd)
+        .map_err(Error::usage)?
+        .engine;
     let blocks = len / bs;
     let mut rng = SmallRng::seed_from_u64(42);
     let mut next_seq = 0u64;

@@ -80,12 +80,27 @@ pub struct LogScan {
     pub bytes: u64,
 }
 
-/// Reads the checkpoint file of `dir` if it belongs to database `db_id`.
-pub fn read_checkpoint(dir: &Path, db_id: u64) -> Option<format::Checkpoint> {
-    std::fs::read(dir.join("checkpoint.chk"))
-        .ok()
-        .and_then(|b| format::Checkpoint::decode(&b).ok())
-        .filter(|c| c.db_id == db_id)
+/// Reads the checkpoint file of `dir` if it belongs to database `db_id`
+/// (None: no checkpoint file, or one of another database). A file that cannot
+/// be read or is damaged is an error naming it: replaying from a guess would
+/// trust what mailbench can no longer read back.
+pub fn read_checkpoint(dir: &Path, db_id: u64) -> Result<Option<format::Checkpoint>, String> {
+    let path = dir.join("checkpoint.chk");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
+    };
+    let c = format::Checkpoint::decode(&bytes).map_err(|e| {
+        format!(
+            "{}: {e} ({} bytes): the checkpoint file mailbench wrote is damaged; the database \
+             cannot be replayed from it: restore the database and its log from a backup or \
+             create them again",
+            path.display(),
+            bytes.len()
+        )
+    })?;
+    Ok((c.db_id == db_id).then_some(c))
 }
 
 /// Log generations present in `dir`, oldest first.
@@ -106,7 +121,10 @@ pub fn log_generations(dir: &Path) -> Vec<u64> {
 /// bad block), unless that generation is full and the next one goes on.
 pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> LogScan {
     let gens = log_generations(dir);
-    let ckpt = read_checkpoint(dir, db_id);
+    let (ckpt, damaged) = match read_checkpoint(dir, db_id) {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e)),
+    };
     let lb = log_block;
     let blocks_per_file = (file_size / lb as u64) as usize;
     let mut scan = LogScan {
@@ -115,6 +133,11 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         files: gens.len() as u64,
         ..Default::default()
     };
+    if let Some(e) = damaged {
+        // Named as the checkpoint file's damage, not as a bad log block.
+        scan.bad_blocks += 1;
+        push_bad(&mut scan.first_bad, e);
+    }
     let start_gen = ckpt
         .map(|c| c.checkpoint_lsn / file_size)
         .or(gens.first().copied())
@@ -597,8 +620,9 @@ pub(crate) fn verify_db(
         mailbench_io::open_file(db_path, false, caps.o_direct, false)
             .map_err(|e| Error::io("cannot open database", db_path, e))?,
     );
-    let mut io: Box<dyn IoEngine> =
-        mailbench_io::build(engine, caps, DEPTH * 2).map_err(Error::runtime)?;
+    let mut io: Box<dyn IoEngine> = mailbench_io::build(engine, caps, DEPTH * 2)
+        .map_err(Error::runtime)?
+        .engine;
     let pages = scan_pages(
         db_path,
         &file,

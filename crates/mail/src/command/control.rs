@@ -32,6 +32,9 @@ pub(super) struct CtlResult {
     pub intervals: Vec<MailInterval>,
     /// The generator's memory and how much of the day it drove.
     pub generator: crate::result::GenSamples,
+    /// The first failure to write intervals.jsonl (the file is then
+    /// incomplete: merges recompute from it).
+    pub intervals_error: Option<String>,
 }
 
 /// Takes one resident-set sample `rss` at `now` into `g`.
@@ -346,8 +349,15 @@ impl Control<'_> {
             rss_bytes: self.sample_rss(now),
             generators: None,
         };
-        let text = serde_json::to_string(&line).unwrap_or_default();
-        let _ = writeln!(intervals, "{text}");
+        let written = serde_json::to_string(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|text| writeln!(intervals, "{text}").map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            self.res.intervals_error.get_or_insert(format!(
+                "intervals.jsonl: cannot write an interval ({e}); the file is incomplete and \
+                 this result cannot be merged exactly: free space or fix the output folder"
+            ));
+        }
         self.res.intervals.push(line);
         if !self.out.quiet && !self.out.json {
             // One compact line per interval (live progress; -q silences it).

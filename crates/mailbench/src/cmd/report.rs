@@ -147,6 +147,13 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
                 doc.kind()
             )));
         }
+        if let Some(problem) = doc.intervals_problem() {
+            return Err(Error::usage(format!(
+                "cannot merge {}: {problem}. A merge recomputes the figures from every interval: \
+                 merge the results whose intervals.jsonl is whole, or run the test again",
+                doc.source().display()
+            )));
+        }
         all.push(doc);
     }
     let common = global.common(&cfg);

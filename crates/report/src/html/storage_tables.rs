@@ -296,14 +296,7 @@ pub(super) fn tables_system_parameters(d: &StorageDoc) -> Kv {
                 },
             ),
             ("Number of Copies per Database", sp.copies.to_string()),
-            (
-                "I/O Engine",
-                format!(
-                    "{} (O_DIRECT {})",
-                    r.io_engine,
-                    if r.o_direct { "yes" } else { "no" }
-                ),
-            ),
+            ("I/O Engine", r.io_path_text()),
             (
                 "Sampling Interval",
                 duration(sp.sample_interval.as_secs_f64()),

@@ -197,12 +197,7 @@ fn parameters_text(r: &StorageResult, o: &mut String) {
         }
     );
     let _ = writeln!(o, "  Database copies         {}", s.copies);
-    let _ = writeln!(
-        o,
-        "  I/O engine              {} (O_DIRECT {})",
-        r.io_engine,
-        if r.o_direct { "yes" } else { "no" }
-    );
+    let _ = writeln!(o, "  I/O engine              {}", r.io_path_text());
     let _ = writeln!(o, "  Thresholds              {}", s.thresholds.describe());
 }
 

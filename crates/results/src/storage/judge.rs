@@ -1,7 +1,7 @@
 //! The verdict of a storage run (docs/storage.md, "Verdict"): one plain sentence per
 //! failed criterion, against the thresholds the result carries.
 
-use crate::storage::run::Totals;
+use crate::storage::run::{IoPath, Totals};
 use crate::storage::spec::LatencyMax;
 use crate::storage::spec::StorageSpec;
 use crate::storage::verify::VerifySummary;
@@ -31,15 +31,19 @@ fn judge_max(
 }
 
 /// The verdict (docs/storage.md, "Verdict"), one plain sentence per failure.
+/// `io` is how the I/O reached the storage and whether O_DIRECT was on: a run
+/// through the page cache without buffered I/O asked for cannot pass.
 pub fn judge(
     spec: &StorageSpec,
     t: &Totals,
     verify: Option<&VerifySummary>,
     errors: &[String],
     measured_s: f64,
+    io: Option<(&IoPath, bool)>,
 ) -> Verdict {
     let th = &spec.thresholds;
     let mut r = Vec::new();
+    r.extend(io.and_then(|(p, o_direct)| p.unasked_page_cache(o_direct)));
     let rd = &t.classes["db_read"].latency_ms;
     let lw = &t.classes["log_write"].latency_ms;
     if measured_s <= 0.0 {

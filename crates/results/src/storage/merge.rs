@@ -5,7 +5,7 @@
 
 use crate::merged::{self, Merged, host_labels, merged_header, prefixed, weighted};
 use crate::storage::init::InitSummary;
-use crate::storage::run::{HostPerf, IntervalRecord, StorageResult, Totals, Window};
+use crate::storage::run::{HostPerf, IntervalRecord, IoPath, StorageResult, Totals, Window};
 use crate::storage::spec::Thresholds;
 use crate::storage::stats::{ClassFigures, Counters, LatencyMs};
 use crate::storage::verify::VerifySummary;
@@ -220,6 +220,7 @@ pub fn merge(inputs: &[MergeInput]) -> Result<MergeOutput> {
         .collect::<Vec<_>>()
         .join("/");
     result.o_direct = rs.iter().all(|r| r.o_direct);
+    result.io_path = merged_io_path(&rs, &labels);
     result.window = Window {
         warmup_s: rs.iter().map(|r| r.window.warmup_s).fold(0.0, f64::max),
         measured_s: rs.iter().map(|r| r.window.measured_s).fold(0.0, f64::max),
@@ -351,6 +352,36 @@ fn merged_init(rs: &[&StorageResult], labels: &[Option<String>]) -> Option<InitS
         out.io_engine = i.io_engine.clone();
     }
     Some(out)
+}
+
+/// Every host's I/O path: the engines asked for, buffered I/O asked for by
+/// every host, and each host's reasons named by host.
+fn merged_io_path(rs: &[&StorageResult], labels: &[Option<String>]) -> Option<IoPath> {
+    let paths: Vec<(&IoPath, &Option<String>)> = rs
+        .iter()
+        .zip(labels)
+        .filter_map(|(r, l)| r.io_path.as_ref().map(|p| (p, l)))
+        .collect();
+    if paths.is_empty() {
+        return None;
+    }
+    let reasons = |f: fn(&IoPath) -> Option<&String>| {
+        let all: Vec<String> = paths
+            .iter()
+            .filter_map(|(p, l)| f(p).map(|x| prefixed(l, x)))
+            .collect();
+        (!all.is_empty()).then(|| all.join("; "))
+    };
+    Some(IoPath {
+        asked: (paths.iter().map(|(p, _)| p.asked.as_str()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join("/"),
+        buffered_asked: paths.iter().all(|(p, _)| p.buffered_asked),
+        direct_off: reasons(|p| p.direct_off.as_ref()),
+        fallback: reasons(|p| p.fallback.as_ref()),
+    })
 }
 
 /// Every host's verification (when any host verified).

@@ -22,6 +22,11 @@ pub struct StorageResult {
     pub spec: StorageSpec,
     pub io_engine: String,
     pub o_direct: bool,
+    /// How the I/O reached the storage: the engine asked for, whether buffered
+    /// I/O was asked for, why O_DIRECT is off and why `auto` fell back. Absent
+    /// in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_path: Option<IoPath>,
     pub window: Window,
     pub init: Option<InitSummary>,
     pub instances: Vec<InstanceResult>,
@@ -40,6 +45,65 @@ pub struct StorageResult {
     /// Set when this result is a `report merge` of several hosts' results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<crate::storage::merge::StorageMerged>,
+}
+
+/// How the I/O reached the storage (docs/result-schema.md, "io_path").
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct IoPath {
+    /// The engine asked for: `auto`, `uring` or `threads`.
+    pub asked: String,
+    /// Buffered I/O (the page cache) asked for with `--buffered-io`.
+    pub buffered_asked: bool,
+    /// Why O_DIRECT is off (the error of the O_DIRECT open, or buffered I/O
+    /// asked for); None when O_DIRECT is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct_off: Option<String>,
+    /// Why `auto` did not use io_uring (unavailable, its setup failed, or no
+    /// O_DIRECT); None when nothing fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl StorageResult {
+    /// The I/O path in words, for the summary and the report: the engine,
+    /// O_DIRECT, and why O_DIRECT is off or `auto` fell back when it did.
+    pub fn io_path_text(&self) -> String {
+        let mut t = format!(
+            "{} (O_DIRECT {})",
+            self.io_engine,
+            if self.o_direct { "yes" } else { "no" }
+        );
+        if let Some(p) = &self.io_path {
+            if !self.o_direct
+                && let Some(why) = &p.direct_off
+            {
+                t.push_str(&format!("; no O_DIRECT: {why}"));
+            }
+            if let Some(why) = &p.fallback {
+                t.push_str(&format!("; auto fell back: {why}"));
+            }
+        }
+        t
+    }
+}
+
+impl IoPath {
+    /// The reason a run through the page cache cannot pass, when it went
+    /// through it (`o_direct` false) without buffered I/O asked for.
+    pub fn unasked_page_cache(&self, o_direct: bool) -> Option<String> {
+        if o_direct || self.buffered_asked {
+            return None;
+        }
+        let why = self
+            .direct_off
+            .as_deref()
+            .unwrap_or("O_DIRECT was not used");
+        Some(format!(
+            "The I/O went through the page cache ({why}), so the latencies are the page \
+             cache's, not the storage's; use a file system with O_DIRECT, or --buffered-io \
+             to measure through the page cache on purpose."
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
@@ -223,4 +287,36 @@ pub fn hist_map(s: &Stats) -> BTreeMap<String, LatencyHist> {
         .collect();
     m.insert("transaction".into(), s.transaction_latency.clone());
     m
+}
+
+#[cfg(test)]
+mod io_path_tests {
+    use super::IoPath;
+
+    /// Every combination of O_DIRECT and buffered I/O asked for: only a run
+    /// through the page cache that nobody asked for is refused, and its reason
+    /// says why O_DIRECT was off and what to do.
+    #[test]
+    fn a_run_through_the_page_cache_passes_only_when_asked_for() {
+        for o_direct in [true, false] {
+            for buffered_asked in [true, false] {
+                let p = IoPath {
+                    asked: "auto".into(),
+                    buffered_asked,
+                    direct_off: (!o_direct).then(|| "opening ... failed: EINVAL".into()),
+                    fallback: None,
+                };
+                let r = p.unasked_page_cache(o_direct);
+                assert_eq!(
+                    r.is_some(),
+                    !o_direct && !buffered_asked,
+                    "{o_direct} {buffered_asked}"
+                );
+                if let Some(r) = r {
+                    assert!(r.contains("page cache") && r.contains("EINVAL"), "{r}");
+                    assert!(r.contains("--buffered-io"), "{r}");
+                }
+            }
+        }
+    }
 }

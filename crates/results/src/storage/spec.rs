@@ -321,6 +321,10 @@ pub struct StorageSpec {
     #[schemars(with = "Option<String>")]
     pub shutdown_grace: Option<Duration>,
     pub io_engine: String,
+    /// Buffered I/O asked for (`--buffered-io`): no O_DIRECT, the page cache on
+    /// purpose. Absent when not asked (and in older results).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub buffered_io: bool,
     /// I/O threads asked for (None: one per CPU, at most one per database).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_threads: Option<u32>,

@@ -41,8 +41,16 @@ pub fn thread_count(instances: usize, cpus: usize) -> usize {
 
 /// The I/O threads' engines, one per thread, set up before any instance
 /// opens: opening marks a database in use, so an engine that cannot be set up
-/// must stop the run before that.
-pub struct IoEngines(Vec<Box<dyn IoEngine>>);
+/// must stop the run before that. The second field is why `auto` fell back to
+/// the thread pool, when it did (the first engine's reason: all are built alike).
+pub struct IoEngines(Vec<Box<dyn IoEngine>>, Option<String>);
+
+impl IoEngines {
+    /// Why `auto` did not use io_uring, when it did not.
+    pub fn fallback(&self) -> Option<&str> {
+        self.1.as_deref()
+    }
+}
 
 /// The engines for the instances of `setups` on `threads` I/O threads (None:
 /// [`thread_count`] for this machine's CPUs; instance `i` on thread `i % n`),
@@ -50,7 +58,7 @@ pub struct IoEngines(Vec<Box<dyn IoEngine>>);
 /// error says why one cannot be set up.
 pub fn engines(setups: &[InstanceSetup], threads: Option<u32>) -> Result<IoEngines, String> {
     let Some(first) = setups.first() else {
-        return Ok(IoEngines(Vec::new()));
+        return Ok(IoEngines(Vec::new(), None));
     };
     let caps = Capabilities {
         o_direct: first.direct,
@@ -61,13 +69,15 @@ pub fn engines(setups: &[InstanceSetup], threads: Option<u32>) -> Result<IoEngin
         Some(t) => (t as usize).clamp(setups.len().div_ceil(MEMBERS_MAX), setups.len()),
         None => thread_count(setups.len(), cpus),
     };
-    (0..n)
-        .map(|t| {
-            let depth = setups.iter().skip(t).step_by(n).map(io_depth).sum();
-            mailbench_io::build(first.engine, caps, depth)
-        })
-        .collect::<Result<_, _>>()
-        .map(IoEngines)
+    let mut fallback = None;
+    let mut built = Vec::with_capacity(n);
+    for t in 0..n {
+        let depth = setups.iter().skip(t).step_by(n).map(io_depth).sum();
+        let b = mailbench_io::build(first.engine, caps, depth)?;
+        fallback = fallback.or(b.fallback);
+        built.push(b.engine);
+    }
+    Ok(IoEngines(built, fallback))
 }
 
 /// Starts `instances` (opened from the setups `engines` was made for, in

@@ -9,7 +9,20 @@ impl Replay {
     /// last complete record).
     pub(super) fn figures(&mut self, r: &mut ReplayResult, end: u64) {
         let secs = self.t0.elapsed().as_secs_f64();
-        let own = mailbench_metrics::system::thread_cpu_s() - self.cpu0;
+        let own = match (&self.cpu0, mailbench_metrics::system::thread_cpu_s()) {
+            (Ok(a), Ok(b)) => b - a,
+            (Err(e), _) => {
+                let e = e.clone();
+                self.errors
+                    .push(format!("the replay's CPU figure is missing: {e}"));
+                0.0
+            }
+            (_, Err(e)) => {
+                self.errors
+                    .push(format!("the replay's CPU figure is missing: {e}"));
+                0.0
+            }
+        };
         r.cpu_seconds = own + self.memory.cpu_s();
         let files = self.gens_seen.len() as u64;
         r.start_lsn = self.start_lsn;

@@ -332,7 +332,8 @@ struct Replay {
     errors: Vec<String>,
     interrupted: bool,
     t0: Instant,
-    cpu0: f64,
+    /// The thread's CPU time at the start, or why /proc gave none.
+    cpu0: std::result::Result<f64, String>,
     /// When the log was replayed and the final flush (checkpoint) began, and
     /// the page writes done before it (under cache pressure).
     flush_start: Option<(Instant, u64)>,

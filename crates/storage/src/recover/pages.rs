@@ -40,8 +40,11 @@ impl FrameMemory {
                 while left > 0 {
                     let n = per_region.min(left);
                     let batch = AlignedBuf::carve_populated(n, size);
-                    let used = mailbench_metrics::system::thread_cpu_s();
-                    cpu.store((used * 1e6) as u64, Ordering::Relaxed);
+                    // A failed read is recorded by the replay's own CPU figure
+                    // (the same /proc); this one then stays at its last value.
+                    if let Ok(used) = mailbench_metrics::system::thread_cpu_s() {
+                        cpu.store((used * 1e6) as u64, Ordering::Relaxed);
+                    }
                     if tx.send(batch).is_err() {
                         break;
                     }

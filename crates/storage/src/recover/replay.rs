@@ -31,7 +31,8 @@ impl Start {
     fn of(inst: &InstanceSpec, header: &DbHeader) -> Result<Start> {
         let fs = header.log_file_size as u64;
         let gens = verify::log_generations(&inst.log_dir);
-        let ckpt = verify::read_checkpoint(&inst.log_dir, header.db_id);
+        let ckpt = verify::read_checkpoint(&inst.log_dir, header.db_id)
+            .map_err(|e| Error::runtime(format!("{}: {e}", inst.name)))?;
         let start_lsn = match ckpt {
             Some(c) => c.checkpoint_lsn,
             None => match gens.first() {
@@ -94,7 +95,8 @@ impl Replay {
         };
         let writes = WRITE_DEPTH.max(FINAL_DEPTH).max(FLUSH_DEPTH);
         let io = mailbench_io::build(engine, caps, REPLAY_DEPTH + LOG_AHEAD + writes + 8)
-            .map_err(Error::runtime)?;
+            .map_err(Error::runtime)?
+            .engine;
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;
         let log_block = header.log_block();

@@ -158,7 +158,8 @@ impl Load {
             _ => (0.0, 0.0),
         };
         self.cpu_prev = cpu_now;
-        let self_cpu_now = process_cpu_s();
+        // A failed read was recorded at the start: the CPU figure stays unchanged.
+        let self_cpu_now = process_cpu_s().unwrap_or(self.self_cpu_tick);
         if in_window {
             self.window_cpu += self_cpu_now - self.self_cpu_tick;
         }
@@ -211,8 +212,18 @@ impl Load {
             memory_used_pct: mem,
             disks: disk_rates,
         };
-        if let Ok(line) = serde_json::to_string(&rec) {
-            let _ = writeln!(self.intervals_file, "{line}");
+        let written = serde_json::to_string(&rec)
+            .map_err(|e| e.to_string())
+            .and_then(|line| writeln!(self.intervals_file, "{line}").map_err(|e| e.to_string()));
+        if let Err(e) = written
+            && !self.intervals_broken
+        {
+            // Recorded once: merges recompute from this file, so it must be whole.
+            self.intervals_broken = true;
+            self.errors.push(format!(
+                "intervals.jsonl: cannot write an interval ({e}); the file is incomplete and \
+                 this result cannot be merged exactly: free space or fix the output folder"
+            ));
         }
         if rec.phase != "shutdown" {
             progress.interval(&self.live(spec, &rec.phase, end, &sum, secs));

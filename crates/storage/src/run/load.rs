@@ -64,6 +64,8 @@ pub(super) struct Load {
     /// (their own drain, then a margin); past it the result is written without them.
     pub(super) give_up_at: Option<Instant>,
     pub(super) gave_up: bool,
+    /// A write to intervals.jsonl failed (recorded once in `errors`).
+    pub(super) intervals_broken: bool,
     pub(super) measuring: bool,
     /// This process's CPU: over the measured window (summed over its intervals,
     /// read as each completes).
@@ -119,6 +121,7 @@ impl Load {
             ended_by_deadline: false,
             give_up_at: None,
             gave_up: false,
+            intervals_broken: false,
             measuring: false,
             self_cpu_tick: self_cpu0,
             window_cpu: 0.0,

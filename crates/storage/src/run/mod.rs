@@ -15,13 +15,13 @@ pub use warmup::{QUICK_MIN_WARMUP, cache_lower_bound, warmup_min, warmup_over};
 
 use crate::engine::{self, Control, Event, Instance, InstanceSetup};
 use crate::init::{self, InitSummary, read_header};
-use crate::spec::StorageSpec;
+use crate::spec::{SpecExt, StorageSpec};
 use load::Load;
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::rundir::{RunDir, TestLog};
 use mailbench_base::{Error, Result};
 use mailbench_metrics::system::process_cpu_s;
-use mailbench_results::storage::run::StorageResult;
+use mailbench_results::storage::run::{IoPath, StorageResult};
 use mailbench_results::{RunHeader, Status};
 use result::{Ended, finish_early};
 use std::io::Write;
@@ -66,28 +66,59 @@ pub fn run(
             return finish_early(spec, dir, header, started, &why, status, None);
         }
     };
-    let caps = mailbench_io::probe(&spec.volumes[0]);
+    let (caps, direct_off) = spec.capabilities(&spec.volumes[0]);
+    if let Some(why) = &direct_off {
+        log.line(format!("warning: no O_DIRECT: {why}"));
+    }
     let setups = instance_setups(spec, caps, ack_stream)?;
 
     // Phase 2: the load. This process's CPU over the whole load is counted from
     // here: opening the instances maps their caches (faulted in at once).
     let self_cpu0 = process_cpu_s();
+    let mut errors = Vec::new();
     let running = match start_instances(setups, log, caps.o_direct, spec.io_threads) {
         Ok(r) => r,
         Err(why) => return finish_early(spec, dir, header, started, &why, Status::Error, init),
     };
     announce_warmup(spec, log, progress, &running.io_engine);
-    let mut load = Load::new(spec, dir, running.t0, self_cpu0, Vec::new())?;
+    if let Some(why) = &running.fallback {
+        log.line(format!("I/O engine fallback: {why}"));
+    }
+    let io_path = IoPath {
+        asked: spec.io_engine.clone(),
+        buffered_asked: spec.buffered_io,
+        direct_off,
+        fallback: running.fallback.clone(),
+    };
+    let self_cpu0 = match self_cpu0 {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(e);
+            0.0
+        }
+    };
+    let mut load = Load::new(spec, dir, running.t0, self_cpu0, errors)?;
     load.supervise(spec, dir, &running.ctl, &running.rx, interrupt, progress);
     for h in running.handles {
         // A thread that did not stop in time is left behind (its I/O ends with
         // the process); joining it could wait forever.
-        if !load.gave_up || h.is_finished() {
-            let _ = h.join();
+        if (!load.gave_up || h.is_finished()) && h.join().is_err() {
+            load.errors
+                .push("an I/O thread panicked; its databases' figures are partial".into());
         }
     }
-    let _ = load.intervals_file.flush();
-    let self_cpu = process_cpu_s() - self_cpu0;
+    if let Err(e) = load.intervals_file.flush() {
+        (load.errors).push(format!(
+            "intervals.jsonl: cannot write the last intervals: {e}"
+        ));
+    }
+    let self_cpu = match process_cpu_s() {
+        Ok(c) => c - self_cpu0,
+        Err(e) => {
+            load.errors.push(e);
+            0.0
+        }
+    };
     let io_engine = with_buffer_note(running.io_engine, log);
 
     // Phase 3: verification.
@@ -97,6 +128,7 @@ pub fn run(
         started,
         io_engine,
         o_direct: caps.o_direct,
+        io_path,
         init,
         self_cpu,
         verify: verify_result,
@@ -184,6 +216,8 @@ struct Running {
     t0: Instant,
     handles: Vec<JoinHandle<()>>,
     io_engine: String,
+    /// Why `auto` did not use io_uring, when it did not.
+    fallback: Option<String>,
 }
 
 /// Sets the I/O threads' engines up, opens every instance and starts the
@@ -197,6 +231,7 @@ fn start_instances(
     io_threads: Option<u32>,
 ) -> std::result::Result<Running, String> {
     let engines = engine::engines(&setups, io_threads)?;
+    let fallback = engines.fallback().map(str::to_string);
     let (tx, rx) = channel::<Event>();
     let ctl = Arc::new(Control::default());
     let t0 = Instant::now();
@@ -230,6 +265,7 @@ fn start_instances(
         t0,
         handles,
         io_engine,
+        fallback,
     })
 }
 

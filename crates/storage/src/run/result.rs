@@ -19,6 +19,7 @@ pub(super) struct Ended {
     pub(super) started: Instant,
     pub(super) io_engine: String,
     pub(super) o_direct: bool,
+    pub(super) io_path: IoPath,
     pub(super) init: Option<crate::init::InitSummary>,
     /// This process's CPU from the instances' opening to their end.
     pub(super) self_cpu: f64,
@@ -125,6 +126,7 @@ impl Load {
             e.verify.as_ref(),
             &self.errors,
             self.measured_s,
+            Some((&e.io_path, e.o_direct)),
         );
         if self.interrupted {
             verdict = Verdict { status: Status::Interrupted, reasons: vec!["The run was interrupted before its measured window ended; the figures are partial.".into()] };
@@ -149,6 +151,7 @@ impl Load {
             spec: spec.clone(),
             io_engine: e.io_engine,
             o_direct: e.o_direct,
+            io_path: Some(e.io_path),
             window: Window {
                 warmup_s,
                 measured_s: self.measured_s,
@@ -214,6 +217,7 @@ pub(super) fn finish_early(
         spec: spec.clone(),
         io_engine: String::new(),
         o_direct: false,
+        io_path: None,
         window: Window {
             interrupted: status == Status::Interrupted,
             ..Default::default()
@@ -279,16 +283,23 @@ mod tests {
     fn one_sample_with_stalls_fails_the_2007_rule_but_not_the_2013_average() {
         // 0.2 stalls/s on average, 1.5/s in one database's worst sample.
         let t = totals(0.2, 1.5);
-        let v = judge(&spec("exchange2013"), &t, None, &[], 60.0);
+        let v = judge(&spec("exchange2013"), &t, None, &[], 60.0, None);
         assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
-        let v = judge(&spec("exchange2007"), &t, None, &[], 60.0);
+        let v = judge(&spec("exchange2007"), &t, None, &[], 60.0, None);
         assert_eq!(v.status, Status::Fail);
         assert!(
             v.reasons.iter().any(|r| r.contains("in one sample")),
             "{:?}",
             v.reasons
         );
-        let v = judge(&spec("exchange2007"), &totals(0.0, 0.0), None, &[], 60.0);
+        let v = judge(
+            &spec("exchange2007"),
+            &totals(0.0, 0.0),
+            None,
+            &[],
+            60.0,
+            None,
+        );
         assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
     }
 
@@ -302,11 +313,11 @@ mod tests {
         }
         t.db_read_sample_max_ms = 6.0;
         let s = spec("exchange2013");
-        let v = judge(&s, &t, None, &[], 60.0);
+        let v = judge(&s, &t, None, &[], 60.0, None);
         assert_eq!(v.status, Status::Pass, "{:?}", v.reasons);
         let mut strict = s.clone();
         strict.thresholds.latency_max = mailbench_results::storage::spec::LatencyMax::SingleIo;
-        let v = judge(&strict, &t, None, &[], 60.0);
+        let v = judge(&strict, &t, None, &[], 60.0, None);
         assert_eq!(v.status, Status::Fail);
         assert!(
             v.reasons[0].contains("slowest database read took 114.0 ms"),
@@ -314,7 +325,7 @@ mod tests {
             v.reasons
         );
         t.log_write_sample_max_ms = 101.0;
-        let v = judge(&s, &t, None, &[], 60.0);
+        let v = judge(&s, &t, None, &[], 60.0, None);
         assert_eq!(v.status, Status::Fail);
         assert!(
             v.reasons[0].contains("log write latency of a database averaged 101.0 ms"),

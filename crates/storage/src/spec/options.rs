@@ -128,6 +128,10 @@ mailbench_base::options_struct! {
         /// auto, uring or threads.
         #[arg(long)]
         pub io_engine: Option<String>,
+        /// Go through the page cache on purpose (no O_DIRECT): a run's latencies are then
+        /// the page cache's. Without it, a run that cannot use O_DIRECT cannot PASS.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub buffered_io: Option<bool>,
         /// I/O threads that run the databases, each serving its share of them
         /// over one I/O engine (default: one per CPU, at most one per database).
         #[arg(long)]

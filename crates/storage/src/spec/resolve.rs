@@ -8,7 +8,7 @@ use super::{InstanceSpec, Profile, StorageSpec, TestType, ThresholdsExt};
 use crate::profile::ProfileExt;
 use mailbench_base::config::ConfigFile;
 use mailbench_base::{ByteSize, Error, Result, limits};
-use mailbench_io::EngineChoice;
+use mailbench_io::{Capabilities, EngineChoice};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,11 +37,24 @@ pub trait SpecExt: Sized {
     /// command still creates.
     fn check_paths(&self, space: Space) -> Result<()>;
     fn engine_choice(&self) -> EngineChoice;
+    /// What the I/O can use in `dir`, with why O_DIRECT is off when it is: the
+    /// O_DIRECT open's error, or buffered I/O asked for (`--buffered-io`). The
+    /// one place a command learns whether its I/O bypasses the page cache.
+    fn capabilities(&self, dir: &Path) -> (Capabilities, Option<String>);
 }
 
 impl SpecExt for StorageSpec {
     fn engine_choice(&self) -> EngineChoice {
         self.io_engine.parse().unwrap_or(EngineChoice::Auto)
+    }
+
+    fn capabilities(&self, dir: &Path) -> (Capabilities, Option<String>) {
+        let (mut caps, why) = mailbench_io::probe_why(dir);
+        if self.buffered_io {
+            caps.o_direct = false;
+            return (caps, Some("buffered I/O asked for (--buffered-io)".into()));
+        }
+        (caps, why)
     }
 
     fn resolve(flags: StorageToml, cfg: &ConfigFile, default_data: &Path) -> Result<StorageSpec> {
@@ -71,6 +84,7 @@ impl SpecExt for StorageSpec {
             return Err(Error::usage(format!("`copies` = {copies}: use 1 to 16")));
         }
         check_rates(&t)?;
+        mailbench_io::faulty::from_env().map_err(Error::usage)?;
 
         // Database size: per database, from mailboxes x quota, --db-size or --capacity-pct.
         let reserve_pct = profile.growth_reserve_pct;
@@ -119,6 +133,7 @@ impl SpecExt for StorageSpec {
             sample_interval,
             shutdown_grace: Some(shutdown_grace),
             io_engine,
+            buffered_io: t.buffered_io.unwrap_or(false),
             io_threads,
             cache_max_per_db: cache_max,
             cache_min_per_db: cache_min,

@@ -91,7 +91,7 @@ const INITIAL_BUF: usize = 4096;
 /// The free room a read asks for (the buffer doubles when it has less).
 const READ_ROOM: usize = 2048;
 /// A read buffer grown past this (a large message) is given back once read.
-const KEEP_BUF: usize = 16 * 1024;
+const KEEP_BUF: usize = 8 * 1024;
 
 pub struct Wire {
     io: Box<dyn Io>,

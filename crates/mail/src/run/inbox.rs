@@ -103,10 +103,8 @@ impl User {
         for uid in uids.into_iter().filter(|u| *u < first_ours) {
             self.last_uid = self.last_uid.max(uid);
             self.inbox.push(Msg {
-                uid,
-                from: None,
-                rcpts: Vec::new(),
                 seen: true,
+                ..Msg::new(uid)
             });
         }
         self.synced = true;
@@ -188,17 +186,15 @@ impl User {
         let mut delivered = Vec::new();
         for (uid, track, arrival) in got {
             self.last_uid = self.last_uid.max(uid);
-            let mut msg = Msg {
-                uid,
-                from: None,
-                rcpts: Vec::new(),
-                seen: false,
-            };
+            let mut msg = Msg::new(uid);
             if let Some(t) = track
                 && let Some(tr) = parse_track(&t, &sh.run_id)
             {
-                msg.from = Some(tr.from);
-                msg.rcpts = tr.rcpts;
+                // User indexes are below MAX_USERS (1,000,000): they fit a u32.
+                msg.people = std::iter::once(tr.from)
+                    .chain(tr.rcpts)
+                    .filter_map(|i| u32::try_from(i).ok())
+                    .collect();
                 let submitted = sh.t0 + Duration::from_micros(tr.t_us);
                 delivered.push(arrival.saturating_duration_since(submitted));
             }

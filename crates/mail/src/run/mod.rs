@@ -107,12 +107,39 @@ impl Shared {
     }
 }
 
+/// What a user knows of one Inbox message: kept for every message the
+/// Inbox holds, so it is small (24 bytes, and no heap for mail from before
+/// the run): the Inbox grows by the day's deliveries.
 #[derive(Debug, Clone)]
 struct Msg {
     uid: u32,
-    from: Option<usize>,
-    rcpts: Vec<usize>,
     seen: bool,
+    /// This run's sender, then its recipients (user indexes), from the
+    /// tracking header; empty for mail that is not this run's.
+    people: Box<[u32]>,
+}
+
+// The size the Inbox's list is budgeted at (docs/performance.md).
+const _: () = assert!(std::mem::size_of::<Msg>() <= 24);
+
+impl Msg {
+    fn new(uid: u32) -> Msg {
+        Msg {
+            uid,
+            seen: false,
+            people: Box::default(),
+        }
+    }
+
+    /// The sender (a user index), when the message is this run's.
+    fn from(&self) -> Option<usize> {
+        self.people.first().map(|i| *i as usize)
+    }
+
+    /// The recipients (user indexes) besides the sender.
+    fn rcpts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.people.iter().skip(1).map(|i| *i as usize)
+    }
 }
 
 enum Outcome {
@@ -162,6 +189,8 @@ pub fn schedule(
         }
     }
     out.sort_by_key(|(at, _)| *at);
+    // Kept by its user all day: no room beyond its tasks.
+    out.shrink_to_fit();
     out
 }
 

@@ -212,9 +212,9 @@ impl User {
             TaskKind::Reply
         };
         let k = self.recipients(sh, kind);
-        let mut first: Vec<usize> = orig.from.into_iter().collect();
+        let mut first: Vec<usize> = orig.from().into_iter().collect();
         if all {
-            first.extend(orig.rcpts.iter().copied());
+            first.extend(orig.rcpts());
         }
         let idxs = self.colleagues(sh, if all { k } else { k.max(1) }, &first);
         let addrs = sh.addresses(&idxs);

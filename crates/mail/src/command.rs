@@ -612,6 +612,7 @@ fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Sha
         sieve_cmds: AtomicU64::new(0),
         planned: AtomicU64::new(0),
         interrupted: Default::default(),
+        second_conns: tokio::sync::Semaphore::new(crate::run::capacity::SECOND_CONNECTIONS),
     })
 }
 

@@ -10,6 +10,11 @@ use mailbench_base::{Error, Result};
 /// File descriptors kept for the generator's own use (runtime, files,
 /// standard streams, the moments a user holds a second connection).
 pub const RESERVED_FILES: u64 = 100;
+/// Second connections (a submission, a ManageSieve session) open at once:
+/// half the reserved files. When tasks fall behind, a burst of submissions
+/// waits for a slot instead of failing on the file limit ("Too many open
+/// files" at 19,900 users on a 20,000-file limit).
+pub const SECOND_CONNECTIONS: usize = (RESERVED_FILES / 2) as usize;
 /// Local ports kept for the connections opened besides the users' own.
 pub const RESERVED_PORTS: u64 = 100;
 

@@ -167,6 +167,7 @@ impl User {
         if !create && self.rules.is_empty() {
             return Ok(Outcome::Skipped("no rule"));
         }
+        let _slot = sh.second_conns.acquire().await.ok();
         let Some(conn) = sh.target.sieve_login(&self.addr, &self.login).await else {
             return Ok(Outcome::Skipped("no ManageSieve"));
         };

@@ -73,6 +73,9 @@ pub struct Shared {
     pub sieve_cmds: AtomicU64,
     pub planned: AtomicU64,
     pub interrupted: AtomicBool,
+    /// Slots for the connections a user opens besides its own
+    /// ([`capacity::SECOND_CONNECTIONS`]).
+    pub second_conns: tokio::sync::Semaphore,
 }
 
 impl Shared {

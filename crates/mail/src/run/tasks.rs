@@ -106,6 +106,8 @@ impl User {
         msg: Vec<u8>,
         copy_to: &str,
     ) -> OpResult<()> {
+        // The semaphore is never closed: a slot is always given in the end.
+        let _slot = sh.second_conns.acquire().await.ok();
         let mut s = sh.target.smtp_login(&self.addr, &self.login).await?;
         let r = s.send(&self.addr, &addrs, &msg).await;
         sh.smtp_cmds.fetch_add(s.commands, Ordering::Relaxed);

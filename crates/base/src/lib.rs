@@ -15,6 +15,7 @@ pub mod interrupt;
 pub mod limits;
 pub mod rundir;
 pub mod secrets;
+pub mod thread;
 pub mod units;
 
 pub use error::{Error, ExitStatus, Result};

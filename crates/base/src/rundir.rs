@@ -209,6 +209,8 @@ pub struct TestLog {
 struct LogInner {
     file: Option<File>,
     echo: bool,
+    /// The first write that failed (said once on stderr).
+    failed: Option<String>,
 }
 
 impl TestLog {
@@ -218,6 +220,7 @@ impl TestLog {
             inner: Arc::new(Mutex::new(LogInner {
                 file: Some(file),
                 echo: false,
+                failed: None,
             })),
         })
     }
@@ -228,6 +231,7 @@ impl TestLog {
             inner: Arc::new(Mutex::new(LogInner {
                 file: None,
                 echo: false,
+                failed: None,
             })),
         }
     }
@@ -238,14 +242,24 @@ impl TestLog {
         }
     }
 
+    /// The first write of this log that failed, if one did.
+    pub fn write_error(&self) -> Option<String> {
+        self.inner.lock().ok().and_then(|g| g.failed.clone())
+    }
+
     /// Appends `<RFC 3339 time> <message>`, secrets redacted.
     pub fn line(&self, msg: impl AsRef<str>) {
         let now = humantime::format_rfc3339_millis(std::time::SystemTime::now());
         let line = format!("{now} {}\n", crate::secrets::redact(msg.as_ref()));
         if let Ok(mut g) = self.inner.lock() {
-            if let Some(f) = g.file.as_mut() {
-                // A failing log write must not end the run; the result still carries it.
-                let _ = f.write_all(line.as_bytes());
+            // A failing log write must not end the run: it is said once on
+            // stderr and kept for the run's result ([`TestLog::write_error`]).
+            if let Some(Err(e)) = g.file.as_mut().map(|f| f.write_all(line.as_bytes()))
+                && g.failed.is_none()
+            {
+                let e = format!("test.log: a line could not be written: {e}");
+                crate::secrets::warn(&format!("mailbench: {e}"));
+                g.failed = Some(e);
             }
             if g.echo {
                 eprint!("{line}");
@@ -340,6 +354,20 @@ pub fn make_room(dir: &Path, name: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A test.log line that cannot be written is kept (and said), not lost.
+    #[test]
+    fn a_failing_test_log_write_is_kept() {
+        let log = TestLog::open(Path::new("/dev/full")).unwrap();
+        assert_eq!(log.write_error(), None);
+        log.line("one");
+        log.line("two");
+        let e = log.write_error().unwrap();
+        assert!(
+            e.starts_with("test.log: a line could not be written"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {

@@ -212,7 +212,7 @@ impl Coordinator {
         }
         self.shared.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            mailbench_base::thread::join_or_warn(t, "side channel");
         }
     }
 }

@@ -146,11 +146,16 @@ fn read_parts(dir: &RunDir, gathered: Vec<Option<Vec<u8>>>) -> Vec<Part> {
 /// copied); a copy that fails is an error naming the files.
 fn copy_intervals(source: &Path, dir: &RunDir) -> Result<()> {
     let from = source.with_file_name("intervals.jsonl");
-    match std::fs::copy(&from, dir.file("intervals.jsonl")) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !from.exists() => Ok(()),
-        Err(e) => Err(Error::io("cannot copy", &from, e)),
-    }
+    use mailbench_base::rundir::{create_new, open_read_nofollow};
+    let mut src = match open_read_nofollow(&from) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("cannot copy", &from, e)),
+    };
+    let to = dir.file("intervals.jsonl");
+    let mut dst = create_new(&to).map_err(|e| Error::io("cannot create", &to, e))?;
+    std::io::copy(&mut src, &mut dst).map_err(|e| Error::io("cannot copy", &from, e))?;
+    Ok(())
 }
 
 /// A gathered rank's result file: (rank, host, path).

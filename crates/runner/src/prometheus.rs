@@ -135,7 +135,7 @@ impl Drop for MetricsServer {
         }
         // The runtime, its listener and open connections end with the thread.
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            mailbench_base::thread::join_or_warn(h, "metrics endpoint");
         }
     }
 }

@@ -338,7 +338,7 @@ impl Drop for Pool {
     fn drop(&mut self) {
         self.tx = None;
         for h in self.handles.drain(..) {
-            let _ = h.join();
+            mailbench_base::thread::join_or_warn(h, "checksum reader");
         }
     }
 }

@@ -245,11 +245,16 @@ impl CheckpointFiles {
             r.close();
         }
         self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let joined = self
+            .thread
+            .take()
+            .map(|t| mailbench_base::thread::join(t, "checkpoint"));
         self.writing = None;
-        self.done.try_iter().collect()
+        let mut reports: Vec<_> = self.done.try_iter().collect();
+        if let Some(Err(e)) = joined {
+            reports.push(Err(e));
+        }
+        reports
     }
 }
 

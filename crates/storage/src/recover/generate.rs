@@ -64,7 +64,9 @@ pub(super) fn generate(
     };
     g.watch(&rx, &ctl, log_files, log, interrupt);
     for h in handles {
-        let _ = h.join();
+        if let Err(e) = mailbench_base::thread::join(h, "log generator") {
+            g.errors.push(e);
+        }
     }
     for r in &g.out {
         log.line(format!(

@@ -410,10 +410,29 @@ impl JUser {
     /// counted in the flow.
     async fn send(&mut self, sh: &Shared, idxs: Vec<usize>, subject: &str) -> OpResult<()> {
         let addrs = sh.addresses(&idxs);
+        let n = idxs.len() as u64;
+        self.send_to(sh, addrs, &idxs, n, subject).await
+    }
+
+    /// A tracked message to `addrs` (`idxs`: the users among them;
+    /// `deliveries`: the Inboxes it should reach).
+    async fn send_to(
+        &mut self,
+        sh: &Shared,
+        addrs: Vec<String>,
+        idxs: &[usize],
+        deliveries: u64,
+        subject: &str,
+    ) -> OpResult<()> {
         let seq = sh.msg_seq.fetch_add(1, Ordering::Relaxed);
         let t_us = Instant::now().saturating_duration_since(sh.t0).as_micros() as u64;
         let r: Vec<String> = idxs.iter().map(|i| i.to_string()).collect();
-        let track = format!("{} {seq} {t_us} {} {}", sh.run_id, self.idx, r.join(","));
+        let r = if r.is_empty() {
+            "-".into()
+        } else {
+            r.join(",")
+        };
+        let track = format!("{} {seq} {t_us} {} {r}", sh.run_id, self.idx);
         let me = self.addr.clone();
         let env = envelope(
             &me,
@@ -457,11 +476,24 @@ impl JUser {
         st.submitted += 1;
         st.interval_submitted += 1;
         st.addressed += addrs.len() as u64;
-        st.expected_deliveries += idxs.len() as u64;
+        st.expected_deliveries += deliveries;
         Ok(())
     }
 
+    /// Send: to a distribution list for the profile's share of sends (when
+    /// the run has lists), else to colleagues.
     async fn t_send(&mut self, sh: &Shared) -> OpResult<Outcome> {
+        let share = sh
+            .profile
+            .task(TaskKind::Send)
+            .and_then(|s| s.list_share)
+            .unwrap_or(0.0);
+        if !sh.topo.lists.is_empty() && self.rng.random::<f64>() < share {
+            let l = &sh.topo.lists[self.rng.random_range(0..sh.topo.lists.len())];
+            let (addr, n) = (l.address.clone(), l.members.len() as u64);
+            self.send_to(sh, vec![addr], &[], n, "Status").await?;
+            return Ok(Outcome::Done);
+        }
         let idxs = self.recipients(sh, TaskKind::Send, &[]);
         self.send(sh, idxs, "Status").await?;
         Ok(Outcome::Done)

@@ -450,7 +450,11 @@ fn email_set(s: &mut State, a: &Value) -> Value {
                 .as_object()
                 .and_then(|m| m.keys().next().cloned())
                 .unwrap_or_default();
-            let id = add(s, &mb, e["subject"].as_str().unwrap_or(""), &["$draft"]);
+            let kw: Vec<&str> = e["keywords"]
+                .as_object()
+                .map(|k| k.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let id = add(s, &mb, e["subject"].as_str().unwrap_or(""), &kw);
             s.created_refs.insert(k.clone(), id.clone());
             created.insert(
                 k.clone(),

@@ -1016,7 +1016,7 @@ mod tests {
         refused(remote(None, Some("imap70"), url), "e.g. imap=70,jmap=30");
         refused(
             remote(Some("jmap"), None, Some("imap://x")),
-            "http:// or https://",
+            "not http or https",
         );
         let local = |target: &str, jmap: Option<&str>| {
             setup(SetupOptions {

@@ -361,6 +361,7 @@ impl JUser {
     async fn task(&mut self, sh: &Shared, url: &Url, kind: TaskKind) -> OpResult<Outcome> {
         if self.conn.is_none() {
             self.connect(sh, url).await?;
+            self.backoff.succeeded();
         }
         match kind {
             TaskKind::Send => self.t_send(sh).await,

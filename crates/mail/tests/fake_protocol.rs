@@ -535,9 +535,20 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
 /// its delivery by polling Email/changes, nothing fails.
 #[test]
 fn a_jmap_users_day() {
+    jmap_day(false);
+}
+
+/// The same day with the push stream (the fake's ends after its first
+/// event: reopened after the back-off, polling meanwhile).
+#[test]
+fn a_jmap_users_day_with_push() {
+    jmap_day(true);
+}
+
+fn jmap_day(push: bool) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let jmap = rt.block_on(fake_jmap::Fake::start(fake_jmap::Config {
-        push: false,
+        push,
         deliver_submitted: true,
         ..Default::default()
     }));
@@ -576,4 +587,5 @@ fn a_jmap_users_day() {
     // Nothing reached the IMAP server's submission: every message went
     // through JMAP.
     assert_eq!(fake.verb_count("DATA"), 0);
+    assert_eq!(st.push_streams > 0, push, "push streams opened");
 }

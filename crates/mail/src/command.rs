@@ -613,6 +613,18 @@ fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Sha
         planned: AtomicU64::new(0),
         interrupted: Default::default(),
         second_conns: tokio::sync::Semaphore::new(crate::run::capacity::SECOND_CONNECTIONS),
+        jmap: jmap_users(o),
+    })
+}
+
+/// Where the run's JMAP users connect (`None`: every user on IMAP).
+fn jmap_users(o: &Resolved) -> Option<crate::run::jmap_user::JmapUsers> {
+    let url = o.jmap.as_deref()?;
+    // Checked when the options were resolved.
+    let url = crate::jmap::session::session_url(url).ok()?;
+    (o.jmap_pct > 0).then_some(crate::run::jmap_user::JmapUsers {
+        url,
+        pct: o.jmap_pct,
     })
 }
 

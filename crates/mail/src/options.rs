@@ -160,6 +160,17 @@ option_group! {
         /// ManageSieve server of a remote target (rules), e.g. sieve://mail.example.org:4190.
         #[arg(long, value_name = "URL")]
         pub sieve: Option<String>,
+        /// JMAP server of a remote target: its session resource, e.g. https://mail.example.org/jmap/session,
+        /// or the host whose /.well-known/jmap leads to it.
+        #[arg(long, value_name = "URL")]
+        pub jmap: Option<String>,
+        /// The protocol every user reads mail with [default: imap].
+        #[arg(long, value_name = "imap|jmap")]
+        pub protocol: Option<String>,
+        /// Users' protocols by share, e.g. imap=70,jmap=30 (shares add up to 100; each user keeps one
+        /// protocol, assigned by user number).
+        #[arg(long, value_name = "imap=PCT,jmap=PCT")]
+        pub protocol_mix: Option<String>,
         /// Number of simulated users [default: 100]; `mail sweep`: the levels,
         /// 100,200,400 or 100..1000:100.
         #[arg(long, value_name = "N")]
@@ -372,6 +383,7 @@ impl ResolveExt for Resolved {
         let (first_user, users, user_format) = users_of(s)?;
         let (server, cyrus_root) = local_server_of(s, &target)?;
         let login_format = login_format_of(s, &user_format, &server)?;
+        let jmap_pct = jmap_share(s, &target)?;
         let day_length = r.day_length.map(|d| d.0).unwrap_or(profile_day);
         let ramp_up = r
             .ramp_up
@@ -398,6 +410,8 @@ impl ResolveExt for Resolved {
             imap: s.imap.clone(),
             submission: s.submission.clone(),
             sieve: s.sieve.clone(),
+            jmap: s.jmap.clone(),
+            jmap_pct,
             users,
             first_user,
             user_format,
@@ -489,6 +503,91 @@ fn target_of(s: &SetupOptions) -> Result<String> {
         ));
     }
     Ok(target)
+}
+
+/// The share of users (in %) on JMAP, from `--protocol` or `--protocol-mix`,
+/// refused where no JMAP endpoint exists: the local target (Dovecot has no
+/// JMAP), the sink (which speaks IMAP and SMTP only), a remote target without
+/// `--jmap`.
+fn jmap_share(s: &SetupOptions, target: &str) -> Result<u32> {
+    let pct = match (s.protocol.as_deref(), s.protocol_mix.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "--protocol and --protocol-mix both given: write one (--protocol jmap is --protocol-mix jmap=100)",
+            ));
+        }
+        (Some("imap"), None) | (None, None) => 0,
+        (Some("jmap"), None) => 100,
+        (Some(other), None) => {
+            return Err(Error::usage(format!(
+                "--protocol `{other}`: write `imap` or `jmap` (or --protocol-mix imap=70,jmap=30)"
+            )));
+        }
+        (None, Some(mix)) => parse_mix(mix)?,
+    };
+    if s.jmap.is_some() && target != "remote" {
+        return Err(Error::usage(format!(
+            "--jmap addresses a running server: drop --target {target} (or write --target remote)"
+        )));
+    }
+    if let Some(u) = &s.jmap {
+        crate::jmap::session::session_url(u)?;
+    }
+    if pct == 0 {
+        return Ok(0);
+    }
+    match target {
+        "local" => Err(Error::usage(
+            "JMAP users need a JMAP server: the local target's Dovecot serves IMAP only; \
+             use --target remote with --jmap URL, or --protocol imap",
+        )),
+        "sink" => Err(Error::usage(
+            "JMAP users need a JMAP server: the sink answers IMAP and SMTP only; \
+             use --target remote with --jmap URL, or --protocol imap",
+        )),
+        _ if s.jmap.is_none() => Err(Error::usage(
+            "JMAP users on a remote target need --jmap URL (the session resource, or the host \
+             whose /.well-known/jmap leads to it)",
+        )),
+        _ => Ok(pct),
+    }
+}
+
+/// `imap=70,jmap=30`: the JMAP share; every protocol once, shares adding up to 100.
+fn parse_mix(mix: &str) -> Result<u32> {
+    let (mut imap, mut jmap) = (None, None);
+    for part in mix.split(',').map(str::trim) {
+        let bad = || {
+            Error::usage(format!(
+                "--protocol-mix `{mix}`: write shares in % that add up to 100, e.g. imap=70,jmap=30"
+            ))
+        };
+        let (name, v) = part.split_once('=').ok_or_else(bad)?;
+        let v: u32 = v.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+        let slot = match name.trim() {
+            "imap" => &mut imap,
+            "jmap" => &mut jmap,
+            other => {
+                return Err(Error::usage(format!(
+                    "--protocol-mix `{mix}`: `{other}` is not a protocol; write imap and jmap"
+                )));
+            }
+        };
+        if slot.replace(v).is_some() {
+            return Err(Error::usage(format!(
+                "--protocol-mix `{mix}`: `{}` given twice",
+                name.trim()
+            )));
+        }
+    }
+    let (i, j) = (imap.unwrap_or(0), jmap.unwrap_or(0));
+    if i.checked_add(j) != Some(100) {
+        return Err(Error::usage(format!(
+            "--protocol-mix `{mix}`: the shares add up to {}%, not 100%",
+            u64::from(i) + u64::from(j)
+        )));
+    }
+    Ok(j)
 }
 
 /// The options the sink has no use for, refused: it makes its own users,
@@ -1008,5 +1107,59 @@ mod tests {
             users: Some(Users(text.into())),
             ..Default::default()
         })
+    }
+
+    /// `--protocol`, `--protocol-mix` and `--jmap`: the JMAP share, refused
+    /// with exit 2 where no JMAP endpoint exists or the mix is not one.
+    #[test]
+    fn protocols_and_their_refusals() {
+        let remote = |protocol: Option<&str>, mix: Option<&str>, jmap: Option<&str>| {
+            setup(SetupOptions {
+                imap: Some("imap://mail.example.org".into()),
+                submission: Some("smtp://mail.example.org:587".into()),
+                jmap: jmap.map(Into::into),
+                protocol: protocol.map(Into::into),
+                protocol_mix: mix.map(Into::into),
+                ..Default::default()
+            })
+        };
+        let day = Duration::from_secs(600);
+        let ok = |o: MailOptions| Resolved::resolve(&o, day).unwrap();
+        let refused = |o: MailOptions, what: &str| {
+            let e = Resolved::resolve(&o, day).unwrap_err();
+            assert!(matches!(e, Error::Usage(_)), "{e}");
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        };
+        let url = Some("https://mail.example.org");
+        assert_eq!(ok(remote(None, None, None)).jmap_pct, 0);
+        assert_eq!(ok(remote(Some("jmap"), None, url)).jmap_pct, 100);
+        let mixed = ok(remote(None, Some("imap=70, jmap=30"), url));
+        assert_eq!(mixed.jmap_pct, 30);
+        // 30 of every 100 users by index, the same ones every time.
+        assert_eq!((0..100).filter(|i| mixed.jmap_user(*i)).count(), 30);
+        assert_eq!((0..1000).filter(|i| mixed.jmap_user(*i)).count(), 300);
+        assert!(!ok(remote(None, None, url)).jmap_user(0));
+        refused(remote(Some("jmap"), None, None), "need --jmap URL");
+        refused(remote(Some("pop3"), None, url), "write `imap` or `jmap`");
+        refused(remote(Some("jmap"), Some("jmap=100"), url), "both given");
+        refused(remote(None, Some("imap=70,jmap=20"), url), "add up to 90%");
+        refused(remote(None, Some("imap=70,pop=30"), url), "`pop` is not");
+        refused(remote(None, Some("jmap=50,jmap=50"), url), "given twice");
+        refused(remote(None, Some("imap70"), url), "e.g. imap=70,jmap=30");
+        refused(
+            remote(Some("jmap"), None, Some("imap://x")),
+            "not http or https",
+        );
+        let local = |target: &str, jmap: Option<&str>| {
+            setup(SetupOptions {
+                target: Some(target.into()),
+                protocol: Some("jmap".into()),
+                jmap: jmap.map(Into::into),
+                ..Default::default()
+            })
+        };
+        refused(local("local", None), "Dovecot serves IMAP only");
+        refused(local("sink", None), "the sink answers IMAP and SMTP only");
+        refused(local("local", url), "--jmap addresses a running server");
     }
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod conform;
 mod fake;
+mod fake_jmap;
 
 use fake::{Fake, FakeConfig};
 use mailbench_base::ExitStatus;
@@ -525,4 +526,66 @@ fn passwords_echoed_by_servers_are_redacted_everywhere() {
     assert!(samples.contains("you said: AUTH PLAIN ***"), "{samples}");
     assert!(samples.contains("you said: AUTHENTICATE"), "{samples}");
     check("run folder", &files(&rdir.path));
+}
+
+/// A JMAP user's day (`--protocol jmap`, `--jmap URL`): one user against the
+/// fake JMAP server (which delivers what is submitted into its one Inbox),
+/// beside the fake IMAP/SMTP server the remote target also names. Every task
+/// of the profile is measured under its name, the sent mail is tracked to
+/// its delivery by polling Email/changes, nothing fails.
+#[test]
+fn a_jmap_users_day() {
+    jmap_day(false);
+}
+
+/// The same day with the push stream (the fake's ends after its first
+/// event: reopened after the back-off, polling meanwhile).
+#[test]
+fn a_jmap_users_day_with_push() {
+    jmap_day(true);
+}
+
+fn jmap_day(push: bool) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let jmap = rt.block_on(fake_jmap::Fake::start(fake_jmap::Config {
+        push,
+        deliver_submitted: true,
+        ..Default::default()
+    }));
+    let fake = Fake::start(FakeConfig::default());
+    let env = Env::new();
+    let profile = env.profile(&profile_toml(
+        "a JMAP user's message tasks",
+        0,
+        "[tasks.send]\nper_day = 200\nrecipients = 1.0\n[tasks.read]\nper_day = 400\n\
+         [tasks.delete]\nper_day = 100\n[tasks.apply_view_sort]\nper_day = 100\n",
+    ));
+    let mut o = env.options(&fake, 1, &profile);
+    o.setup.protocol = Some("jmap".into());
+    o.setup.jmap = Some(format!("http://127.0.0.1:{}", jmap.port));
+    o.run.poll_interval = Some(Dur(Duration::from_millis(300)));
+    o.run.skip_setup = Some(true);
+    let (_, v) = do_run(&short_day(o, 6));
+    assert_eq!(errors(&v), 0, "{}", v["errors"]);
+    assert_eq!(v["config"]["jmap_pct"], 100);
+    for task in ["send", "read", "delete", "apply_view_sort"] {
+        let n = v["tasks"][task]["count"].as_u64().unwrap_or(0);
+        assert!(n > 0, "{task}: {}", v["tasks"][task]);
+    }
+    let st = jmap.state.lock().unwrap();
+    assert!(st.submitted > 0, "sent over EmailSubmission/set");
+    // Every message submitted was seen delivered, by its tracking header.
+    assert_eq!(
+        v["delivery_latency"]["delivered_within"].as_u64(),
+        Some(st.submitted)
+    );
+    assert_eq!(
+        v["delivery_latency"]["within_pct"], 100.0,
+        "{}",
+        v["delivery_latency"]
+    );
+    // Nothing reached the IMAP server's submission: every message went
+    // through JMAP.
+    assert_eq!(fake.verb_count("DATA"), 0);
+    assert_eq!(st.push_streams > 0, push, "push streams opened");
 }

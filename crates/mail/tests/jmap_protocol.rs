@@ -277,3 +277,29 @@ async fn a_session_without_push_says_so() {
     let c = open(&f).await.unwrap();
     assert!(c.session.event_source_url(30).is_none());
 }
+
+/// The calls a JMAP user's day adds: a sorted (and filtered) screen of a
+/// mailbox, the account's Email state to ask changes from, a message filed
+/// without `$draft` (a copy in Sent, an appointment).
+#[tokio::test]
+async fn screens_states_and_filed_copies() {
+    let f = Fake::start(Config::default()).await;
+    let mut c = open(&f).await.unwrap();
+    let ids: Vec<String> = (0..3).map(|i| f.deliver(&format!("m{i}"))).collect();
+    let screen = c.query("mb-inbox", "subject", Some("m"), 2).await.unwrap();
+    assert_eq!(screen.len(), 2);
+    assert!(screen.iter().all(|e| ids.contains(&e.id)));
+    let before = c.email_state().await.unwrap();
+    let copy = c.save("mb-sent", &draft("sent copy"), false).await.unwrap();
+    let ch = c.changes(&before, 16).await.unwrap();
+    assert_eq!(
+        ch.created,
+        vec![copy.clone()],
+        "the state is the one changes start from"
+    );
+    let s = f.state.lock().unwrap();
+    let m = &s.mails[&copy];
+    assert_eq!(m.mailbox, "mb-sent");
+    assert!(m.keywords.contains_key("$seen"));
+    assert!(!m.keywords.contains_key("$draft"));
+}

@@ -259,3 +259,48 @@ fn bad_sweep_levels_are_refused_before_anything_is_written() {
         assert!(!out.path().join("results").exists(), "{args:?} wrote");
     }
 }
+
+/// A JMAP share where no JMAP endpoint exists (the local Dovecot, the sink,
+/// a remote target without --jmap), or a mix that is not one, is refused with
+/// exit 2 by `mail setup`, `mail run` and `mail sweep` before anything is
+/// written.
+#[test]
+fn jmap_users_without_a_jmap_server_are_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().join("results");
+    let o = o.to_str().unwrap();
+    let local: &[&str] = &["--target", "local"];
+    let sink: &[&str] = &["--target", "sink"];
+    for (target, protocol, says) in [
+        (local, "--protocol=jmap", "Dovecot serves IMAP only"),
+        (
+            sink,
+            "--protocol-mix=imap=50,jmap=50",
+            "the sink answers IMAP and SMTP only",
+        ),
+        (&NOWHERE[..], "--protocol=jmap", "need --jmap URL"),
+        (
+            &NOWHERE[..],
+            "--protocol-mix=imap=50,jmap=40",
+            "add up to 90%",
+        ),
+    ] {
+        for cmd in ["setup", "run", "sweep"] {
+            let users = if cmd == "sweep" { "2,4" } else { "2" };
+            let args = [
+                &["mail", cmd],
+                target,
+                &[protocol, "--users", users, "--output", o],
+            ]
+            .concat();
+            let r = mailbench(&args, &[("MAILBENCH_PASSWORD", "x")]);
+            assert_eq!(r.status.code(), Some(2), "{args:?}: {}", text(&r));
+            assert!(
+                String::from_utf8_lossy(&r.stderr).contains(says),
+                "{args:?}: {}",
+                text(&r)
+            );
+            assert!(!std::path::Path::new(o).exists(), "{args:?} wrote {o}");
+        }
+    }
+}

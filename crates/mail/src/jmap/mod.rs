@@ -229,6 +229,82 @@ impl JmapConn {
         Ok((qr.query_state, got.list))
     }
 
+    /// Email/query in `mailbox` sorted by `sort` (a property; newest or
+    /// largest first for dates and sizes) with an optional `text` filter,
+    /// and Email/get `#ids` of the first `limit`: the list.
+    pub async fn query(
+        &mut self,
+        mailbox: &str,
+        sort: &str,
+        text: Option<&str>,
+        limit: u64,
+    ) -> OpResult<Vec<Email>> {
+        let limit = limit.min(self.session.limits.max_objects_in_get);
+        let ascending = matches!(sort, "subject" | "from");
+        let mut filter = json!({"inMailbox": mailbox});
+        if let Some(t) = text {
+            filter["text"] = json!(t);
+        }
+        let mut g = Group::default();
+        let q = g.call(
+            "Email/query",
+            json!({"accountId": self.account(), "filter": filter,
+                   "sort": [{"property": sort, "isAscending": ascending}], "limit": limit}),
+        );
+        let get = g.call(
+            "Email/get",
+            json!({"accountId": self.account(), "#ids": back_ref(&q, "Email/query", "/ids"),
+                   "properties": LIST_PROPERTIES}),
+        );
+        let r = self.one(g).await?;
+        answer::<QueryResponse>(&r, 0, &q)?;
+        Ok(answer::<proto::GetResponse<Email>>(&r, 0, &get)?.list)
+    }
+
+    /// The account's Email state now (Email/get of no ids).
+    pub async fn email_state(&mut self) -> OpResult<String> {
+        let mut g = Group::default();
+        let id = g.call(
+            "Email/get",
+            json!({"accountId": self.account(), "ids": [], "properties": ["id"]}),
+        );
+        let r = self.one(g).await?;
+        Ok(answer::<proto::GetResponse<Email>>(&r, 0, &id)?.state)
+    }
+
+    /// Mailbox/set: creates `create` (names, at the top) and destroys
+    /// `destroy` (ids; their messages stay in their other mailboxes): the
+    /// created ids in order.
+    pub async fn mailbox_set(
+        &mut self,
+        create: &[String],
+        destroy: &[String],
+    ) -> OpResult<Vec<String>> {
+        let mut c = serde_json::Map::new();
+        for (i, name) in create.iter().enumerate() {
+            c.insert(format!("m{i}"), json!({"name": name, "parentId": null}));
+        }
+        let mut g = Group::default();
+        let id = g.call(
+            "Mailbox/set",
+            json!({"accountId": self.account(), "create": c, "destroy": destroy,
+                   "onDestroyRemoveEmails": false}),
+        );
+        let r = self.one(g).await?;
+        let s: SetResponse = answer(&r, 0, &id)?;
+        s.check("Mailbox/set")?;
+        (0..create.len())
+            .map(|i| {
+                s.created_id(&format!("m{i}")).ok_or_else(|| {
+                    OpError::new(
+                        ErrorKind::Malformed,
+                        "Mailbox/set: a created mailbox has no id",
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Email/get of `ids` (in requests of at most `maxObjectsInGet` ids),
     /// with the text body when `body`.
     pub async fn get(&mut self, ids: &[String], body: bool) -> OpResult<Vec<Email>> {
@@ -315,10 +391,19 @@ impl JmapConn {
 
     /// Saves a draft in `drafts`: its id.
     pub async fn save_draft(&mut self, drafts: &str, d: &Draft) -> OpResult<String> {
+        self.save(drafts, d, true).await
+    }
+
+    /// Files `d` in `mailbox` (`$seen`; `$draft` when `draft`): its id.
+    pub async fn save(&mut self, mailbox: &str, d: &Draft, draft: bool) -> OpResult<String> {
+        let mut e = email_of(d, mailbox);
+        if !draft {
+            e["keywords"] = json!({"$seen": true});
+        }
         let mut g = Group::default();
         let set = g.call(
             "Email/set",
-            json!({"accountId": self.account(), "create": {"d": email_of(d, drafts)}}),
+            json!({"accountId": self.account(), "create": {"d": e}}),
         );
         let r = self.one(g).await?;
         let s: SetResponse = answer(&r, 0, &set)?;

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 pub mod capacity;
 mod folders;
 mod inbox;
+pub mod jmap_user;
 mod tasks;
 mod track;
 
@@ -76,6 +77,8 @@ pub struct Shared {
     /// Slots for the connections a user opens besides its own
     /// ([`capacity::SECOND_CONNECTIONS`]).
     pub second_conns: tokio::sync::Semaphore,
+    /// Where JMAP users connect, and their share (`None`: all IMAP).
+    pub jmap: Option<jmap_user::JmapUsers>,
 }
 
 impl Shared {
@@ -205,7 +208,13 @@ pub async fn run_users(sh: Arc<Shared>, stop: watch::Receiver<bool>) -> usize {
     for idx in 0..n {
         let sh = sh.clone();
         let stop = stop.clone();
-        set.spawn(async move { user_main(sh, idx, stop).await });
+        match sh.jmap.as_ref().filter(|j| j.takes(idx)) {
+            Some(j) => {
+                let url = j.url.clone();
+                set.spawn(async move { jmap_user::user_main(sh, url, idx, stop).await })
+            }
+            None => set.spawn(async move { user_main(sh, idx, stop).await }),
+        };
     }
     let mut finished = 0;
     while let Some(r) = set.join_next().await {

@@ -37,6 +37,8 @@ pub struct Config {
     /// The push URL answered with this status and no stream (Cyrus 3.6
     /// answers 204 No Content when it has no push for the client).
     pub push_status: Option<u16>,
+    /// A submitted message is delivered into the (one) Inbox.
+    pub deliver_submitted: bool,
 }
 
 impl Default for Config {
@@ -51,6 +53,7 @@ impl Default for Config {
             push: true,
             account_submission: true,
             push_status: None,
+            deliver_submitted: false,
         }
     }
 }
@@ -60,6 +63,8 @@ pub struct Mail {
     pub mailbox: String,
     pub keywords: BTreeMap<String, bool>,
     pub subject: String,
+    /// `X-Mailbench-Track`, as created.
+    pub track: Option<String>,
 }
 
 #[derive(Default, Debug)]
@@ -135,6 +140,7 @@ fn add(s: &mut State, mailbox: &str, subject: &str, kw: &[&str]) -> String {
             mailbox: mailbox.into(),
             keywords,
             subject: subject.into(),
+            track: None,
         },
     );
     s.log.push((s.next, id.clone()));
@@ -355,7 +361,7 @@ fn resolve_refs(args: &mut Value, done: &[Value]) {
 
 fn email_json(id: &str, m: &Mail) -> Value {
     json!({"id": id, "mailboxIds": {m.mailbox.clone(): true}, "keywords": m.keywords, "subject": m.subject,
-           "size": 1000, "messageId": [format!("{id}@fake")], "header:X-Mailbench-Track:asText": null,
+           "size": 1000, "messageId": [format!("{id}@fake")], "header:X-Mailbench-Track:asText": m.track,
            "threadId": "T1", "preview": "ignored by the client"})
 }
 
@@ -433,8 +439,20 @@ fn method(
                 None => email,
             };
             let patch = a["onSuccessUpdateEmail"]["#s"].clone();
+            let mut copy = None;
             if let Some(m) = s.mails.get_mut(&email) {
                 apply(m, &patch);
+                copy = Some((m.subject.clone(), m.track.clone()));
+            }
+            // The one account is every recipient: the message arrives in
+            // its Inbox.
+            if cfg.deliver_submitted
+                && let Some((subject, track)) = copy
+            {
+                let id = add(s, "mb-inbox", &subject, &[]);
+                if let Some(m) = s.mails.get_mut(&id) {
+                    m.track = track;
+                }
             }
             ok(json!({"accountId": "A1", "newState": "e1", "created": {"s": {"id": "S1"}}}))
         }
@@ -450,7 +468,16 @@ fn email_set(s: &mut State, a: &Value) -> Value {
                 .as_object()
                 .and_then(|m| m.keys().next().cloned())
                 .unwrap_or_default();
-            let id = add(s, &mb, e["subject"].as_str().unwrap_or(""), &["$draft"]);
+            let kw: Vec<&str> = e["keywords"]
+                .as_object()
+                .map(|k| k.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let id = add(s, &mb, e["subject"].as_str().unwrap_or(""), &kw);
+            if let Some(m) = s.mails.get_mut(&id) {
+                m.track = e["header:X-Mailbench-Track:asText"]
+                    .as_str()
+                    .map(Into::into);
+            }
             s.created_refs.insert(k.clone(), id.clone());
             created.insert(
                 k.clone(),

@@ -52,6 +52,13 @@ pub struct MailConfig {
     pub imap: Option<String>,
     pub submission: Option<String>,
     pub sieve: Option<String>,
+    /// JMAP server of a remote target (`--jmap`; absent in older results).
+    #[serde(default)]
+    pub jmap: Option<String>,
+    /// Share of the users, in %, on JMAP (`--protocol`, `--protocol-mix`);
+    /// the others on IMAP (absent in older results: all IMAP).
+    #[serde(default)]
+    pub jmap_pct: u32,
     pub users: usize,
     pub first_user: usize,
     pub user_format: String,
@@ -130,12 +137,26 @@ pub fn default_server() -> String {
     "dovecot".into()
 }
 
+/// Whether the user of index `idx` (from 0) is on JMAP when `pct` % of the
+/// users are: spread evenly, `pct` of every 100 by index, the same users on
+/// every run.
+pub fn jmap_user(pct: u32, idx: usize) -> bool {
+    let p = u64::from(pct.min(100));
+    let i = idx as u64;
+    (i + 1) * p / 100 > i * p / 100
+}
+
 /// The middle half of the day.
 pub fn default_steady() -> String {
     "25%-75%".into()
 }
 
 impl MailConfig {
+    /// Whether the user of index `idx` (from 0) reads mail over JMAP.
+    pub fn jmap_user(&self, idx: usize) -> bool {
+        jmap_user(self.jmap_pct, idx)
+    }
+
     /// The verdict's thresholds.
     pub fn criteria(&self) -> Criteria {
         Criteria {

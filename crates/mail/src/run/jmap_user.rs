@@ -59,6 +59,8 @@ struct JMsg {
 struct JUser {
     idx: usize,
     addr: String,
+    /// The name the user logs in with (`--login-format`, the users file).
+    login: String,
     rng: SmallRng,
     conn: Option<JmapConn>,
     /// Mailbox ids by the names setup gives them (and `inbox` by role).
@@ -91,6 +93,7 @@ pub(super) async fn user_main(
     let mut u = JUser {
         idx,
         addr: sh.topo.users[idx].clone(),
+        login: sh.topo.login(idx).to_string(),
         rng,
         conn: None,
         boxes: HashMap::new(),
@@ -165,7 +168,7 @@ impl JUser {
             OpError::new(ErrorKind::Auth, format!("no password for {}", self.addr))
         })?;
         let mut c =
-            JmapConn::open(url, &sh.target.tls, sh.target.op_timeout, &self.addr, pw).await?;
+            JmapConn::open(url, &sh.target.tls, sh.target.op_timeout, &self.login, pw).await?;
         let list = c.mailboxes().await?;
         self.boxes.clear();
         for m in &list {
@@ -458,7 +461,7 @@ impl JUser {
             };
             self.conn()?.submit(&drafts, &sent, &d).await?;
         } else {
-            let mut s = sh.target.smtp_login(&self.addr).await?;
+            let mut s = sh.target.smtp_login(&self.addr, &self.login).await?;
             let r = s.send(&self.addr, &addrs, &mime).await;
             sh.smtp_cmds.fetch_add(s.commands, Ordering::Relaxed);
             r?;
@@ -652,7 +655,7 @@ impl JUser {
         if !create && self.rules.is_empty() {
             return Ok(Outcome::Skipped("no rule"));
         }
-        let Some(conn) = sh.target.sieve_login(&self.addr).await else {
+        let Some(conn) = sh.target.sieve_login(&self.addr, &self.login).await else {
             return Ok(Outcome::Skipped("no ManageSieve"));
         };
         let mut s = conn?;

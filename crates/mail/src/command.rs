@@ -128,12 +128,16 @@ fn prepare_local(o: &Resolved, profile: &Profile, log: &TestLog) -> Result<Prepa
         });
     let local = LocalServer::start_sized(&dir, log, o.users.max(o.concurrency), cyrus)?;
     let p = local.ports;
-    let target = Target::on_loopback(
+    let mut target = Target::on_loopback(
         "local",
         [p.imap, p.submission, p.sieve],
         local.password.clone(),
         o,
     )?;
+    // The local Cyrus serves JMAP on its HTTP port (Dovecot: none).
+    target.jmap = p
+        .http
+        .map(|h| format!("http://127.0.0.1:{h}/.well-known/jmap"));
     Ok(Prepared {
         target: Arc::new(target),
         security: None,
@@ -192,6 +196,7 @@ fn prepare_remote(o: &Resolved, profile: &Profile) -> Result<Prepared> {
             tls: crate::options::tls_of(o)?,
             pinned: Pinned::default(),
             trace: crate::options::trace_dir(o)?,
+            jmap: o.jmap.clone(),
         }),
         security: None,
         topo: Arc::new(topo),
@@ -613,13 +618,13 @@ fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Sha
         planned: AtomicU64::new(0),
         interrupted: Default::default(),
         second_conns: tokio::sync::Semaphore::new(crate::run::capacity::SECOND_CONNECTIONS),
-        jmap: jmap_users(o),
+        jmap: jmap_users(o, &prepared.target),
     })
 }
 
 /// Where the run's JMAP users connect (`None`: every user on IMAP).
-fn jmap_users(o: &Resolved) -> Option<crate::run::jmap_user::JmapUsers> {
-    let url = o.jmap.as_deref()?;
+fn jmap_users(o: &Resolved, target: &Target) -> Option<crate::run::jmap_user::JmapUsers> {
+    let url = target.jmap.as_deref()?;
     // Checked when the options were resolved.
     let url = crate::jmap::session::session_url(url).ok()?;
     (o.jmap_pct > 0).then_some(crate::run::jmap_user::JmapUsers {

@@ -383,7 +383,7 @@ impl ResolveExt for Resolved {
         let (first_user, users, user_format) = users_of(s)?;
         let (server, cyrus_root) = local_server_of(s, &target)?;
         let login_format = login_format_of(s, &user_format, &server)?;
-        let jmap_pct = jmap_share(s, &target)?;
+        let jmap_pct = jmap_share(s, &target, &server)?;
         let day_length = r.day_length.map(|d| d.0).unwrap_or(profile_day);
         let ramp_up = r
             .ramp_up
@@ -509,7 +509,7 @@ fn target_of(s: &SetupOptions) -> Result<String> {
 /// refused where no JMAP endpoint exists: the local target (Dovecot has no
 /// JMAP), the sink (which speaks IMAP and SMTP only), a remote target without
 /// `--jmap`.
-fn jmap_share(s: &SetupOptions, target: &str) -> Result<u32> {
+fn jmap_share(s: &SetupOptions, target: &str, server: &str) -> Result<u32> {
     let pct = match (s.protocol.as_deref(), s.protocol_mix.as_deref()) {
         (Some(_), Some(_)) => {
             return Err(Error::usage(
@@ -537,9 +537,10 @@ fn jmap_share(s: &SetupOptions, target: &str) -> Result<u32> {
         return Ok(0);
     }
     match target {
+        "local" if server == "cyrus" => Ok(pct),
         "local" => Err(Error::usage(
             "JMAP users need a JMAP server: the local target's Dovecot serves IMAP only; \
-             use --target remote with --jmap URL, or --protocol imap",
+             use --server cyrus, --target remote with --jmap URL, or --protocol imap",
         )),
         "sink" => Err(Error::usage(
             "JMAP users need a JMAP server: the sink answers IMAP and SMTP only; \

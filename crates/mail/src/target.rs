@@ -39,6 +39,9 @@ pub struct Target {
     pub pinned: Pinned,
     /// `--trace-imap DIR`: every user's IMAP traffic.
     pub trace: Option<crate::trace::TraceDir>,
+    /// The JMAP session's URL (or the host of `/.well-known/jmap`): `--jmap`,
+    /// or the local Cyrus's HTTP service; `None` where no JMAP is served.
+    pub jmap: Option<String>,
 }
 
 /// Which endpoints must use STARTTLS from now on.
@@ -78,6 +81,7 @@ impl Target {
             tls: crate::options::tls_of(o)?,
             pinned: Pinned::default(),
             trace: crate::options::trace_dir(o)?,
+            jmap: None,
         })
     }
 }

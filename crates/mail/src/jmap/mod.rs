@@ -285,10 +285,13 @@ impl JmapConn {
             c.insert(format!("m{i}"), json!({"name": name, "parentId": null}));
         }
         let mut g = Group::default();
+        // A destroyed mailbox's messages leave it (RFC 8621 §2.5: without
+        // this a mailbox holding mail is refused, `mailboxHasEmail`); those
+        // also in another mailbox (a smart folder's Inbox hits) stay there.
         let id = g.call(
             "Mailbox/set",
             json!({"accountId": self.account(), "create": c, "destroy": destroy,
-                   "onDestroyRemoveEmails": false}),
+                   "onDestroyRemoveEmails": true}),
         );
         let r = self.one(g).await?;
         let s: SetResponse = answer(&r, 0, &id)?;

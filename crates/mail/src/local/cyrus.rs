@@ -20,6 +20,7 @@ const PROGRAMS: &[(&str, &str)] = &[
     ("lmtpd", "cyrus-common"),
     ("timsieved", "cyrus-common"),
     ("ctl_cyrusdb", "cyrus-common"),
+    ("squatter", "cyrus-common"),
     ("imapd", "cyrus-imapd"),
     ("idled", "cyrus-imapd"),
     ("httpd", "cyrus-caldav"),
@@ -133,6 +134,9 @@ pub(super) struct CyrusConfigs {
 /// Creates Cyrus's folders in `dir/cyrus` (owned by `user`), writes its
 /// configurations for `ports` and the users' sasldb (`logins`, every one
 /// with `password`, plus the start-up check's user).
+/// The folders of the Cyrus tree, owned by its user.
+const SUBFOLDERS: [&str; 5] = ["config", "spool", "run", "sieve", "search"];
+
 pub(super) fn write_cyrus(
     dir: &Path,
     root: &Path,
@@ -142,7 +146,7 @@ pub(super) fn write_cyrus(
     password: &str,
 ) -> Result<CyrusConfigs> {
     let cy = dir.join("cyrus");
-    for sub in ["config", "spool", "run", "sieve"] {
+    for sub in SUBFOLDERS {
         mkdir(&cy.join(sub))?;
     }
     let user = run_as();
@@ -154,7 +158,7 @@ pub(super) fn write_cyrus(
         &cyrus_conf_text(root, &imapd_conf, ports, sizing),
     )?;
     write_sasldb(&cy, logins, password)?;
-    for sub in ["config", "spool", "run", "sieve"] {
+    for sub in SUBFOLDERS {
         chown_tree(&cy.join(sub), &format!("{user}:"))?;
     }
     // The sasldb: Cyrus (its user) and Postfix's submission (postfix) read it.
@@ -223,6 +227,15 @@ httpmodules: jmap
 conversations: yes
 conversations_db: twoskip
 statuscache: yes
+# JMAP's text filters (Email/query `text`, `body`, `subject`) are Xapian
+# searches in Cyrus (without an index they fail "serverFail"): new mail is
+# indexed by the rolling squatter from the sync log.
+search_engine: xapian
+search_index_headers: no
+defaultsearchtier: t1
+t1searchpartition-default: {d}/search
+sync_log: yes
+sync_log_channels: squatter
 "#
     )
 }
@@ -254,6 +267,7 @@ EVENTS {{
 }}
 DAEMON {{
   idled cmd="{b}/idled -C {c}"
+  squatter cmd="{b}/squatter -C {c} -R"
 }}
 "#,
         imap = p.imap,

@@ -256,7 +256,13 @@ impl JUser {
                 return Ok(());
             };
             let c = self.conn()?;
-            let ch = c.changes(&state, MAX_CHANGES).await?;
+            let ch = match c.changes(&state, MAX_CHANGES).await {
+                Ok(ch) => ch,
+                Err(e) if e.msg().contains("cannotCalculateChanges") => {
+                    return self.resync(sh, &inbox).await;
+                }
+                Err(e) => return Err(e),
+            };
             let created: Vec<String> = ch
                 .created
                 .into_iter()
@@ -275,6 +281,18 @@ impl JUser {
                 break;
             }
         }
+        Ok(())
+    }
+
+    /// A server that cannot calculate changes from the known state (RFC 8620
+    /// §5.2 `cannotCalculateChanges`; Cyrus once expunged records are cleaned
+    /// up) is answered as a client does: the state taken again, then the
+    /// Inbox listed again (messages already known are skipped).
+    async fn resync(&mut self, sh: &Shared, inbox: &str) -> OpResult<()> {
+        let state = self.conn()?.email_state().await?;
+        let (_, list) = self.conn()?.list(inbox, SCREEN).await?;
+        self.take(sh, inbox, list, Instant::now());
+        self.state = Some(state);
         Ok(())
     }
 

@@ -106,6 +106,18 @@ fn running_in(dir: &str) -> Vec<String> {
 
 #[test]
 fn a_compressed_mmb3_day_over_imap_on_cyrus() {
+    compressed_day_on_cyrus("imap");
+}
+
+/// The same day with every user on JMAP (Cyrus's HTTP service): every task
+/// mapped to JMAP methods runs, nothing fails, the flow is the profile's,
+/// and no IMAP command is sent by the users.
+#[test]
+fn a_compressed_mmb3_day_over_jmap_on_cyrus() {
+    compressed_day_on_cyrus("jmap");
+}
+
+fn compressed_day_on_cyrus(protocol: &str) {
     let Some(root) = cyrus_root() else {
         return;
     };
@@ -132,6 +144,8 @@ fn a_compressed_mmb3_day_over_imap_on_cyrus() {
             "4m",
             "--local-dir",
             l,
+            "--protocol",
+            protocol,
             "--output",
             out.path().to_str().unwrap(),
         ],
@@ -181,8 +195,15 @@ fn a_compressed_mmb3_day_over_imap_on_cyrus() {
     let delivered = f["delivered"].as_u64().unwrap();
     assert_eq!(Some(delivered), f["expected_deliveries"].as_u64(), "{f}");
     assert_eq!(f["server_deliveries"].as_u64(), Some(delivered), "{f}");
-    // IDLE heard of new mail (idled runs): arrivals were announced.
+    // New mail was heard of (IDLE with idled, or JMAP's changes).
     assert!(v["operations"]["new_mail"]["count"].as_u64().unwrap_or(0) > 0);
+    let imap_commands = v["generator"]["imap_commands"].as_u64().unwrap();
+    if protocol == "jmap" {
+        assert_eq!(imap_commands, 0, "JMAP users sent IMAP commands");
+        assert_eq!(v["config"]["jmap_pct"], 100);
+    } else {
+        assert!(imap_commands > 0);
+    }
     // The messages are in Cyrus's partition: one file per message.
     let inbox = local.path().join("cyrus/spool");
     assert!(inbox.is_dir());

@@ -46,6 +46,9 @@ pub struct Draft {
 }
 
 /// One user's JMAP client.
+/// The most message ids a mailbox listing takes (a resynchronised Inbox).
+pub const MAX_MAILBOX_IDS: usize = 100_000;
+
 pub struct JmapConn {
     pub session: Ready,
     api: Http,
@@ -259,6 +262,30 @@ impl JmapConn {
         let r = self.one(g).await?;
         answer::<QueryResponse>(&r, 0, &q)?;
         Ok(answer::<proto::GetResponse<Email>>(&r, 0, &get)?.list)
+    }
+
+    /// The ids of every message in `mailbox` (Email/query paged by position,
+    /// at most [`MAX_MAILBOX_IDS`]), newest first.
+    pub async fn ids(&mut self, mailbox: &str) -> OpResult<Vec<String>> {
+        let page = self.session.limits.max_objects_in_get.clamp(1, 4096);
+        let mut ids = Vec::new();
+        loop {
+            let mut g = Group::default();
+            let q = g.call(
+                "Email/query",
+                json!({"accountId": self.account(), "filter": {"inMailbox": mailbox},
+                       "sort": [{"property": "receivedAt", "isAscending": false}],
+                       "position": ids.len(), "limit": page}),
+            );
+            let r = self.one(g).await?;
+            let got = answer::<QueryResponse>(&r, 0, &q)?.ids;
+            let last = (got.len() as u64) < page;
+            ids.extend(got);
+            if last || ids.len() >= MAX_MAILBOX_IDS {
+                ids.truncate(MAX_MAILBOX_IDS);
+                return Ok(ids);
+            }
+        }
     }
 
     /// The account's Email state now (Email/get of no ids).

@@ -285,13 +285,21 @@ impl JUser {
     }
 
     /// A server that cannot calculate changes from the known state (RFC 8620
-    /// §5.2 `cannotCalculateChanges`; Cyrus once expunged records are cleaned
-    /// up) is answered as a client does: the state taken again, then the
-    /// Inbox listed again (messages already known are skipped).
+    /// §5.2 `cannotCalculateChanges`; Cyrus after a mailbox holding mail was
+    /// destroyed) is answered as a client does: the state taken again, then
+    /// the Inbox's ids listed again and the messages not yet known fetched,
+    /// so no delivery is missed.
     async fn resync(&mut self, sh: &Shared, inbox: &str) -> OpResult<()> {
         let state = self.conn()?.email_state().await?;
-        let (_, list) = self.conn()?.list(inbox, SCREEN).await?;
-        self.take(sh, inbox, list, Instant::now());
+        let ids = self.conn()?.ids(inbox).await?;
+        let unknown: Vec<String> = ids
+            .into_iter()
+            .filter(|id| !self.known.contains(id))
+            .collect();
+        if !unknown.is_empty() {
+            let got = self.conn()?.get(&unknown, false).await?;
+            self.take(sh, inbox, got, Instant::now());
+        }
         self.state = Some(state);
         Ok(())
     }

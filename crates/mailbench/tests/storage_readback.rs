@@ -85,6 +85,20 @@ const CASES: &[Case] = &[
         says: &["pages 800..2047 missing", "restore it from a backup"],
     },
     Case {
+        what: "database cut short, recover",
+        spoil: cut_database,
+        command: ("recover", &["--log-files", "2"]),
+        code: 2,
+        says: &["pages 800..2047 missing"],
+    },
+    Case {
+        what: "database cut short, backup",
+        spoil: cut_database,
+        command: ("backup", &[]),
+        code: 2,
+        says: &["pages 800..2047 missing"],
+    },
+    Case {
         what: "database header garbage",
         spoil: garbage_header,
         command: ("verify", &[]),
@@ -144,10 +158,16 @@ fn each_spoilt_file_is_named() {
             .unwrap();
         assert!(copied.success());
         (case.spoil)(&dir);
+        let runs = || std::fs::read_dir(dir.join("results")).unwrap().count();
+        let before = runs();
         let (sub, extra) = case.command;
         let o = storage(&dir, sub, extra);
         let out = text(&o);
         assert_eq!(o.status.code(), Some(case.code), "{}: {out}", case.what);
+        if case.code == 2 {
+            // Refused before anything is written: no run folder.
+            assert_eq!(runs(), before, "{}: a run folder was made", case.what);
+        }
         for needle in case.says {
             assert!(
                 out.contains(needle),

@@ -171,7 +171,9 @@ pub(crate) fn resolve_share(a: &Asked, p: &Place) -> Result<Share> {
         StorageCommand::Verify => {
             mailbench_storage::init::check_existing(&spec)?;
         }
-        _ => {}
+        StorageCommand::Init | StorageCommand::Recover | StorageCommand::Backup => {
+            mailbench_storage::init::check_readable(&spec)?
+        }
     }
     let backup_to = backup_target(a, p, &spec)?;
     // A database that lost its log tail: refused by run, verify and backup

@@ -355,6 +355,47 @@ enum Start {
     Write(u64, u64, &'static str),
 }
 
+/// An unfinished creation's progress file, refused as damaged when it does
+/// not read or says more pages are done than the database has.
+fn read_progress(progress_file: &Path) -> Result<Progress> {
+    let text = mailbench_base::limits::read_text_capped(
+        progress_file,
+        mailbench_base::limits::MAX_INPUT_FILE_BYTES,
+        "the creation progress file",
+    )?;
+    let p: Progress = serde_json::from_str(&text).map_err(|e| {
+        Error::usage(format!(
+            "{} is damaged ({e}); delete the folder",
+            progress_file.display()
+        ))
+    })?;
+    if p.pages_done > p.pages {
+        return Err(Error::usage(format!(
+            "{} is damaged: {} pages done of {}; delete the folder",
+            progress_file.display(),
+            p.pages_done,
+            p.pages
+        )));
+    }
+    Ok(p)
+}
+
+/// Before the run folder is made (`storage init`, `recover`, `backup`): the
+/// files mailbench wrote and reads back here (an unfinished creation's
+/// progress file, a database's header and length) are whole; a damaged one
+/// is named, exit 2, nothing written.
+pub fn check_readable(spec: &StorageSpec) -> Result<()> {
+    for inst in &spec.instances {
+        let progress = progress_path(&inst.db_path);
+        if progress.exists() {
+            read_progress(&progress)?;
+        } else if inst.db_path.exists() {
+            read_header(&inst.db_path).map_err(|e| Error::usage(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Decides [`Start`] for `inst`, refusing a database or a creation of another
 /// size, and `--open` of a database that does not exist.
 fn start_of(
@@ -365,22 +406,7 @@ fn start_of(
 ) -> Result<Start> {
     let ps = spec.profile.page_size.0;
     Ok(if progress_file.exists() {
-        let text = std::fs::read_to_string(progress_file)
-            .map_err(|e| Error::io("cannot read", progress_file, e))?;
-        let p: Progress = serde_json::from_str(&text).map_err(|e| {
-            Error::usage(format!(
-                "{} is damaged ({e}); delete the folder",
-                progress_file.display()
-            ))
-        })?;
-        if p.pages_done > p.pages {
-            return Err(Error::usage(format!(
-                "{} is damaged: {} pages done of {}; delete the folder",
-                progress_file.display(),
-                p.pages_done,
-                p.pages
-            )));
-        }
+        let p = read_progress(progress_file)?;
         if p.pages != inst.pages {
             return Err(Error::usage(format!(
                 "{} was being created with {} pages, this test wants {}; delete it or use the same size",

@@ -135,6 +135,7 @@ pub fn stop_stale(dir: &Path) {
             }
         }
     }
+    stop_leftovers(&dir.join("cyrus/imapd.conf"));
     let queue = dir.join("postfix/queue");
     if let Ok(t) = std::fs::read_to_string(queue.join("pid/master.pid")) {
         let t = t.trim();
@@ -143,6 +144,36 @@ pub fn stop_stale(dir: &Path) {
             wait_gone(t);
         }
     }
+}
+
+/// Stops every process still started with `conf` among its arguments (a
+/// server's children its master left behind: Cyrus's `squatter -R` outlives
+/// a stopped master): all signalled together, SIGTERM, then SIGKILL for those
+/// still there after a bounded wait. Returns how many were found.
+pub fn stop_leftovers(conf: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let pids: Vec<String> = entries
+        .flatten()
+        .take(1 << 22)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && cmdline_has(n, conf))
+        .collect();
+    if pids.is_empty() {
+        return 0;
+    }
+    let _ = Command::new("kill").arg("-TERM").args(&pids).status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let alive = |p: &String| Path::new(&format!("/proc/{p}")).exists() && cmdline_has(p, conf);
+    while pids.iter().any(alive) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<&String> = pids.iter().filter(|p| alive(p)).collect();
+    if !left.is_empty() {
+        let _ = Command::new("kill").arg("-KILL").args(&left).status();
+    }
+    pids.len()
 }
 
 /// Whether process `pid` was started with `path` among its arguments.

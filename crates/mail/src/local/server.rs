@@ -436,7 +436,16 @@ impl LocalServer {
         }
         if let Some(mut c) = self.cyrus.take() {
             stop_child(&mut c, "cyrus");
-            self.log.line("local target: cyrus stopped");
+            let conf = self.dir.join("cyrus").join("imapd.conf");
+            let left = super::processes::stop_leftovers(&conf);
+            self.log.line(format!(
+                "local target: cyrus stopped{}",
+                if left > 0 {
+                    format!(" ({left} of its processes outlived the master and were stopped)")
+                } else {
+                    String::new()
+                }
+            ));
         }
         if let Some(mut g) = self.cyrus_guard.take() {
             let _ = g.kill();

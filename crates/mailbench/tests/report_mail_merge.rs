@@ -466,6 +466,8 @@ fn refused_merges(runs: &Runs) {
     let mut v = b.clone();
     v["config"]["max_score_ms"] = serde_json::json!(250.0);
     std::fs::write(odd.join("result.json"), v.to_string()).unwrap();
+    // A merge reads every interval: the altered result has whole ones beside it.
+    std::fs::copy(da.join("intervals.jsonl"), odd.join("intervals.jsonl")).unwrap();
     let oo = out.join("refused");
     let r3 = report_merge(da, &odd, &oo);
     assert_eq!(r3.status.code(), Some(2), "{}", text(&r3));

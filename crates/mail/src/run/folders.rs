@@ -164,36 +164,13 @@ impl User {
     /// Create / Delete Rule: rewrite the user's Sieve script with one rule more or
     /// less over ManageSieve (PUTSCRIPT + SETACTIVE, or DELETESCRIPT when empty).
     pub(super) async fn t_rule(&mut self, sh: &Shared, create: bool) -> OpResult<Outcome> {
-        if !create && self.rules.is_empty() {
-            return Ok(Outcome::Skipped("no rule"));
-        }
-        let _slot = sh.second_conns.acquire().await.ok();
-        let Some(conn) = sh.target.sieve_login(&self.addr, &self.login).await else {
-            return Ok(Outcome::Skipped("no ManageSieve"));
+        let rules = Rules {
+            addr: &self.addr,
+            login: &self.login,
+            names: &mut self.rules,
+            next_name: &mut self.next_name,
         };
-        let mut s = conn?;
-        if create {
-            let name = format!("{}-{}", sh.run_id, self.next_name);
-            self.next_name += 1;
-            self.rules.push(name);
-        } else {
-            self.rules.pop();
-        }
-        let r = async {
-            if self.rules.is_empty() {
-                s.set_active("").await?;
-                s.delete_script(SCRIPT).await
-            } else {
-                s.put_script(SCRIPT, &crate::sieve::script(&self.rules))
-                    .await?;
-                s.set_active(SCRIPT).await
-            }
-        }
-        .await;
-        sh.sieve_cmds.fetch_add(s.commands, Ordering::Relaxed);
-        r?;
-        s.logout().await;
-        Ok(Outcome::Done)
+        rules.change(sh, create).await
     }
 
     /// Apply View/Sort: UID SORT the Inbox by a random key and fetch the first
@@ -233,6 +210,51 @@ impl User {
                 )
                 .await?;
         }
+        Ok(Outcome::Done)
+    }
+}
+
+/// A user's Sieve rules, changed over ManageSieve by IMAP and JMAP users alike.
+pub(super) struct Rules<'a> {
+    pub addr: &'a str,
+    pub login: &'a str,
+    pub names: &'a mut Vec<String>,
+    pub next_name: &'a mut u32,
+}
+
+impl Rules<'_> {
+    /// One rule more (`create`) or less: the script rewritten (PUTSCRIPT +
+    /// SETACTIVE), or deleted when it holds none (DELETESCRIPT).
+    pub(super) async fn change(self, sh: &Shared, create: bool) -> OpResult<Outcome> {
+        if !create && self.names.is_empty() {
+            return Ok(Outcome::Skipped("no rule"));
+        }
+        let _slot = sh.second_conns.acquire().await.ok();
+        let Some(conn) = sh.target.sieve_login(self.addr, self.login).await else {
+            return Ok(Outcome::Skipped("no ManageSieve"));
+        };
+        let mut s = conn?;
+        if create {
+            let name = format!("{}-{}", sh.run_id, self.next_name);
+            *self.next_name += 1;
+            self.names.push(name);
+        } else {
+            self.names.pop();
+        }
+        let r = async {
+            if self.names.is_empty() {
+                s.set_active("").await?;
+                s.delete_script(SCRIPT).await
+            } else {
+                s.put_script(SCRIPT, &crate::sieve::script(self.names))
+                    .await?;
+                s.set_active(SCRIPT).await
+            }
+        }
+        .await;
+        sh.sieve_cmds.fetch_add(s.commands, Ordering::Relaxed);
+        r?;
+        s.logout().await;
         Ok(Outcome::Done)
     }
 }

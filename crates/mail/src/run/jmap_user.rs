@@ -8,7 +8,7 @@
 //! SMTP submission as IMAP users send, with a copy filed in Sent.
 
 use super::tasks::pick_colleagues;
-use super::{Outcome, SCRIPT, Shared, envelope, next_poll, schedule};
+use super::{Outcome, Shared, envelope, next_poll, schedule};
 use crate::endpoint::backoff;
 use crate::jmap::proto::Email;
 use crate::jmap::push::Push;
@@ -678,35 +678,13 @@ impl JUser {
 
     /// Rules over ManageSieve, as for IMAP users.
     async fn t_rule(&mut self, sh: &Shared, create: bool) -> OpResult<Outcome> {
-        if !create && self.rules.is_empty() {
-            return Ok(Outcome::Skipped("no rule"));
-        }
-        let Some(conn) = sh.target.sieve_login(&self.addr, &self.login).await else {
-            return Ok(Outcome::Skipped("no ManageSieve"));
+        let rules = super::folders::Rules {
+            addr: &self.addr,
+            login: &self.login,
+            names: &mut self.rules,
+            next_name: &mut self.next_name,
         };
-        let mut s = conn?;
-        if create {
-            let name = format!("{}-{}", sh.run_id, self.next_name);
-            self.next_name += 1;
-            self.rules.push(name);
-        } else {
-            self.rules.pop();
-        }
-        let r = async {
-            if self.rules.is_empty() {
-                s.set_active("").await?;
-                s.delete_script(SCRIPT).await
-            } else {
-                s.put_script(SCRIPT, &crate::sieve::script(&self.rules))
-                    .await?;
-                s.set_active(SCRIPT).await
-            }
-        }
-        .await;
-        sh.sieve_cmds.fetch_add(s.commands, Ordering::Relaxed);
-        r?;
-        s.logout().await;
-        Ok(Outcome::Done)
+        rules.change(sh, create).await
     }
 
     async fn t_view_sort(&mut self) -> OpResult<Outcome> {

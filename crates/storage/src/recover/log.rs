@@ -1,10 +1,11 @@
 //! The replay's log: log files read ahead in order from the checkpoint
-//! (`LOG_READ` reads, `LOG_AHEAD` of them), their blocks checked, and the
+//! (reads of the rest of the file up to the largest coalesced read,
+//! `LOG_AHEAD` of them), their blocks checked, and the
 //! records decoded into updates queued for applying once their transaction
 //! commits. Replay stops reading at the end of the log, a torn tail or a
 //! damaged block, and says where.
 
-use super::{LOG_AHEAD, LOG_READ, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
+use super::{LOG_AHEAD, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
 use crate::format::{self, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::collections::VecDeque;
@@ -46,7 +47,7 @@ impl Replay {
                 self.no_more_files = true;
                 break;
             };
-            let len = (LOG_READ as u64).min(self.fs - self.sub_off) as usize;
+            let len = (self.log_read_size as u64).min(self.fs - self.sub_off) as usize;
             let buf = self.pool.get(len);
             self.io.submit(IoRequest {
                 file,

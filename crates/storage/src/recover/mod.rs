@@ -1,9 +1,12 @@
 //! Soft recovery (log replay) and the `storage recover` test.
 //!
-//! Replay reads the log sequentially from the checkpoint (256 KiB reads, a few
-//! ahead), decodes the records, and for every update reads the page it touches
-//! (several reads in flight, ahead of the record being applied, neighbours read
-//! together, straight into their cache frames), applies the after-image if the
+//! Replay reads the log sequentially from the checkpoint (a few reads ahead,
+//! each the rest of the log file up to ESE's largest coalesced read, the
+//! profile's `maintenance_read_size`), decodes the records, and for every
+//! update reads the page it touches (several reads in flight, ahead of the
+//! record being applied; the neighbouring pages the same log file's updates
+//! touch read in the same I/O up to that size, as ESE's redo pre-reads a log
+//! file's pages; straight into their cache frames), applies the after-image if the
 //! page is older than the record (record end LSN > page LSN), and keeps the
 //! page in a cache that is written back only under pressure (every frame
 //! dirty; clean frames are evicted first; while the cache's memory is still
@@ -64,12 +67,12 @@ use std::time::Instant;
 
 /// Page reads in flight during replay.
 pub const REPLAY_DEPTH: usize = 16;
-/// Log read size during replay.
-pub const LOG_READ: usize = 256 << 10;
 /// Log chunks read ahead during replay: in flight, or arrived and not yet decoded.
 const LOG_AHEAD: usize = 4;
 const QUEUE_BYTES: usize = 16 << 20;
-const READ_RUN_MAX: usize = 4;
+/// Room the update ring starts with beyond a full apply queue (one log
+/// read's worth and an open transaction; the ring grows beyond it).
+const RING_SLACK: usize = 1 << 20;
 /// Writes in flight under cache pressure (during replay).
 const WRITE_DEPTH: usize = 16;
 /// Writes in flight of the final flush begun while the last updates are
@@ -101,7 +104,15 @@ pub fn replay_all(spec: &StorageSpec, interrupt: &Interrupt) -> Vec<ReplayResult
             .map(|i| {
                 scope.spawn(move || {
                     let cache = (spec.cache_max_per_db / spec.profile.page_size.0).max(64) as usize;
-                    replay_instance(i, spec.engine_choice(), caps.o_direct, cache, interrupt)
+                    let coalesce = spec.profile.maintenance_read_size.0 as usize;
+                    replay_instance(
+                        i,
+                        spec.engine_choice(),
+                        caps.o_direct,
+                        cache,
+                        coalesce,
+                        interrupt,
+                    )
                 })
             })
             .collect();
@@ -120,11 +131,15 @@ pub fn replay_all(spec: &StorageSpec, interrupt: &Interrupt) -> Vec<ReplayResult
 
 /// Replays one instance's log into its database. Errors are recorded in the
 /// result (the database is then left marked as needing recovery).
+/// `coalesce`: the largest read in bytes (ESE's `JET_paramMaxCoalesceReadSize`,
+/// the profile's `maintenance_read_size`): the log's reads and the runs of
+/// neighbouring pages read in one I/O are at most this.
 pub fn replay_instance(
     inst: &InstanceSpec,
     engine: EngineChoice,
     direct: bool,
     cache_pages: usize,
+    coalesce: usize,
     interrupt: &Interrupt,
 ) -> ReplayResult {
     let mut r = ReplayResult {
@@ -144,7 +159,7 @@ pub fn replay_instance(
         return r;
     }
     r.needed = true;
-    match Replay::new(inst, header, engine, direct, cache_pages) {
+    match Replay::new(inst, header, engine, direct, cache_pages, coalesce) {
         Ok(mut rp) => {
             rp.run(interrupt);
             rp.finish(&mut r);
@@ -191,7 +206,7 @@ impl Default for UpdBytes {
         UpdBytes {
             // A full apply queue, one more log read's worth and an open
             // transaction: the ring grows only beyond that.
-            ring: VecDeque::with_capacity(QUEUE_BYTES + 2 * LOG_READ),
+            ring: VecDeque::with_capacity(QUEUE_BYTES + RING_SLACK),
             base: 0,
         }
     }
@@ -256,6 +271,11 @@ struct Replay {
     fs: u64,
     /// The log's block size (its sector, from the database header).
     log_block: usize,
+    /// A log read: the rest of the log file, at most this (the largest
+    /// coalesced read, whole log blocks).
+    log_read_size: usize,
+    /// Pages read in one I/O at most (the largest coalesced read).
+    read_run_pages: usize,
     blocks_per_file: u64,
     db: Arc<File>,
     direct: bool,

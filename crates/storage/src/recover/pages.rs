@@ -2,7 +2,7 @@
 //! together), frames allocated and evicted (clean, unreferenced frames only),
 //! pages checked on arrival, and the updates applied to pages older than them.
 
-use super::{FState, Frame, READ_RUN_MAX, REPLAY_DEPTH, Replay, T_MASK, T_READ};
+use super::{FState, Frame, REPLAY_DEPTH, Replay, T_MASK, T_READ};
 use crate::format;
 use crate::verify;
 use mailbench_io::buf::REGION;
@@ -198,13 +198,36 @@ impl Replay {
             };
             self.frames[f].refs = 1;
             let mut run = self.runs_spare.pop().unwrap_or_default();
+            // ESE's redo collects the pages a log file's records touch, sorts
+            // them and pre-reads them in that order, and its I/O layer merges
+            // neighbouring pages into one read of at most the largest
+            // coalesced read (`LOG::ErrLGIPrereadPages` after
+            // `LGPSortPages`, dev/ese/src/ese/_log/logread.cxx, and the
+            // combinable pre-reads of `LogPrereader::ErrLGPIPrereadPage`):
+            // the uncached neighbours, below and above, that updates of the
+            // same log file touch are read in the same I/O.
+            let file = self.queue[self.prepared].end_lsn / self.fs;
+            let mut first = page;
+            while run.len() + 1 < self.read_run_pages && first > 0 {
+                let prev = first - 1;
+                if self.map.contains_key(&prev) || !self.needed_in_file(prev, file) {
+                    break;
+                }
+                match self.allocate(prev) {
+                    Some(g) => {
+                        run.push(g);
+                        first = prev;
+                    }
+                    None => break,
+                }
+            }
+            run.reverse();
             run.push(f);
-            // Neighbours needed soon and not cached: read them in the same I/O.
-            while run.len() < READ_RUN_MAX {
-                let next = page + run.len() as u64;
+            let mut next = page + 1;
+            while run.len() < self.read_run_pages {
                 if next >= self.header.page_count
                     || self.map.contains_key(&next)
-                    || !self.needed_soon(next)
+                    || !self.needed_in_file(next, file)
                 {
                     break;
                 }
@@ -212,21 +235,23 @@ impl Replay {
                     Some(g) => run.push(g),
                     None => break,
                 }
+                next += 1;
             }
             self.prepared += 1;
-            self.submit_read(page, run);
+            self.submit_read(first, run);
             any = true;
         }
         any
     }
 
-    /// Whether one of the 32 queued updates after the one being prepared
-    /// touches `page`.
-    fn needed_soon(&self, page: u64) -> bool {
+    /// Whether a queued update after the one being prepared, of log file
+    /// `file`, touches `page` (the queue is in commit order: the search ends
+    /// at the first update of a later log file).
+    fn needed_in_file(&self, page: u64, file: u64) -> bool {
         self.queue
             .range(self.prepared + 1..)
-            .take(32)
-            .any(|u| u.page == page)
+            .take_while(|u| u.end_lsn / self.fs <= file)
+            .any(|u| u.page == page && u.end_lsn / self.fs == file)
     }
 
     /// One read of the run of frames `run` (neighbouring pages from `page`),

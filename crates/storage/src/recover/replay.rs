@@ -3,8 +3,8 @@
 //! phase until the log is replayed and flushed, or replay fails.
 
 use super::{
-    BUFFERS_KEPT, FINAL_DEPTH, FLUSH_DEPTH, LOG_AHEAD, LOG_READ, REPLAY_DEPTH, Replay, T_LOG,
-    T_MASK, T_READ, T_WRITE, WRITE_DEPTH,
+    BUFFERS_KEPT, FINAL_DEPTH, FLUSH_DEPTH, LOG_AHEAD, REPLAY_DEPTH, Replay, T_LOG, T_MASK, T_READ,
+    T_WRITE, WRITE_DEPTH,
 };
 use crate::format::{self, DbHeader, LOG_BLOCK_HEADER};
 use crate::spec::InstanceSpec;
@@ -79,6 +79,7 @@ impl Replay {
         engine: EngineChoice,
         direct: bool,
         cache_pages: usize,
+        coalesce: usize,
     ) -> Result<Replay> {
         let t0 = Instant::now();
         let fs = header.log_file_size as u64;
@@ -100,13 +101,22 @@ impl Replay {
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;
         let log_block = header.log_block();
-        let chunk_start = block * log_block as u64 / LOG_READ as u64 * LOG_READ as u64;
+        // ESE's redo reads a log file into a buffer the size of the file, at
+        // most `JET_paramMaxCoalesceReadSize` at a time (`ErrReaderEnsureSector`,
+        // dev/ese/src/ese/_log/logread.cxx); the same parameter sizes its
+        // background maintenance reads (`DBMScanConfig::CpgBatch`, dbscan.cxx),
+        // which is where the profile's value comes from.
+        let log_read_size = (coalesce.min(fs as usize) / log_block).max(1) * log_block;
+        let read_run_pages = (coalesce / ps).max(1);
+        let chunk_start = block * log_block as u64 / log_read_size as u64 * log_read_size as u64;
         Ok(Replay {
             db_path: inst.db_path.clone(),
             log_dir: inst.log_dir.clone(),
             ps,
             fs,
             log_block,
+            log_read_size,
+            read_run_pages,
             blocks_per_file: fs / log_block as u64,
             db: Arc::new(db),
             direct,

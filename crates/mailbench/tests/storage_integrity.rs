@@ -619,6 +619,38 @@ fn recover_test_generates_replays_and_verifies() {
     );
 }
 
+/// Replay's reads are at most ESE's largest coalesced read, the profile's
+/// `maintenance_read_size` (docs/storage-integrity.md "Read sizes"): at one
+/// page (32 KiB in exchange2013) every log read and every page read is one
+/// page, where the shipped 256 KiB reads the log in 256 KiB reads and some
+/// neighbouring pages together.
+#[test]
+fn replay_reads_are_at_most_the_profiles_largest_coalesced_read() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let cfg = dir.join("coalesce.toml");
+    std::fs::write(
+        &cfg,
+        "[storage.profile_overrides]\nmaintenance_read_size = \"32KiB\"\n",
+    )
+    .unwrap();
+    let o = storage(
+        dir,
+        "recover",
+        &["--log-files", "2", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = latest_result(dir, "storage-recover");
+    for i in r["instances"].as_array().unwrap() {
+        assert!(i["log_read"]["ops"].as_u64().unwrap() > 0, "{i}");
+        assert_eq!(i["log_read"]["avg_bytes"].as_f64(), Some(32768.0), "{i}");
+        assert!(i["db_read"]["ops"].as_u64().unwrap() > 0, "{i}");
+        assert_eq!(i["db_read"]["avg_bytes"].as_f64(), Some(32768.0), "{i}");
+    }
+}
+
 #[test]
 fn read_errors_are_recorded_and_fail_without_a_hang() {
     let t = tempfile::tempdir().unwrap();

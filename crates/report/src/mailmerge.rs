@@ -83,6 +83,20 @@ pub fn merge(docs: &[MailDoc]) -> Result<MailMergeOutput> {
     })
 }
 
+/// Whether loaded mail-run documents are results of the same test (their
+/// intervals are not looked at): what a merge says first.
+pub fn check_compatible(docs: &[&MailDoc]) -> Result<()> {
+    let results: Vec<MailRunResult> = docs.iter().map(|d| typed(d)).collect::<Result<_>>()?;
+    let inputs: Vec<MailMergeInput> = (docs.iter().zip(&results))
+        .map(|(d, r)| MailMergeInput {
+            source: d.source.display().to_string(),
+            result: r,
+            intervals: &[],
+        })
+        .collect();
+    mailbench_results::mail::merge::check_compatible(&inputs)
+}
+
 /// The typed merge of loaded mail-run documents.
 pub fn merge_typed(docs: &[MailDoc]) -> Result<mailbench_results::mail::merge::MailMergeOutput> {
     let results: Vec<MailRunResult> = docs.iter().map(typed).collect::<Result<_>>()?;

@@ -21,3 +21,17 @@ pub fn merge(docs: &[StorageDoc]) -> Result<MergeOutput> {
         .collect();
     mailbench_results::storage::merge::merge(&inputs)
 }
+
+/// Whether loaded storage-run results are of the same test (their intervals
+/// are not looked at): what a merge says first.
+pub fn check_compatible_docs(docs: &[&StorageDoc]) -> Result<()> {
+    let inputs: Vec<MergeInput> = docs
+        .iter()
+        .map(|d| MergeInput {
+            source: d.source.display().to_string(),
+            result: &d.result,
+            intervals: &[],
+        })
+        .collect();
+    check_compatible(&inputs)
+}

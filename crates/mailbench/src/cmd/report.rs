@@ -147,6 +147,11 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
                 doc.kind()
             )));
         }
+        all.push(doc);
+    }
+    // Results of different tests are named first, then a damaged intervals file.
+    check_same_test(&all)?;
+    for doc in &all {
         if let Some(problem) = doc.intervals_problem() {
             return Err(Error::usage(format!(
                 "cannot merge {}: {problem}. A merge recomputes the figures from every interval: \
@@ -154,7 +159,6 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
                 doc.source().display()
             )));
         }
-        all.push(doc);
     }
     let common = global.common(&cfg);
     let base = common.output.clone();
@@ -187,6 +191,30 @@ fn merge_cmd(a: &MergeArgs, global: &Global) -> Result<ExitStatus> {
     let result = AnyResult::StorageRun(Box::new(out.result));
     mailbench_runner::finish(&dir, &result, &common)?;
     Ok(status)
+}
+
+/// Refuses (exit 2) results that are not of the same test, before their
+/// intervals are judged.
+fn check_same_test(all: &[Doc]) -> Result<()> {
+    if all.len() < 2 {
+        return Ok(());
+    }
+    if matches!(all.first(), Some(Doc::Mail(_))) {
+        let docs: Vec<&MailDoc> = (all.iter())
+            .filter_map(|d| match d {
+                Doc::Mail(m) => Some(&**m),
+                _ => None,
+            })
+            .collect();
+        return mailmerge::check_compatible(&docs);
+    }
+    let docs: Vec<&StorageDoc> = (all.iter())
+        .filter_map(|d| match d {
+            Doc::Storage(s) => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    merge::check_compatible_docs(&docs)
 }
 
 /// The run folder of a merge: its test log names the sources, what was merged

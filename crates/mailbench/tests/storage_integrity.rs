@@ -342,7 +342,12 @@ fn the_legacy_log_writer_loses_nothing_at_sigkill() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     let mut rng = Rng(0x1e6a_c7e5_2007_0001 ^ std::process::id() as u64);
-    let plan = [Moment::Load, Moment::Rollover, Moment::Load, Moment::Rollover];
+    let plan = [
+        Moment::Load,
+        Moment::Rollover,
+        Moment::Load,
+        Moment::Rollover,
+    ];
     let (mut acked, mut replayed) = (0, 0);
     for (i, moment) in plan.into_iter().enumerate() {
         let profile = ["--profile", "exchange2007"];
@@ -362,7 +367,10 @@ fn the_legacy_log_writer_loses_nothing_at_sigkill() {
         assert_eq!(lost, 0, "kill {i} ({phase}): lost commits");
         acked += acks.len();
     }
-    assert!(acked > 100, "too few acknowledged commits ({acked}) to prove anything");
+    assert!(
+        acked > 100,
+        "too few acknowledged commits ({acked}) to prove anything"
+    );
     assert!(replayed > 0, "nothing replayed");
 }
 

@@ -956,7 +956,11 @@ mod tests {
             "no shadow on disk: whole blocks, the partial one and its shadow in one write"
         );
         update(&mut w, 2, 50);
-        assert_eq!(flush(&mut w, FlushKind::All), [b, b], "rewritten, shadow again");
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [b, b],
+            "rewritten, shadow again"
+        );
         let end = update(&mut w, 3, 1400);
         assert_eq!(
             flush(&mut w, FlushKind::All),

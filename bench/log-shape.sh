@@ -9,12 +9,13 @@
 #            databases of one report take up to 9 GiB)
 #   DURATION the measured window of each run (default 120s)
 #   WHICH    any of 2007-performance 2007-stress 2013-server1 (default: all three)
-# MAILBENCH=path/to/mailbench measures another build. Prints one row per run and keeps each run's
-# folder (result.json, test.log) under DIR/runs.
+# MAILBENCH=path/to/mailbench measures another build; PROFILES=folder takes each run's profile from
+# folder/PROFILE.toml (e.g. a shipped profile with one value changed) instead of the shipped one.
+# Prints one row per run and keeps each run's folder (result.json, test.log) under DIR/runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-[ $# -ge 1 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 dir=$1; dur=${2:-120s}; shift $(( $# >= 2 ? 2 : 1 ))
 which=("$@"); [ ${#which[@]} -gt 0 ] || which=(2007-performance 2007-stress 2013-server1)
 if [ -z "${MAILBENCH:-}" ]; then cargo build --release -q -p mailbench; fi
@@ -46,7 +47,9 @@ for w in "${which[@]}"; do
   # removed first (memory is short when DIR is a tmpfs).
   open=()
   if [ -e "$data/.mailbench-owned" ]; then open=(--open); else rm -rf "$dir"/exchange*; fi
-  "$mb" storage run --profile "$profile" --type "$type" --path "$data" --databases "$dbs" \
+  prof=$profile
+  if [ -n "${PROFILES:-}" ]; then prof=$PROFILES/$profile.toml; fi
+  "$mb" storage run --profile "$prof" --type "$type" --path "$data" --databases "$dbs" \
     --threads "$threads" --target-iops "$iops" --db-size "$size" --cache-size "$cache" \
     --duration "$dur" --warmup 10m --no-verify --output "$out" "${open[@]}" >/dev/null 2>"$out.err" || true
   res=$(ls -d "$out"/*/result.json 2>/dev/null | tail -1)

@@ -61,8 +61,10 @@ fn db_id(db: &Path) -> u64 {
 
 /// A load of a minute with no warm-up that prints an ACK line per durable
 /// commit on stdout (piped), its stderr to `stderr`: to be killed.
-fn acking_load(dir: &Path, stderr: Stdio) -> Child {
-    storage(dir, "run", &["--warmup", "0s", "--duration", "60s"])
+fn acking_load(dir: &Path, stderr: Stdio, extra: &[&str]) -> Child {
+    let mut args = vec!["--warmup", "0s", "--duration", "60s"];
+    args.extend_from_slice(extra);
+    storage(dir, "run", &args)
         .env("MAILBENCH_ACK_STREAM", "1")
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -116,8 +118,9 @@ fn run_and_kill(
     moment: Moment,
     init_max: Duration,
     rng: &mut Rng,
+    extra: &[&str],
 ) -> (&'static str, Vec<String>) {
-    let mut child = acking_load(dir, Stdio::piped());
+    let mut child = acking_load(dir, Stdio::piped(), extra);
     let out = lines(child.stdout.take().unwrap());
     let err = lines(child.stderr.take().unwrap());
     let t0 = Instant::now();
@@ -251,7 +254,7 @@ fn sigkill_at_random_moments_then_recover_loses_nothing() {
         if moment == Moment::Init {
             let _ = std::fs::remove_dir_all(dir.join("data"));
         }
-        let (phase, acks) = run_and_kill(dir, moment, init_window(&kills), &mut rng);
+        let (phase, acks) = run_and_kill(dir, moment, init_window(&kills), &mut rng, &[]);
         let o = storage(dir, "recover", &["--log-files", "0", "--json"])
             .output()
             .unwrap();
@@ -330,6 +333,47 @@ fn sigkill_at_random_moments_then_recover_loses_nothing() {
     );
 }
 
+/// The 2007-era log writer (exchange2007: 512-byte log sectors, a flush in
+/// at most two writes, the rest of a flush and the new shadow in one) keeps
+/// every acknowledged commit across kills during the load and at log
+/// rollovers, as the current writer does.
+#[test]
+fn the_legacy_log_writer_loses_nothing_at_sigkill() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let mut rng = Rng(0x1e6a_c7e5_2007_0001 ^ std::process::id() as u64);
+    let plan = [
+        Moment::Load,
+        Moment::Rollover,
+        Moment::Load,
+        Moment::Rollover,
+    ];
+    let (mut acked, mut replayed) = (0, 0);
+    for (i, moment) in plan.into_iter().enumerate() {
+        let profile = ["--profile", "exchange2007"];
+        let (phase, acks) = run_and_kill(dir, moment, Duration::ZERO, &mut rng, &profile);
+        let o = storage(dir, "recover", &["--log-files", "0", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "kill {i} ({phase}): {}", text(&o));
+        let j = json(&o);
+        assert_eq!(j["bad_total"].as_u64(), Some(0), "kill {i}: bad pages");
+        replayed += j["prior_recovery"].as_array().map_or(0, |v| {
+            v.iter()
+                .map(|x| x["log_files_replayed"].as_u64().unwrap_or(0))
+                .sum()
+        });
+        let (_, lost) = check_acks(dir, &acks);
+        assert_eq!(lost, 0, "kill {i} ({phase}): lost commits");
+        acked += acks.len();
+    }
+    assert!(
+        acked > 100,
+        "too few acknowledged commits ({acked}) to prove anything"
+    );
+    assert!(replayed > 0, "nothing replayed");
+}
+
 #[test]
 fn a_damaged_page_is_found_with_its_page_number() {
     let t = tempfile::tempdir().unwrap();
@@ -374,7 +418,7 @@ fn a_damaged_page_is_found_with_its_page_number() {
 /// Runs the load briefly and kills it before its first checkpoint moves: the
 /// whole log is still to be replayed.
 fn crash_early(dir: &Path) {
-    let mut child = acking_load(dir, Stdio::null());
+    let mut child = acking_load(dir, Stdio::null(), &[]);
     let out = lines(child.stdout.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut acks = 0;

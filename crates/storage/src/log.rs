@@ -182,6 +182,10 @@ pub struct LogWriter {
     partial_on_disk: Option<(u64, u32, usize)>,
     /// The partial block whose shadow copy is on disk in the block after it.
     shadow: Option<(u64, u32)>,
+    /// The 2007-era writer (log format 7): a flush's whole blocks after the
+    /// shadowed one, its new partial block and that block's shadow in one
+    /// write ([`LogWriter::set_legacy`]).
+    legacy: bool,
     next_lsn: u64,
     durable_lsn: u64,
     /// End LSN of the flush in flight, and its writes still to submit (one
@@ -249,6 +253,7 @@ impl LogWriter {
             unwritten: 0,
             partial_on_disk: None,
             shadow: None,
+            legacy: false,
             next_lsn: 0,
             durable_lsn: 0,
             in_flight: None,
@@ -282,6 +287,23 @@ impl LogWriter {
     /// The log's block size (its sector).
     pub fn block(&self) -> usize {
         self.block
+    }
+
+    /// Cuts flushes into writes as the 2007-era ESE did (log format 7,
+    /// `LRCHECKSUM` records; profile `log_writer = "legacy"`): when a flush
+    /// rewrites the partial block whose shadow is on disk, that block alone
+    /// first, then the rest of the flush — its whole blocks, the new partial
+    /// block and its shadow, contiguous on disk — in one write; without a
+    /// shadow to protect, the whole flush in one write. The legacy format's
+    /// reader names these writes (`dev/ese/src/ese/_log/logread_legacy.cxx`
+    /// of the published ESE source): a torn flush that replaced a shadowed
+    /// sector "failed while trying to safely overwrite it using 2 I/Os
+    /// (never made it to the second I/O)", one that had no shadow to replace
+    /// "must have been in the middle of a single I/O" (`ErrLGCheckReadLastLogRecordFF`).
+    /// The blocks on disk are the same as the current writer's; only the
+    /// writes that carry them differ.
+    pub fn set_legacy(&mut self, legacy: bool) {
+        self.legacy = legacy;
     }
     fn open_gen(&mut self, generation: u64) -> Result<()> {
         if self.files.contains_key(&generation) {
@@ -536,6 +558,12 @@ impl LogWriter {
         for (k, mut seg) in segments.into_iter().enumerate() {
             let seg_partial = k == last && partial;
             self.seal_segment(&mut seg, seg_partial);
+            if seg_partial && write_partial && self.legacy && seg.blocks > 1 {
+                self.legacy_writes(&seg, &mut writes)?;
+                self.keep_partial(&seg);
+                self.pool.put(seg.buf);
+                continue;
+            }
             self.whole_block_writes(&seg, seg.blocks - usize::from(seg_partial), &mut writes)?;
             if seg_partial {
                 self.keep_partial(&seg);
@@ -609,6 +637,37 @@ impl LogWriter {
             out.push_back(self.write_of(seg, 0..whole, w0)?);
         }
         self.shadow = None;
+        Ok(())
+    }
+
+    /// The legacy writer's writes of `seg`, whose last block is partial and
+    /// is written: its first block alone when that block's shadow is on
+    /// disk, then the other blocks with a shadow of the partial one after
+    /// them in one write (no shadow past the file's last block).
+    fn legacy_writes(&mut self, seg: &Segment, out: &mut VecDeque<LogWrite>) -> Result<()> {
+        let g = seg.generation;
+        let w0 = seg.first_block;
+        let k = seg.blocks - 1;
+        let p = w0 + k as u32;
+        let mut from = 0;
+        if self.shadow == Some((g, w0)) {
+            out.push_back(self.write_of(seg, 0..1, w0)?);
+            from = 1;
+        }
+        let room = p + 1 < self.blocks_per_file;
+        let mut w = self.write_of(seg, from..k + 1, w0 + from as u32)?;
+        if room {
+            let b = self.block;
+            let n = w.buf.len();
+            let mut with_shadow = self.pool.get(n + b);
+            with_shadow.set_len(n + b);
+            with_shadow.as_mut_slice()[..n].copy_from_slice(w.buf.as_slice());
+            with_shadow.as_mut_slice()[n..].copy_from_slice(&w.buf.as_slice()[n - b..]);
+            self.pool.put(std::mem::replace(&mut w.buf, with_shadow));
+        }
+        out.push_back(w);
+        self.shadow = room.then_some((g, p));
+        self.partial_on_disk = Some((g, p, seg.last_len));
         Ok(())
     }
 
@@ -876,6 +935,68 @@ mod tests {
         );
     }
 
+    /// The 2007-era writer: a flush that rewrites the shadowed partial block
+    /// writes it alone, then everything after it (whole blocks, the new
+    /// partial block and its shadow) in one write; a flush with no shadow to
+    /// protect is one write; a partial block rewritten alone is two writes
+    /// (itself, then its shadow), as with the current writer. The blocks read
+    /// back as the current writer's do: the same stream, the shadow after the
+    /// last block.
+    #[test]
+    fn the_legacy_writer_writes_a_flush_in_at_most_two_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = 512usize;
+        let mut w = LogWriter::create(dir.path(), 9, 64 * 1024, b, 1, false).unwrap();
+        w.set_legacy(true);
+        let start = w.next_lsn();
+        update(&mut w, 1, 1300);
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [4 * b],
+            "no shadow on disk: whole blocks, the partial one and its shadow in one write"
+        );
+        update(&mut w, 2, 50);
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [b, b],
+            "rewritten, shadow again"
+        );
+        let end = update(&mut w, 3, 1400);
+        assert_eq!(
+            flush(&mut w, FlushKind::All),
+            [b, 4 * b],
+            "the shadowed block alone, then the rest with the new shadow"
+        );
+        assert_eq!(w.durable_lsn(), end);
+        update(&mut w, 5, 700);
+        assert_eq!(
+            flush(&mut w, FlushKind::WholeBlocks),
+            [b, b],
+            "whole blocks only: as the current writer"
+        );
+        update(&mut w, 6, 30);
+        assert_eq!(flush(&mut w, FlushKind::All), [2 * b]);
+        let bytes = std::fs::read(LogWriter::path_of(dir.path(), 1)).unwrap();
+        let mut data = 0;
+        let mut k = 0;
+        while let format::LogBlock::Valid { data_len } =
+            format::check_log_block(&bytes[k * b..(k + 1) * b], 9, 1, k as u32)
+        {
+            data += data_len;
+            k += 1;
+        }
+        assert_eq!(
+            (w.next_lsn() - start) as usize,
+            data + (k - 1) * LOG_BLOCK_HEADER,
+            "every record read back"
+        );
+        assert_eq!(
+            &bytes[k * b + 24..k * b + 28],
+            &((k - 1) as u32).to_le_bytes(),
+            "the shadow names the block before it"
+        );
+    }
+
     /// A file left under a generation's name (an earlier run's) is replaced by
     /// a new, empty one; a missing one is created.
     #[test]
@@ -950,15 +1071,18 @@ mod tests {
     #[test]
     fn blocks_hold_the_encoded_stream() {
         for block in [512, 4096] {
-            blocks_hold_the_encoded_stream_in(block);
+            for legacy in [false, true] {
+                blocks_hold_the_encoded_stream_in(block, legacy);
+            }
         }
     }
 
-    fn blocks_hold_the_encoded_stream_in(lb: usize) {
+    fn blocks_hold_the_encoded_stream_in(lb: usize, legacy: bool) {
         use std::collections::HashMap;
         let dir = tempfile::tempdir().unwrap();
         let fs = 64 * 1024u64;
         let mut w = LogWriter::create(dir.path(), 5, fs, lb, 3, false).unwrap();
+        w.set_legacy(legacy);
         let mut want: Vec<u8> = Vec::new();
         let mut disk: HashMap<u64, Vec<u8>> = HashMap::new();
         let flush = |w: &mut LogWriter, disk: &mut HashMap<u64, Vec<u8>>, kind| {
@@ -1026,6 +1150,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(got, want, "blocks of {lb} bytes");
+        assert_eq!(got, want, "blocks of {lb} bytes, legacy writer {legacy}");
     }
 }

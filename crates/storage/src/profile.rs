@@ -292,6 +292,31 @@ mod tests {
             (40.0, 30.0, 5.0, 25.0)
         );
         assert!(a.maintenance && !b.maintenance);
+        use mailbench_results::storage::spec::LogWriterKind;
+        assert_eq!(
+            (a.log_writer, b.log_writer, c.log_writer),
+            (
+                LogWriterKind::Current,
+                LogWriterKind::Legacy,
+                LogWriterKind::Legacy
+            ),
+            "the 2007-era profiles write their log as the ESE of their time"
+        );
+    }
+
+    #[test]
+    fn the_log_writer_is_overridden_and_an_unknown_one_is_named() {
+        let o: toml::Table = toml::from_str("log_writer = \"legacy\"").unwrap();
+        let p = Profile::load("exchange2013", Some(&o)).unwrap();
+        assert_eq!(
+            p.log_writer,
+            mailbench_results::storage::spec::LogWriterKind::Legacy
+        );
+        let o: toml::Table = toml::from_str("log_writer = \"fast\"").unwrap();
+        let e = Profile::load("exchange2013", Some(&o))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fast") && e.contains("legacy"), "{e}");
     }
 
     #[test]

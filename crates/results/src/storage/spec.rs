@@ -167,6 +167,14 @@ pub struct Profile {
     /// direct-I/O sector. Absent in older results: 4 KiB.
     #[serde(default = "default_log_sector_size")]
     pub log_sector_size: ByteSize,
+    /// How a log flush goes to disk: `"current"` (ESE's log writer since its
+    /// 2010 log format: the rewritten partial sector, the whole sectors and
+    /// the new partial sector with its shadow as up to three writes) or
+    /// `"legacy"` (the log format 7 writer of the 2007-era ESE: the rewritten
+    /// sector alone when a shadow protects it, everything after it in one
+    /// write). Absent in older results and profiles: current.
+    #[serde(default, skip_serializing_if = "LogWriterKind::is_default")]
+    pub log_writer: LogWriterKind,
     /// The log buffer in 512-byte units (ESE's `JET_paramLogBuffers`): half
     /// of it filled starts a log write. Absent: ESE's default (126).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +233,29 @@ pub enum ToolStyle {
 impl ToolStyle {
     pub fn is_default(&self) -> bool {
         *self == ToolStyle::Jetstress2013
+    }
+}
+
+/// How a log flush is cut into writes (`log_writer`; docs/storage.md "The
+/// engine").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum LogWriterKind {
+    /// ESE's writer since the 2010 log format (`LGSEGHDR`): the partial
+    /// sector written before, when a shadow follows it, alone; the whole
+    /// sectors after it; the new partial sector with its shadow.
+    #[default]
+    #[serde(rename = "current")]
+    Current,
+    /// The writer of log format 7 (`LRCHECKSUM`, ESE of Exchange 2003 and
+    /// 2007): the shadowed sector alone, then the rest of the flush, its new
+    /// partial sector and that sector's shadow in one write.
+    #[serde(rename = "legacy")]
+    Legacy,
+}
+
+impl LogWriterKind {
+    pub fn is_default(&self) -> bool {
+        *self == LogWriterKind::Current
     }
 }
 

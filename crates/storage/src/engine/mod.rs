@@ -319,7 +319,7 @@ impl Instance {
         let ps = s.profile.page_size.0 as usize;
         let start_gen = next_generation(&s.log_dir);
         let block = crate::log::log_sector(&s.log_dir, s.profile.log_sector_size.0, s.direct);
-        let log = LogWriter::create(
+        let mut log = LogWriter::create(
             &s.log_dir,
             s.header.db_id,
             s.profile.log_file_size.0,
@@ -327,6 +327,9 @@ impl Instance {
             start_gen,
             s.direct,
         )?;
+        log.set_legacy(
+            s.profile.log_writer == mailbench_results::storage::spec::LogWriterKind::Legacy,
+        );
         let mut s = s;
         s.header.log_sector = block as u32;
         let now = Instant::now();

@@ -77,6 +77,8 @@ pub struct Shared {
     /// Slots for the connections a user opens besides its own
     /// ([`capacity::SECOND_CONNECTIONS`]).
     pub second_conns: tokio::sync::Semaphore,
+    /// Slots for the users' tasks in flight ([`capacity::tasks_in_flight`]).
+    pub task_slots: capacity::TaskSlots,
     /// Where JMAP users connect, and their share (`None`: all IMAP).
     pub jmap: Option<jmap_user::JmapUsers>,
 }
@@ -177,6 +179,8 @@ struct User {
     next_poll: Option<Instant>,
     /// Waits between failed connections.
     backoff: backoff::Backoff,
+    /// How late the timer woke the user for its next task.
+    woke_late: Option<Duration>,
 }
 
 /// The day's tasks of one user: `(offset from day start, kind)`, sorted.
@@ -248,6 +252,7 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         next_name: 1,
         next_poll: None,
         backoff: backoff::Backoff::default(),
+        woke_late: None,
     };
     // Logon during the ramp-up.
     tokio::select! {
@@ -263,7 +268,11 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         if u.wait_until(&sh, when, &mut stop).await || u.wait_backoff(&mut stop).await {
             break;
         }
+        let Some(slot) = u.take_slot(&sh, &mut stop).await else {
+            break;
+        };
         let r = u.task(&sh, kind).await;
+        drop(slot);
         let latency = Instant::now().saturating_duration_since(when);
         match r {
             Ok(Outcome::Done) => sh.stats().ok(kind.name(), latency),

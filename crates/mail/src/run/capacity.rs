@@ -42,6 +42,8 @@ pub struct TaskSlots {
     slots: usize,
     held: std::sync::atomic::AtomicUsize,
     most: std::sync::atomic::AtomicUsize,
+    /// Slots given so far (one a task).
+    given: std::sync::atomic::AtomicU64,
 }
 
 /// A slot held by a task in flight (given back when dropped).
@@ -59,6 +61,7 @@ impl TaskSlots {
             slots,
             held: Default::default(),
             most: Default::default(),
+            given: Default::default(),
         }
     }
 
@@ -80,6 +83,7 @@ impl TaskSlots {
         let now = self.held.fetch_add(1, Ordering::AcqRel) + 1;
         debug_assert!(now <= self.slots, "{now} tasks hold {} slots", self.slots);
         self.most.fetch_max(now, Ordering::AcqRel);
+        self.given.fetch_add(1, Ordering::AcqRel);
         TaskSlot {
             _permit: permit,
             held: &self.held,
@@ -94,6 +98,11 @@ impl TaskSlots {
     /// The most slots held at once so far.
     pub fn most_held(&self) -> usize {
         self.most.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The slots given so far.
+    pub fn given(&self) -> u64 {
+        self.given.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

@@ -186,19 +186,13 @@ impl User {
         let mut delivered = Vec::new();
         for (uid, track, arrival) in got {
             self.last_uid = self.last_uid.max(uid);
-            let mut msg = Msg::new(uid);
             if let Some(t) = track
                 && let Some(tr) = parse_track(&t, &sh.run_id)
             {
-                // User indexes are below MAX_USERS (1,000,000): they fit a u32.
-                msg.people = std::iter::once(tr.from)
-                    .chain(tr.rcpts)
-                    .filter_map(|i| u32::try_from(i).ok())
-                    .collect();
                 let submitted = sh.t0 + Duration::from_micros(tr.t_us);
                 delivered.push(arrival.saturating_duration_since(submitted));
             }
-            self.inbox.push(msg);
+            self.inbox.push(Msg::new(uid));
         }
         self.next_uid = self.next_uid.max(uidnext).max(self.last_uid + 1);
         if !delivered.is_empty() {

@@ -28,7 +28,10 @@ pub(super) struct CtlResult {
     pub drain_s: f64,
     /// The run reached its hard time limit and its users were aborted.
     pub hard_stopped: bool,
-    /// Every line written to intervals.jsonl.
+    /// The lines written to intervals.jsonl that the steady window holds
+    /// (all of them when it cannot be resolved): the result's steady figures
+    /// are made of them, and a whole real-time day's lines (some 17 KB each,
+    /// their histograms) would grow the generator by tens of MB.
     pub intervals: Vec<MailInterval>,
     /// The generator's memory and how much of the day it drove.
     pub generator: crate::result::GenSamples,
@@ -204,6 +207,7 @@ pub(super) async fn controller<'h>(
         stopping: false,
         stopped_at: None,
         stop_tx,
+        steady: super::steady_window(o, &sh.profile).ok(),
         sh,
         o,
         log,
@@ -273,6 +277,8 @@ struct Control<'a> {
     /// When an interrupt stopped the users.
     stopped_at: Option<Instant>,
     stop_tx: tokio::sync::watch::Sender<bool>,
+    /// The steady window, whose interval lines are kept.
+    steady: Option<crate::steady::Window>,
 }
 
 impl Control<'_> {
@@ -372,7 +378,9 @@ impl Control<'_> {
                  this result cannot be merged exactly: free space or fix the output folder"
             ));
         }
-        self.res.intervals.push(line);
+        if (self.steady.as_ref()).is_none_or(|w| w.holds(line.t_s, line.interval_s)) {
+            self.res.intervals.push(line);
+        }
         if !self.out.quiet && !self.out.json {
             // One compact line per interval (live progress; -q silences it).
             let g = snap.glance();

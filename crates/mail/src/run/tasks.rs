@@ -2,7 +2,7 @@
 //! (picking messages and recipients, submission with its tracking header), and the
 //! message tasks (send, read, reply, forward, move, delete).
 
-use super::track::{literals, parse_track, unfolded_header};
+use super::track::{answered, literals, unfolded_header};
 use super::{INBOX, Outcome, Shared, User, envelope, random_other};
 use crate::imap::{self, ImapConn};
 use crate::message::Envelope;
@@ -214,13 +214,7 @@ impl User {
             TaskKind::Reply
         };
         let k = self.recipients(sh, kind);
-        // The original's sender, then its recipients (this run's mail only).
-        let people =
-            unfolded_header(&header, "X-Mailbench-Track").and_then(|t| parse_track(&t, &sh.run_id));
-        let mut first: Vec<usize> = people.iter().map(|t| t.from).collect();
-        if all {
-            first.extend(people.iter().flat_map(|t| t.rcpts.iter().copied()));
-        }
+        let first = answered(&header, &sh.run_id, all);
         let idxs = self.colleagues(sh, if all { k } else { k.max(1) }, &first);
         let addrs = sh.addresses(&idxs);
         let msg = self.compose(sh, &addrs, &idxs, "RE: Status", |rng, mut env| {

@@ -618,6 +618,9 @@ fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Sha
         planned: AtomicU64::new(0),
         interrupted: Default::default(),
         second_conns: tokio::sync::Semaphore::new(crate::run::capacity::SECOND_CONNECTIONS),
+        task_slots: crate::run::capacity::TaskSlots::new(crate::run::capacity::tasks_in_flight(
+            prepared.topo.users.len(),
+        )),
         jmap: jmap_users(o, &prepared.target),
     })
 }

@@ -28,7 +28,10 @@ pub(super) struct CtlResult {
     pub drain_s: f64,
     /// The run reached its hard time limit and its users were aborted.
     pub hard_stopped: bool,
-    /// Every line written to intervals.jsonl.
+    /// The lines written to intervals.jsonl that the steady window holds
+    /// (all of them when it cannot be resolved): the result's steady figures
+    /// are made of them, and a whole real-time day's lines (some 17 KB each,
+    /// their histograms) would grow the generator by tens of MB.
     pub intervals: Vec<MailInterval>,
     /// The generator's memory and how much of the day it drove.
     pub generator: crate::result::GenSamples,
@@ -37,7 +40,21 @@ pub(super) struct CtlResult {
     pub intervals_error: Option<String>,
 }
 
-/// Takes one resident-set sample `rss` at `now` into `g`.
+/// How far into the day the resident set "at the day's start" is taken (a
+/// tenth of a shorter day): once the day's first tasks have made what every
+/// task needs (the operations' histograms, the buffers a task fills, the
+/// allocator's arenas of the runtime's threads), so that the day's end over
+/// its start measures what grew over the day, not the first task's needs.
+pub(crate) const RSS_DAY_START_AFTER: Duration = Duration::from_secs(10);
+
+/// When the resident set "at the day's start" is taken, for a day from
+/// `day_start` to `day_end`.
+fn rss_day_start_at(day_start: Instant, day_end: Instant) -> Instant {
+    day_start + RSS_DAY_START_AFTER.min((day_end - day_start) / 10)
+}
+
+/// Takes one resident-set sample `rss` at `now` into `g` (`day_start`: see
+/// [`rss_day_start_at`]).
 fn sample_into(
     g: &mut crate::result::GenSamples,
     rss: u64,
@@ -190,6 +207,7 @@ pub(super) async fn controller<'h>(
         stopping: false,
         stopped_at: None,
         stop_tx,
+        steady: super::steady_window(o, &sh.profile).ok(),
         sh,
         o,
         log,
@@ -259,6 +277,8 @@ struct Control<'a> {
     /// When an interrupt stopped the users.
     stopped_at: Option<Instant>,
     stop_tx: tokio::sync::watch::Sender<bool>,
+    /// The steady window, whose interval lines are kept.
+    steady: Option<crate::steady::Window>,
 }
 
 impl Control<'_> {
@@ -358,7 +378,9 @@ impl Control<'_> {
                  this result cannot be merged exactly: free space or fix the output folder"
             ));
         }
-        self.res.intervals.push(line);
+        if (self.steady.as_ref()).is_none_or(|w| w.holds(line.t_s, line.interval_s)) {
+            self.res.intervals.push(line);
+        }
         if !self.out.quiet && !self.out.json {
             // One compact line per interval (live progress; -q silences it).
             let g = snap.glance();
@@ -383,7 +405,8 @@ impl Control<'_> {
     /// One sample of the generator's resident set; returns it.
     fn sample_rss(&mut self, now: Instant) -> Option<u64> {
         let rss = rss_bytes()?;
-        let (start, end) = (self.sh.day_start(), self.day_end);
+        let end = self.day_end;
+        let start = rss_day_start_at(self.sh.day_start(), end);
         let stopped = self.stopped_at.is_some_and(|t| t < now);
         sample_into(&mut self.res.generator, rss, now, (start, end), stopped);
         Some(rss)
@@ -418,6 +441,12 @@ impl Control<'_> {
         self.sample_rss(now);
         let stop = self.stopped_at.unwrap_or(now);
         self.res.generator.day_run_s = day_run_s(self.sh.day_start(), self.day_end, stop);
+        let slots = &self.sh.task_slots;
+        self.log.line(format!(
+            "generator: at most {} of its {} task slots held at once",
+            slots.most_held(),
+            slots.slots()
+        ));
         if let Some(q) = sample_queue(&self.queue_etc).await {
             self.res.queue.push(QueueSample {
                 t_s: Instant::now()
@@ -540,6 +569,26 @@ impl HostSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_day_start_resident_set_is_taken_after_the_first_tasks() {
+        let t0 = Instant::now();
+        let (start, end) = (t0 + Duration::from_secs(30), t0 + Duration::from_secs(330));
+        let at = rss_day_start_at(start, end);
+        assert_eq!(at, start + RSS_DAY_START_AFTER);
+        // A short day: a tenth of it.
+        let short = rss_day_start_at(start, start + Duration::from_secs(20));
+        assert_eq!(short, start + Duration::from_secs(2));
+        let mut g = crate::result::GenSamples::default();
+        sample_into(&mut g, 100, start, (at, end), false);
+        assert_eq!(g.rss_day_start_bytes, 0, "taken at the day's first second");
+        sample_into(&mut g, 120, at, (at, end), false);
+        sample_into(&mut g, 125, at + Duration::from_secs(1), (at, end), false);
+        assert_eq!(g.rss_day_start_bytes, 120);
+        sample_into(&mut g, 130, end, (at, end), false);
+        sample_into(&mut g, 90, end + Duration::from_secs(1), (at, end), false);
+        assert_eq!((g.rss_day_end_bytes, g.rss_max_bytes), (130, 130));
+    }
 
     #[test]
     fn a_second_interrupt_aborts_the_users_at_once() {

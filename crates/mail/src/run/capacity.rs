@@ -17,6 +17,101 @@ pub const RESERVED_FILES: u64 = 100;
 pub const SECOND_CONNECTIONS: usize = (RESERVED_FILES / 2) as usize;
 /// Local ports kept for the connections opened besides the users' own.
 pub const RESERVED_PORTS: u64 = 100;
+/// The fewest tasks the users may run at once ([`TaskSlots`]).
+pub const MIN_TASKS_IN_FLIGHT: usize = 256;
+/// One slot for a task in flight per this many users, above the minimum.
+pub const USERS_PER_TASK_SLOT: usize = 16;
+
+/// The tasks `users` may run at once: at least [`MIN_TASKS_IN_FLIGHT`], one
+/// per [`USERS_PER_TASK_SLOT`] users above that. A task holds its messages
+/// (a forward: the original it fetched and the new one), so tasks that fall
+/// behind together would otherwise hold the memory of the whole backlog. At
+/// the real-time mmb3 rate (307 tasks a user per 8-hour day) `users / 16`
+/// slots bind only when the mean task takes over 5.8 s.
+pub fn tasks_in_flight(users: usize) -> usize {
+    MIN_TASKS_IN_FLIGHT.max(users / USERS_PER_TASK_SLOT)
+}
+
+/// The slots the users' tasks take: a user waits for one before its task
+/// starts (the wait counts in its scheduling delay and its latency, both
+/// measured from the task's time) and gives it back when the task ends.
+/// The most ever held at once is kept for the test log.
+#[derive(Debug)]
+pub struct TaskSlots {
+    sem: tokio::sync::Semaphore,
+    slots: usize,
+    held: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    /// Slots given so far (one a task).
+    given: std::sync::atomic::AtomicU64,
+}
+
+/// A slot held by a task in flight (given back when dropped).
+#[derive(Debug)]
+pub struct TaskSlot<'a> {
+    _permit: Option<tokio::sync::SemaphorePermit<'a>>,
+    held: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl TaskSlots {
+    pub fn new(slots: usize) -> TaskSlots {
+        assert!(slots > 0, "a run needs a slot for its tasks");
+        TaskSlots {
+            sem: tokio::sync::Semaphore::new(slots),
+            slots,
+            held: Default::default(),
+            most: Default::default(),
+            given: Default::default(),
+        }
+    }
+
+    /// A free slot, if there is one now.
+    pub fn try_take(&self) -> Option<TaskSlot<'_>> {
+        let permit = self.sem.try_acquire().ok()?;
+        Some(self.held(Some(permit)))
+    }
+
+    /// Waits for a free slot.
+    pub async fn take(&self) -> TaskSlot<'_> {
+        // `sem` is private and never closed: a permit is always given.
+        let permit = self.sem.acquire().await.ok();
+        self.held(permit)
+    }
+
+    fn held<'a>(&'a self, permit: Option<tokio::sync::SemaphorePermit<'a>>) -> TaskSlot<'a> {
+        use std::sync::atomic::Ordering;
+        let now = self.held.fetch_add(1, Ordering::AcqRel) + 1;
+        debug_assert!(now <= self.slots, "{now} tasks hold {} slots", self.slots);
+        self.most.fetch_max(now, Ordering::AcqRel);
+        self.given.fetch_add(1, Ordering::AcqRel);
+        TaskSlot {
+            _permit: permit,
+            held: &self.held,
+        }
+    }
+
+    /// How many slots there are.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The most slots held at once so far.
+    pub fn most_held(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The slots given so far.
+    pub fn given(&self) -> u64 {
+        self.given.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+impl Drop for TaskSlot<'_> {
+    fn drop(&mut self) {
+        // Before the permit (a field, dropped after this) is given back.
+        self.held.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 /// The file limit (RLIMIT_NOFILE) after raising it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +255,63 @@ mod tests {
         assert!(m.contains("can hold 924 users"), "{m}");
         assert!(m.contains("MPI ranks"), "{m}");
         assert!(m.contains("N x 924"), "{m}");
+    }
+
+    /// Ten tasks on three slots, each held on a slow path (a gate opened
+    /// only once every task has tried): three get in, seven wait, and all
+    /// end once the gate opens. No timing: a single-threaded runtime runs
+    /// the tasks whenever the test yields.
+    #[test]
+    fn tasks_beyond_the_slots_wait_for_one() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let slots = Arc::new(TaskSlots::new(3));
+            let (tried, inside, most_inside) = (
+                Arc::new(AtomicUsize::new(0)),
+                Arc::new(AtomicUsize::new(0)),
+                Arc::new(AtomicUsize::new(0)),
+            );
+            let (gate, gate_rx) = tokio::sync::watch::channel(false);
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..10 {
+                let (slots, tried, inside, most) = (
+                    slots.clone(),
+                    tried.clone(),
+                    inside.clone(),
+                    most_inside.clone(),
+                );
+                let mut gate_rx = gate_rx.clone();
+                set.spawn(async move {
+                    tried.fetch_add(1, Ordering::SeqCst);
+                    let _slot = slots.take().await;
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(n, Ordering::SeqCst);
+                    let _ = gate_rx.wait_for(|open| *open).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            while tried.load(Ordering::SeqCst) < 10 {
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(inside.load(Ordering::SeqCst), 3);
+            assert!(slots.try_take().is_none());
+            gate.send_replace(true);
+            while set.join_next().await.is_some() {}
+            assert_eq!(most_inside.load(Ordering::SeqCst), 3);
+            assert_eq!(slots.most_held(), 3);
+            // All given back.
+            let all: Vec<_> = (0..3).filter_map(|_| slots.try_take()).collect();
+            assert_eq!(all.len(), 3);
+        });
+        assert_eq!(tasks_in_flight(10), MIN_TASKS_IN_FLIGHT);
+        assert_eq!(tasks_in_flight(19_900), 19_900 / USERS_PER_TASK_SLOT);
     }
 
     #[test]

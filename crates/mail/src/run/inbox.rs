@@ -186,19 +186,13 @@ impl User {
         let mut delivered = Vec::new();
         for (uid, track, arrival) in got {
             self.last_uid = self.last_uid.max(uid);
-            let mut msg = Msg::new(uid);
             if let Some(t) = track
                 && let Some(tr) = parse_track(&t, &sh.run_id)
             {
-                // User indexes are below MAX_USERS (1,000,000): they fit a u32.
-                msg.people = std::iter::once(tr.from)
-                    .chain(tr.rcpts)
-                    .filter_map(|i| u32::try_from(i).ok())
-                    .collect();
                 let submitted = sh.t0 + Duration::from_micros(tr.t_us);
                 delivered.push(arrival.saturating_duration_since(submitted));
             }
-            self.inbox.push(msg);
+            self.inbox.push(Msg::new(uid));
         }
         self.next_uid = self.next_uid.max(uidnext).max(self.last_uid + 1);
         if !delivered.is_empty() {
@@ -265,18 +259,46 @@ impl User {
                 _ = stop.changed() => return true,
             }
             if until == when {
-                self.sched_delay(sh, when);
+                self.woke(when);
                 return false;
             }
         }
     }
 
-    /// Timer lateness of a user waking for its next task.
-    fn sched_delay(&self, sh: &Shared, when: Instant) {
-        let late = Instant::now().saturating_duration_since(when);
-        let mut s = sh.stats();
-        s.sched_delay.record(late);
-        s.sched_delay_interval.record(late);
+    /// The timer woke the user for its task due at `when`: how late.
+    fn woke(&mut self, when: Instant) {
+        self.woke_late = Some(Instant::now().saturating_duration_since(when));
+    }
+
+    /// Waits for a task slot ([`Shared::task_slots`]) and records the task's
+    /// scheduling delay: the timer's lateness when it woke the user for the
+    /// task, plus the wait for a slot. A task already due when its user came
+    /// back from the previous one (the server's time, not the generator's)
+    /// records only its wait for a slot, when it had to wait. None when the
+    /// run is stopping.
+    pub(super) async fn take_slot<'s>(
+        &mut self,
+        sh: &'s Shared,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<super::capacity::TaskSlot<'s>> {
+        let late = self.woke_late.take();
+        let (slot, waited) = match sh.task_slots.try_take() {
+            Some(slot) => (slot, None),
+            None => {
+                let t = Instant::now();
+                tokio::select! {
+                    slot = sh.task_slots.take() => (slot, Some(t.elapsed())),
+                    _ = stop.changed() => return None,
+                }
+            }
+        };
+        if late.is_some() || waited.is_some() {
+            let delay = late.unwrap_or_default() + waited.unwrap_or_default();
+            let mut s = sh.stats();
+            s.sched_delay.record(delay);
+            s.sched_delay_interval.record(delay);
+        }
+        Some(slot)
     }
 
     /// One stretch of IDLE on the Inbox until `when` or new mail: Some(true)
@@ -313,7 +335,7 @@ impl User {
         };
         match r {
             Ok(false) => {
-                self.sched_delay(sh, when);
+                self.woke(when);
                 Some(false)
             }
             Ok(true) => {

@@ -77,6 +77,8 @@ pub struct Shared {
     /// Slots for the connections a user opens besides its own
     /// ([`capacity::SECOND_CONNECTIONS`]).
     pub second_conns: tokio::sync::Semaphore,
+    /// Slots for the users' tasks in flight ([`capacity::tasks_in_flight`]).
+    pub task_slots: capacity::TaskSlots,
     /// Where JMAP users connect, and their share (`None`: all IMAP).
     pub jmap: Option<jmap_user::JmapUsers>,
 }
@@ -114,37 +116,21 @@ impl Shared {
 }
 
 /// What a user knows of one Inbox message: kept for every message the
-/// Inbox holds, so it is small (24 bytes, and no heap for mail from before
-/// the run): the Inbox grows by the day's deliveries.
-#[derive(Debug, Clone)]
+/// Inbox holds, so it is small (8 bytes, no heap): the Inbox grows by the
+/// day's deliveries. Who sent a message and to whom (Reply, Reply All) is
+/// read from its tracking header when it is answered, not kept.
+#[derive(Debug, Clone, Copy)]
 struct Msg {
     uid: u32,
     seen: bool,
-    /// This run's sender, then its recipients (user indexes), from the
-    /// tracking header; empty for mail that is not this run's.
-    people: Box<[u32]>,
 }
 
 // The size the Inbox's list is budgeted at (docs/performance.md).
-const _: () = assert!(std::mem::size_of::<Msg>() <= 24);
+const _: () = assert!(std::mem::size_of::<Msg>() <= 8);
 
 impl Msg {
     fn new(uid: u32) -> Msg {
-        Msg {
-            uid,
-            seen: false,
-            people: Box::default(),
-        }
-    }
-
-    /// The sender (a user index), when the message is this run's.
-    fn from(&self) -> Option<usize> {
-        self.people.first().map(|i| *i as usize)
-    }
-
-    /// The recipients (user indexes) besides the sender.
-    fn rcpts(&self) -> impl Iterator<Item = usize> + '_ {
-        self.people.iter().skip(1).map(|i| *i as usize)
+        Msg { uid, seen: false }
     }
 }
 
@@ -177,6 +163,8 @@ struct User {
     next_poll: Option<Instant>,
     /// Waits between failed connections.
     backoff: backoff::Backoff,
+    /// How late the timer woke the user for its next task.
+    woke_late: Option<Duration>,
 }
 
 /// The day's tasks of one user: `(offset from day start, kind)`, sorted.
@@ -248,6 +236,7 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         next_name: 1,
         next_poll: None,
         backoff: backoff::Backoff::default(),
+        woke_late: None,
     };
     // Logon during the ramp-up.
     tokio::select! {
@@ -263,7 +252,11 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         if u.wait_until(&sh, when, &mut stop).await || u.wait_backoff(&mut stop).await {
             break;
         }
+        let Some(slot) = u.take_slot(&sh, &mut stop).await else {
+            break;
+        };
         let r = u.task(&sh, kind).await;
+        drop(slot);
         let latency = Instant::now().saturating_duration_since(when);
         match r {
             Ok(Outcome::Done) => sh.stats().ok(kind.name(), latency),
@@ -374,5 +367,97 @@ mod tests {
             (total as f64 - expect).abs() < 0.02 * expect,
             "{total} {expect}"
         );
+    }
+
+    /// Twelve users against the sink with two task slots, a day of their
+    /// tasks compressed into two seconds so that most fall due while others
+    /// run (the slow path): every task takes a slot, and never more than two
+    /// are held at once.
+    #[test]
+    fn every_task_takes_a_slot_and_no_more_are_held_than_there_are() {
+        use crate::options::{MailOptions, ResolveExt, Resolved};
+        let sink = crate::sink::InProcess::start("pw", "").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let log = mailbench_base::rundir::TestLog::open(&dir.path().join("test.log")).unwrap();
+        let o = Resolved::resolve(&MailOptions::default(), Duration::from_secs(8 * 3600)).unwrap();
+        let mut profile = Profile::load("mmb3").unwrap();
+        // Message tasks only, ten of each a day, on a small mailbox.
+        profile.tasks.retain(|k, _| {
+            matches!(
+                k,
+                TaskKind::Send | TaskKind::Read | TaskKind::Forward | TaskKind::Move
+            )
+        });
+        profile.tasks.values_mut().for_each(|t| t.per_day = 10.0);
+        profile.initial.inbox = 5;
+        profile.initial.folders = 2;
+        profile.initial.messages_per_folder = 1;
+        profile.initial.calendar = 0;
+        let topo = Topology::generate(&o.user_format, 1, 12, &profile, Some("x.test"), 1);
+        let p = sink.ports;
+        let target =
+            Target::on_loopback("sink", [p.imap, p.submission, p.sieve], "pw".into(), &o).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let never = mailbench_base::interrupt::Interrupt::never();
+        let setup = rt.block_on(crate::setup::provision(
+            Arc::new(target.clone()),
+            Arc::new(topo.clone()),
+            Arc::new(profile.clone()),
+            4,
+            1,
+            log,
+            never,
+        ));
+        assert_eq!(setup.users_ok, 12);
+        let sh = Arc::new(Shared {
+            t0: Instant::now(),
+            run_id: new_run_id(1),
+            msggen: Generator::new(&profile.sizes, 1),
+            profile,
+            topo,
+            target,
+            params: RunParams {
+                day_length: Duration::from_secs(2),
+                ramp_up: Duration::from_millis(200),
+                drain: Duration::ZERO,
+                use_idle: true,
+                poll_interval: Duration::from_secs(5),
+                seed: 1,
+            },
+            stats: Mutex::new(Stats::default()),
+            msg_seq: AtomicU64::new(1),
+            imap_cmds: AtomicU64::new(0),
+            smtp_cmds: AtomicU64::new(0),
+            sieve_cmds: AtomicU64::new(0),
+            planned: AtomicU64::new(0),
+            interrupted: AtomicBool::new(false),
+            second_conns: tokio::sync::Semaphore::new(capacity::SECOND_CONNECTIONS),
+            task_slots: capacity::TaskSlots::new(2),
+            jmap: None,
+        });
+        rt.block_on(async {
+            let (stop, rx) = watch::channel(false);
+            let users = tokio::spawn(run_users(sh.clone(), rx));
+            // The users plan their day as they start, before their logon.
+            tokio::time::sleep_until(sh.day_start()).await;
+            let planned = || sh.planned.load(Ordering::Relaxed);
+            let guard = Instant::now() + Duration::from_secs(120);
+            while (sh.task_slots.given() < planned() || Instant::now() < sh.day_end())
+                && Instant::now() < guard
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop.send_replace(true);
+            assert_eq!(users.await.unwrap(), 12);
+            let planned = planned();
+            assert!(planned >= 12 * 30, "{planned} tasks planned");
+            assert_eq!(sh.task_slots.given(), planned, "one slot per task");
+        });
+        let most = sh.task_slots.most_held();
+        assert!((1..=2).contains(&most), "{most} slots held at once");
     }
 }

@@ -2,7 +2,7 @@
 //! (picking messages and recipients, submission with its tracking header), and the
 //! message tasks (send, read, reply, forward, move, delete).
 
-use super::track::{literals, unfolded_header};
+use super::track::{answered, literals, unfolded_header};
 use super::{INBOX, Outcome, Shared, User, envelope, random_other};
 use crate::imap::{self, ImapConn};
 use crate::message::Envelope;
@@ -191,13 +191,13 @@ impl User {
         let Some(i) = self.pick_msg(false) else {
             return Ok(Outcome::Skipped("empty inbox"));
         };
-        let orig = self.inbox[i].clone();
+        let orig = self.inbox[i];
         let c = self.inbox_conn().await?;
         let r = c
             .cmd(
                 "FETCH",
                 &format!(
-                    "UID FETCH {} (BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT MESSAGE-ID REFERENCES)] BODY.PEEK[TEXT]<0.2048>)",
+                    "UID FETCH {} (BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT MESSAGE-ID REFERENCES X-MAILBENCH-TRACK)] BODY.PEEK[TEXT]<0.2048>)",
                     orig.uid
                 ),
             )
@@ -214,10 +214,7 @@ impl User {
             TaskKind::Reply
         };
         let k = self.recipients(sh, kind);
-        let mut first: Vec<usize> = orig.from().into_iter().collect();
-        if all {
-            first.extend(orig.rcpts());
-        }
+        let first = answered(&header, &sh.run_id, all);
         let idxs = self.colleagues(sh, if all { k } else { k.max(1) }, &first);
         let addrs = sh.addresses(&idxs);
         let msg = self.compose(sh, &addrs, &idxs, "RE: Status", |rng, mut env| {

@@ -69,9 +69,11 @@ pub fn parse_track(v: &str, run_id: &str) -> Option<Track> {
     let seq = it.next()?.parse().ok()?;
     let t_us = it.next()?.parse().ok()?;
     let from = it.next()?.parse().ok()?;
-    let rcpts = match it.next() {
-        Some("-") | None => Vec::new(),
-        Some(r) => r.split(',').filter_map(|x| x.parse().ok()).collect(),
+    // The recipients' list as one word, should a server have folded it.
+    let rest: String = it.collect();
+    let rcpts = match rest.as_str() {
+        "-" | "" => Vec::new(),
+        r => r.split(',').filter_map(|x| x.parse().ok()).collect(),
     };
     Some(Track {
         seq,
@@ -79,6 +81,23 @@ pub fn parse_track(v: &str, run_id: &str) -> Option<Track> {
         from,
         rcpts,
     })
+}
+
+/// Whom an answer to a message goes to first, from the message's fetched
+/// `header` block: its sender, then for Reply All its recipients (user
+/// indexes of run `run_id`, from the tracking header); none for mail that
+/// is not this run's.
+pub(super) fn answered(header: &[u8], run_id: &str, all: bool) -> Vec<usize> {
+    let Some(t) =
+        unfolded_header(header, "X-Mailbench-Track").and_then(|v| parse_track(&v, run_id))
+    else {
+        return Vec::new();
+    };
+    let mut out = vec![t.from];
+    if all {
+        out.extend(t.rcpts);
+    }
+    out
 }
 
 /// A run id unique enough to tell this run's messages from earlier runs'.
@@ -128,5 +147,15 @@ mod tests {
             Some("<0@x> <00@x>")
         );
         assert_eq!(unfolded_header(h, "Cc"), None);
+    }
+
+    #[test]
+    fn an_answer_goes_to_the_people_of_the_tracking_header() {
+        let h = b"From: u3@x\r\nX-Mailbench-Track: rab 12 3456 3 1,2,\r\n 7\r\nTo: u1@x\r\n\r\n";
+        assert_eq!(answered(h, "rab", false), vec![3]);
+        // Folded by a server: the recipients' list is still whole.
+        assert_eq!(answered(h, "rab", true), vec![3, 1, 2, 7]);
+        assert!(answered(h, "other", true).is_empty());
+        assert!(answered(b"From: a@x\r\n\r\n", "rab", true).is_empty());
     }
 }

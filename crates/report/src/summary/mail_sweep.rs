@@ -90,6 +90,7 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
         "Target      {} IMAP {} submission {}",
         t.kind, t.imap, t.submission
     );
+    let _ = writeln!(s, "Protocol    {}", r.config.protocol_text());
     let _ = writeln!(
         s,
         "Profile     {} — {}",

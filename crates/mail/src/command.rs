@@ -726,7 +726,7 @@ fn run_result(
         server_deliveries: load.server_deliveries,
         cpu_s: load.cpu_s,
         intervals_error: ctl.intervals_error.clone(),
-        commands: commands(&shared),
+        commands: commands(shared),
         planned_tasks: shared.planned.load(Ordering::Relaxed),
         generator: ctl.generator,
         interrupted,

@@ -659,6 +659,12 @@ fn overlapping_users_are_warned_about() {
     );
 }
 
+/// `report compare` of two mail-run results.
+fn compare_mail(a: &MailDoc, b: &MailDoc) -> mailbench_report::compare::Comparison {
+    let doc = |d: &MailDoc| mailbench_report::Doc::Mail(Box::new(d.clone()));
+    mailbench_report::compare::compare(&doc(a), &doc(b), 5.0).unwrap()
+}
+
 /// A generator of IMAP users merged with one of JMAP users: the tasks hold
 /// both together, and each protocol's figures by task and protocol (the
 /// inputs' own); the summary names the protocol per task, `report compare`
@@ -732,14 +738,7 @@ fn imap_and_jmap_generators_merge_by_task_and_protocol() {
     );
 
     // report compare: a mixed result against itself, task by task and protocol.
-    let c = |a: &MailDoc, b: &MailDoc| {
-        mailbench_report::compare::compare(
-            &mailbench_report::Doc::Mail(Box::new(a.clone())),
-            &mailbench_report::Doc::Mail(Box::new(b.clone())),
-            5.0,
-        )
-        .unwrap()
-    };
+    let c = compare_mail;
     let mixed = c(&md, &md);
     let figures: Vec<&str> = mixed.rows.iter().map(|r| r.figure.as_str()).collect();
     assert!(

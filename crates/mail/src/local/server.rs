@@ -372,7 +372,8 @@ impl LocalServer {
             .iter()
             .any(|m| l.contains(m))
         };
-        let files: [(&str, &dyn Fn(&str) -> bool); 3] = [
+        type IsError<'a> = &'a dyn Fn(&str) -> bool;
+        let files: [(&str, IsError); 3] = [
             ("dovecot/dovecot.log", &dovecot),
             ("cyrus/master.stderr", &super::cyrus::is_error_line),
             ("postfix/maillog", &postfix),

@@ -625,6 +625,25 @@ fn shared_state(o: &Resolved, profile: &Profile, prepared: &Prepared) -> Arc<Sha
     })
 }
 
+/// What the users sent: IMAP, SMTP and ManageSieve commands, and the JMAP
+/// users' requests, method calls and push events.
+fn commands(sh: &crate::run::Shared) -> mailbench_results::mail::run::Commands {
+    use crate::jmap::Counts;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let j = sh.jmap.as_ref().map(|j| j.counts.as_ref());
+    let jn =
+        |f: fn(&Counts) -> &std::sync::atomic::AtomicU64| j.map(|c| Counts::get(f(c))).unwrap_or(0);
+    mailbench_results::mail::run::Commands {
+        imap: n(&sh.imap_cmds),
+        smtp: n(&sh.smtp_cmds),
+        sieve: n(&sh.sieve_cmds),
+        jmap_requests: jn(|c| &c.requests),
+        jmap_method_calls: jn(|c| &c.method_calls),
+        jmap_push_events: jn(|c| &c.push_events),
+        jmap_push_reconnects: jn(|c| &c.push_reconnects),
+    }
+}
+
 /// Where the run's JMAP users connect (`None`: every user on IMAP).
 fn jmap_users(o: &Resolved, target: &Target) -> Option<crate::run::jmap_user::JmapUsers> {
     let url = target.jmap.as_deref()?;
@@ -633,6 +652,7 @@ fn jmap_users(o: &Resolved, target: &Target) -> Option<crate::run::jmap_user::Jm
     (o.jmap_pct > 0).then_some(crate::run::jmap_user::JmapUsers {
         url,
         pct: o.jmap_pct,
+        counts: std::sync::Arc::default(),
     })
 }
 
@@ -709,11 +729,7 @@ fn run_result(
         server_deliveries: load.server_deliveries,
         cpu_s: load.cpu_s,
         intervals_error: ctl.intervals_error.clone(),
-        commands: [
-            shared.imap_cmds.load(Ordering::Relaxed),
-            shared.smtp_cmds.load(Ordering::Relaxed),
-            shared.sieve_cmds.load(Ordering::Relaxed),
-        ],
+        commands: commands(shared),
         planned_tasks: shared.planned.load(Ordering::Relaxed),
         generator: ctl.generator,
         interrupted,

@@ -3,7 +3,7 @@
 
 use crate::options::Resolved;
 use crate::profile::{Profile, TaskKind};
-use crate::stats::{OpStats, Stats};
+use crate::stats::{OpStats, ProtocolOpStats, Stats};
 use crate::wire::ErrorKind;
 use mailbench_metrics::server::ServerSection;
 use mailbench_metrics::system::DiskRates;
@@ -26,8 +26,9 @@ pub(crate) struct Measured {
     pub cpu_s: Result<f64, String>,
     /// Why intervals.jsonl is incomplete, when a write to it failed.
     pub intervals_error: Option<String>,
-    /// IMAP, SMTP, ManageSieve commands sent.
-    pub commands: [u64; 3],
+    /// IMAP, SMTP, ManageSieve commands sent, JMAP requests, method calls
+    /// and push events.
+    pub commands: Commands,
     pub planned_tasks: u64,
     /// The generator's memory and the part of the day it drove.
     pub generator: GenSamples,
@@ -71,6 +72,41 @@ fn by_kind(m: &BTreeMap<ErrorKind, u64>) -> BTreeMap<String, u64> {
     m.iter().map(|(k, v)| (k.name().to_string(), *v)).collect()
 }
 
+/// One operation's figures over the users of `p` (`users` of them).
+fn protocol_figures(s: &ProtocolOpStats, users: u64, task: bool) -> ProtocolFigures {
+    ProtocolFigures {
+        latency: s.hist.summary().into(),
+        errors: s.errors,
+        skipped: s.skipped,
+        per_user_per_day: if task && users > 0 {
+            (s.count + s.errors) as f64 / users as f64
+        } else {
+            0.0
+        },
+        hist: s.hist.clone(),
+    }
+}
+
+/// An operation's figures per protocol, in a run of several protocols
+/// (empty in a run of one: the result names the protocol once).
+fn by_protocol(
+    stats: &Stats,
+    op: &str,
+    protocols: &BTreeMap<Protocol, u64>,
+    task: bool,
+) -> BTreeMap<Protocol, ProtocolFigures> {
+    if protocols.len() < 2 {
+        return BTreeMap::new();
+    }
+    (stats.by_protocol.iter())
+        .filter(|((o, _), _)| *o == op)
+        .map(|((_, p), s)| {
+            let users = protocols.get(p).copied().unwrap_or(0);
+            (*p, protocol_figures(s, users, task))
+        })
+        .collect()
+}
+
 fn task_figures(s: &OpStats, profile: &Profile, k: TaskKind, users: f64) -> TaskFigures {
     TaskFigures {
         latency: s.hist.summary().into(),
@@ -87,6 +123,7 @@ fn task_figures(s: &OpStats, profile: &Profile, k: TaskKind, users: f64) -> Task
             0.0
         },
         hist: s.hist.clone(),
+        by_protocol: BTreeMap::new(),
     }
 }
 
@@ -153,6 +190,7 @@ pub(crate) fn build(
         section
     });
     let kind = id.target.kind.clone();
+    let protocols = Protocol::users(o.jmap_pct, id.users as u64);
     let mut r = MailRunResult {
         run: id.header,
         config: o.clone(),
@@ -169,8 +207,9 @@ pub(crate) fn build(
             compression: profile.day.as_secs_f64() / o.day_length.as_secs_f64().max(1e-9),
             drain_s: m.drain_s,
         },
-        tasks: tasks(stats, profile, users),
-        operations: operations(stats),
+        tasks: tasks(stats, profile, users, &protocols),
+        operations: operations(stats, &protocols),
+        protocols,
         response_time: DayResponseTime {
             weighted_p95_ms: score,
             weights: weights
@@ -239,19 +278,23 @@ fn generator(
 }
 
 /// The figures of every task kind that ran.
-fn tasks(stats: &Stats, profile: &Profile, users: f64) -> BTreeMap<TaskKind, TaskFigures> {
+fn tasks(
+    stats: &Stats,
+    profile: &Profile,
+    users: f64,
+    protocols: &BTreeMap<Protocol, u64>,
+) -> BTreeMap<TaskKind, TaskFigures> {
     (TaskKind::ALL.iter())
         .filter_map(|k| {
-            Some((
-                *k,
-                task_figures(stats.ops.get(k.name())?, profile, *k, users),
-            ))
+            let mut f = task_figures(stats.ops.get(k.name())?, profile, *k, users);
+            f.by_protocol = by_protocol(stats, k.name(), protocols, true);
+            Some((*k, f))
         })
         .collect()
 }
 
 /// The figures of the operations that are not tasks (logon, new mail).
-fn operations(stats: &Stats) -> BTreeMap<String, OpFigures> {
+fn operations(stats: &Stats, protocols: &BTreeMap<Protocol, u64>) -> BTreeMap<String, OpFigures> {
     (["logon", "new_mail"].iter())
         .filter_map(|n| {
             let s = stats.ops.get(n)?;
@@ -259,6 +302,7 @@ fn operations(stats: &Stats) -> BTreeMap<String, OpFigures> {
                 latency: s.hist.summary().into(),
                 errors: s.errors,
                 hist: s.hist.clone(),
+                by_protocol: by_protocol(stats, n, protocols, false),
             };
             Some((n.to_string(), f))
         })

@@ -22,9 +22,23 @@ pub struct OpStats {
     pub skip_reasons: BTreeMap<&'static str, u64>,
 }
 
+/// One operation over one protocol's users (the whole run only).
+#[derive(Debug, Clone, Default)]
+pub struct ProtocolOpStats {
+    pub hist: LatencyHist,
+    pub count: u64,
+    pub errors: u64,
+    pub skipped: u64,
+}
+
+pub use mailbench_results::mail::run::Protocol;
+
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Every protocol together (the intervals, the score, the verdict).
     pub ops: BTreeMap<OpName, OpStats>,
+    /// Each operation per protocol its users spoke.
+    pub by_protocol: BTreeMap<(OpName, Protocol), ProtocolOpStats>,
     pub delivery: LatencyHist,
     pub delivery_interval: LatencyHist,
     pub sched_delay: LatencyHist,
@@ -46,20 +60,25 @@ pub struct Stats {
 const MAX_SAMPLES: usize = 50;
 
 impl Stats {
-    pub fn ok(&mut self, op: OpName, latency: Duration) {
+    pub fn ok(&mut self, p: Protocol, op: OpName, latency: Duration) {
         let s = self.ops.entry(op).or_default();
         s.count += 1;
         s.hist.record(latency);
         s.interval.record(latency);
+        let s = self.by_protocol.entry((op, p)).or_default();
+        s.count += 1;
+        s.hist.record(latency);
     }
 
-    pub fn skipped(&mut self, op: OpName, reason: &'static str) {
+    pub fn skipped(&mut self, p: Protocol, op: OpName, reason: &'static str) {
         let s = self.ops.entry(op).or_default();
         s.skipped += 1;
         *s.skip_reasons.entry(reason).or_default() += 1;
+        self.by_protocol.entry((op, p)).or_default().skipped += 1;
     }
 
-    pub fn error(&mut self, op: OpName, user: &str, e: &OpError) {
+    pub fn error(&mut self, p: Protocol, op: OpName, user: &str, e: &OpError) {
+        self.by_protocol.entry((op, p)).or_default().errors += 1;
         let s = self.ops.entry(op).or_default();
         s.errors += 1;
         s.interval_errors += 1;
@@ -179,15 +198,42 @@ mod tests {
     #[test]
     fn the_glance_counts_tasks_only_but_every_error() {
         let mut s = Stats::default();
-        s.ok("read", Duration::from_millis(10));
-        s.ok("read", Duration::from_millis(30));
-        s.ok("send", Duration::from_millis(200));
-        s.ok("new_mail", Duration::from_millis(900));
-        s.error("logon", "u1", &OpError::new(ErrorKind::Auth, "no"));
+        s.ok(Protocol::Imap, "read", Duration::from_millis(10));
+        s.ok(Protocol::Jmap, "read", Duration::from_millis(30));
+        s.ok(Protocol::Imap, "send", Duration::from_millis(200));
+        s.ok(Protocol::Imap, "new_mail", Duration::from_millis(900));
+        let e = OpError::new(ErrorKind::Auth, "no");
+        s.error(Protocol::Jmap, "logon", "u1", &e);
         let g = s.take_interval().glance();
         assert_eq!((g.tasks, g.errors), (3, 1));
         // 200 ms within the histogram's 3 significant digits; new_mail's 900 ms is no task.
         assert!((g.worst_p95_ms - 200.0).abs() < 1.0, "{}", g.worst_p95_ms);
         assert_eq!(s.take_interval().glance(), TaskGlance::default());
+    }
+
+    #[test]
+    fn each_protocol_is_counted_apart_and_in_the_total() {
+        let mut s = Stats::default();
+        s.ok(Protocol::Imap, "read", Duration::from_millis(10));
+        s.ok(Protocol::Imap, "read", Duration::from_millis(12));
+        s.ok(Protocol::Jmap, "read", Duration::from_millis(40));
+        s.skipped(Protocol::Jmap, "read", "empty");
+        s.error(
+            Protocol::Jmap,
+            "read",
+            "u2",
+            &OpError::new(ErrorKind::Timeout, "slow"),
+        );
+        let total = &s.ops["read"];
+        assert_eq!((total.count, total.errors, total.skipped), (3, 1, 1));
+        let imap = &s.by_protocol[&("read", Protocol::Imap)];
+        assert_eq!((imap.count, imap.errors, imap.skipped), (2, 0, 0));
+        assert!(
+            imap.hist.quantile_us(1.0) < 13_000,
+            "JMAP's 40 ms is not IMAP's"
+        );
+        let jmap = &s.by_protocol[&("read", Protocol::Jmap)];
+        assert_eq!((jmap.count, jmap.errors, jmap.skipped), (1, 1, 1));
+        assert!(jmap.hist.quantile_us(0.5) >= 39_000);
     }
 }

@@ -11,8 +11,9 @@ mod fake_jmap;
 use fake_jmap::{Config, Fake};
 use mailbench_mail::endpoint::Tls;
 use mailbench_mail::jmap::push::Push;
-use mailbench_mail::jmap::{Draft, JmapConn, session};
+use mailbench_mail::jmap::{Counts, Draft, JmapConn, session};
 use mailbench_mail::wire::ErrorKind;
+use std::sync::Arc;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(10);
@@ -302,4 +303,53 @@ async fn screens_states_and_filed_copies() {
     assert_eq!(m.mailbox, "mb-sent");
     assert!(m.keywords.contains_key("$seen"));
     assert!(!m.keywords.contains_key("$draft"));
+}
+
+/// What a run counts of its JMAP users (the result's generator figures):
+/// the API requests and the method calls in them as the server received
+/// them, the push `state` events, and the streams opened again after a drop.
+#[tokio::test]
+async fn requests_method_calls_push_events_and_reconnections_are_counted() {
+    let f = Fake::start(Config {
+        max_calls: 2,
+        ..Config::default()
+    })
+    .await;
+    let mut c = open(&f).await.unwrap();
+    let counts = Arc::new(Counts::default());
+    c.count_into(counts.clone());
+    let (requests, calls) = {
+        let s = f.state.lock().unwrap();
+        (s.requests, s.method_calls)
+    };
+    let ids: Vec<String> = (0..3).map(|i| f.deliver(&format!("m{i}"))).collect();
+    c.mailboxes().await.unwrap();
+    c.list("mb-inbox", 10).await.unwrap();
+    c.read(&ids[0]).await.unwrap();
+    let (sent_requests, sent_calls) = {
+        let s = f.state.lock().unwrap();
+        (s.requests - requests, s.method_calls - calls)
+    };
+    assert!(
+        sent_calls > sent_requests,
+        "calls are batched: {sent_calls} in {sent_requests}"
+    );
+    assert_eq!(Counts::get(&counts.requests), sent_requests);
+    assert_eq!(Counts::get(&counts.method_calls), sent_calls);
+    let url = c.session.event_source_url(30).unwrap().unwrap();
+    let mut p = Push::new(url.clone(), c.http_for(&url).unwrap(), 1);
+    p.count_into(counts.clone());
+    tokio::time::timeout(T, p.next()).await.unwrap();
+    assert_eq!(Counts::get(&counts.push_reconnects), 0, "the first opening");
+    f.deliver("new");
+    // The fake ends each stream after one event: the second comes on a
+    // stream opened again.
+    tokio::time::timeout(T, p.next()).await.unwrap();
+    assert_eq!(Counts::get(&counts.push_events), 2);
+    assert_eq!(Counts::get(&counts.push_reconnects), 1);
+    assert_eq!(
+        Counts::get(&counts.requests),
+        sent_requests,
+        "push streams are no requests"
+    );
 }

@@ -658,3 +658,122 @@ fn overlapping_users_are_warned_about() {
         "{w:?}"
     );
 }
+
+/// `report compare` of two mail-run results.
+fn compare_mail(a: &MailDoc, b: &MailDoc) -> mailbench_report::compare::Comparison {
+    let doc = |d: &MailDoc| mailbench_report::Doc::Mail(Box::new(d.clone()));
+    mailbench_report::compare::compare(&doc(a), &doc(b), 5.0).unwrap()
+}
+
+/// A generator of IMAP users merged with one of JMAP users: the tasks hold
+/// both together, and each protocol's figures by task and protocol (the
+/// inputs' own); the summary names the protocol per task, `report compare`
+/// matches tasks by name and protocol. Two IMAP generators stay one
+/// protocol, named once.
+#[test]
+fn imap_and_jmap_generators_merge_by_task_and_protocol() {
+    let read = TaskKind::ALL[0].name();
+    let imap = Obs {
+        users: 3,
+        first_user: 1,
+        samples: vec![(0, 0, 1_000), (0, 1, 1_200), (1, 1, 3_000)],
+        planned: 3,
+        executed: 3,
+        ..Default::default()
+    };
+    let jmap = Obs {
+        users: 2,
+        first_user: 4,
+        samples: vec![(0, 0, 50_000), (0, 2, 60_000)],
+        errors: vec![(0, 3)],
+        planned: 3,
+        executed: 3,
+        ..Default::default()
+    };
+    let (mut ra, iva) = result(&imap, "a");
+    ra["protocols"] = json!({"imap": 3});
+    let (mut rb, ivb) = result(&jmap, "b");
+    rb["protocols"] = json!({"jmap": 2});
+    let docs = [doc(&ra, iva.clone(), 0), doc(&rb, ivb, 1)];
+    let out = mailmerge::merge(&docs).unwrap();
+    let m = &out.result;
+    assert_eq!(m["protocols"], json!({"imap": 3, "jmap": 2}));
+    assert_eq!(m["tasks"][read]["count"], json!(4));
+    let by = &m["tasks"][read]["by_protocol"];
+    for f in ["count", "errors", "p50_ms", "p95_ms", "max_ms"] {
+        assert_eq!(by["imap"][f], ra["tasks"][read][f], "imap {f}");
+        assert_eq!(by["jmap"][f], rb["tasks"][read][f], "jmap {f}");
+    }
+    // Per user of its own protocol: 2 IMAP reads over 3 users, 2 JMAP reads
+    // and an error over 2.
+    assert!(close(
+        by["imap"]["per_user_per_day"].as_f64().unwrap(),
+        2.0 / 3.0
+    ));
+    assert!(close(by["jmap"]["per_user_per_day"].as_f64().unwrap(), 1.5));
+    // Only IMAP users ran the second task.
+    let second = TaskKind::ALL[1].name();
+    let keys: Vec<&String> = m["tasks"][second]["by_protocol"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["imap"]);
+
+    let md = doc(m, out.intervals.clone(), 7);
+    let text = mailmerge::summary_text(&md).unwrap();
+    assert!(
+        text.contains("Protocol    imap 3 users, jmap 2 users"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("over jmap")),
+        "{text}"
+    );
+    let html = mailbench_report::html::mail::mail_page(&md).unwrap();
+    assert!(
+        html.contains(&format!("{read} over jmap")),
+        "the report's task rows"
+    );
+
+    // report compare: a mixed result against itself, task by task and protocol.
+    let c = compare_mail;
+    let mixed = c(&md, &md);
+    let figures: Vec<&str> = mixed.rows.iter().map(|r| r.figure.as_str()).collect();
+    assert!(
+        figures.contains(&format!("{read} p95 (imap)").as_str()),
+        "{figures:?}"
+    );
+    assert!(
+        figures.contains(&format!("{read} p95 (jmap)").as_str()),
+        "{figures:?}"
+    );
+    // One protocol each: task by task across the protocols, said in a note.
+    let across = c(&docs[0], &docs[1]);
+    let row = across
+        .rows
+        .iter()
+        .find(|r| r.figure == format!("{read} p95"))
+        .unwrap();
+    assert_eq!(row.base, ra["tasks"][read]["p95_ms"].as_f64().unwrap());
+    assert_eq!(row.new, rb["tasks"][read]["p95_ms"].as_f64().unwrap());
+    assert!(
+        across
+            .notes
+            .iter()
+            .any(|n| n.contains("over imap") && n.contains("over jmap")),
+        "{:?}",
+        across.notes
+    );
+
+    // Two IMAP generators: one protocol, no per-protocol figures.
+    let (mut rc, ivc) = result(&imap, "c");
+    rc["protocols"] = json!({"imap": 3});
+    let both = mailmerge::merge(&[doc(&ra, iva, 0), doc(&rc, ivc, 1)]).unwrap();
+    assert_eq!(both.result["protocols"], json!({"imap": 6}));
+    assert!(both.result["tasks"][read].get("by_protocol").is_none());
+    let text = mailmerge::summary_text(&doc(&both.result, vec![], 8)).unwrap();
+    assert!(text.contains("Protocol    imap (every user)"), "{text}");
+    assert!(!text.contains("over imap"), "{text}");
+}

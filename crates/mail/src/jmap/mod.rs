@@ -18,8 +18,36 @@ use mailbench_base::limits::MAX_HTTP_BODY_BYTES;
 use proto::{Email, Group, Mailbox, QueryResponse, Response, SetResponse, answer, back_ref};
 use serde_json::{Value, json};
 use session::{MAIL, Ready, SUBMISSION, Session};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use url::Url;
+
+/// What a run's JMAP clients sent and received, counted as it happens (a
+/// connection dropped after an error keeps its counts): shared by the run's
+/// users, read into the result's generator figures.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// API requests (POSTs to the session's apiUrl; the session fetches and
+    /// the push streams are not counted).
+    pub requests: AtomicU64,
+    /// Method calls in those requests.
+    pub method_calls: AtomicU64,
+    /// `state` events received on push streams.
+    pub push_events: AtomicU64,
+    /// Push streams opened again after they dropped or failed to open.
+    pub push_reconnects: AtomicU64,
+}
+
+impl Counts {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
 
 /// Redirects followed to reach the session resource.
 pub const MAX_REDIRECTS: usize = 5;
@@ -58,6 +86,8 @@ pub struct JmapConn {
     timeout: Duration,
     /// The identity EmailSubmission/set sends as (learned on first use).
     identity: Option<String>,
+    /// Where its requests and method calls are counted.
+    counts: Arc<Counts>,
 }
 
 impl JmapConn {
@@ -119,6 +149,7 @@ impl JmapConn {
                 tls: tls.clone(),
                 timeout,
                 identity: None,
+                counts: Arc::default(),
             });
         }
         Err(OpError::new(
@@ -130,6 +161,16 @@ impl JmapConn {
     /// Requests sent so far.
     pub fn requests(&self) -> u64 {
         self.api.requests
+    }
+
+    /// Counts its requests and method calls (from now) into `counts`.
+    pub fn count_into(&mut self, counts: Arc<Counts>) {
+        self.counts = counts;
+    }
+
+    /// Where its requests and method calls are counted.
+    pub fn counts(&self) -> &Arc<Counts> {
+        &self.counts
     }
 
     /// A connection of this user's to another URL of the session (push).
@@ -145,6 +186,7 @@ impl JmapConn {
         let lim = self.session.limits;
         let mut out = Vec::new();
         for calls in proto::pack(groups, lim.max_calls_in_request)? {
+            let n_calls = calls.len() as u64;
             let using = if self.session.submission {
                 vec![session::CORE, MAIL, SUBMISSION]
             } else {
@@ -167,6 +209,8 @@ impl JmapConn {
                 ));
             }
             let api = self.session.api.clone();
+            Counts::add(&self.counts.requests, 1);
+            Counts::add(&self.counts.method_calls, n_calls);
             let r = self
                 .api
                 .send(

@@ -7,6 +7,7 @@
 //! `next` is safe to cancel (a user waits for push and its next task at once):
 //! what was read stays in the buffer.
 
+use super::Counts;
 use super::http::{Http, next_data};
 use super::proto::StateChange;
 use crate::endpoint::backoff::Backoff;
@@ -15,6 +16,7 @@ use hyper::body::Incoming;
 use mailbench_base::limits::MAX_LINE_BYTES;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use std::sync::Arc;
 use tokio::time::Instant;
 use url::Url;
 
@@ -35,6 +37,8 @@ pub struct Push {
     pub failed: u64,
     /// The last failure, for the log.
     pub last_error: Option<OpError>,
+    /// Where its events and reconnections are counted.
+    counts: Arc<Counts>,
 }
 
 impl Push {
@@ -52,7 +56,13 @@ impl Push {
             drops: 0,
             failed: 0,
             last_error: None,
+            counts: Arc::default(),
         }
+    }
+
+    /// Counts its `state` events and reconnections into `counts`.
+    pub fn count_into(&mut self, counts: Arc<Counts>) {
+        self.counts = counts;
     }
 
     /// The stream is open now (else the user polls).
@@ -106,6 +116,9 @@ impl Push {
         }
         match self.http.stream(&self.url).await {
             Ok(b) => {
+                if self.drops + self.failed > 0 {
+                    Counts::add(&self.counts.push_reconnects, 1);
+                }
                 self.opened += 1;
                 self.body = Some(b);
             }
@@ -132,6 +145,7 @@ impl Push {
                     && let Ok(sc) = serde_json::from_str::<StateChange>(&data)
                 {
                     self.backoff.succeeded();
+                    Counts::add(&self.counts.push_events, 1);
                     return Some(sc);
                 }
                 continue;

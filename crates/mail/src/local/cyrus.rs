@@ -360,6 +360,20 @@ pub(super) fn postfix_sasl_conf(cy: &Path) -> String {
     )
 }
 
+/// Whether a line of Cyrus's master.stderr reports an error. Cyrus logs to
+/// syslog (which a throwaway instance has no reader of); what reaches its
+/// master's stderr are the fatal errors of the master and of the services
+/// it starts (`Fatal error: ...`), the libraries' `IOERROR`/`DBERROR`
+/// lines and failures to start a service.
+pub(super) fn is_error_line(l: &str) -> bool {
+    let l = l.to_ascii_lowercase();
+    [
+        "error", "fatal", "panic", "failed", "critical", "can't", "cannot", "unable",
+    ]
+    .iter()
+    .any(|m| l.contains(m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +470,21 @@ mod tests {
         assert!(m.contains("usr/lib/cyrus/bin/imapd (cyrus-imapd)"), "{m}");
         assert!(m.contains("usr/lib/cyrus/bin/httpd (cyrus-caldav)"), "{m}");
         assert!(m.contains("dpkg -x"), "{m}");
+    }
+
+    #[test]
+    fn error_lines_of_the_master_stderr_are_told_from_the_rest() {
+        for l in [
+            "Fatal error: couldn't lock /d/cyrus/lock/mailboxes.db",
+            "IOERROR: opening /d/cyrus/spool/user/load1/cyrus.index: No such file",
+            "DBERROR: opening /d/cyrus/db: Permission denied",
+            "master[123]: can't bind to 127.0.0.1:1143: Address in use",
+            "httpd: unable to open sasldb",
+        ] {
+            assert!(is_error_line(l), "{l}");
+        }
+        for l in ["", "master[123]: process started", "ready for work"] {
+            assert!(!is_error_line(l), "{l}");
+        }
     }
 }

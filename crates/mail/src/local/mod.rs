@@ -149,9 +149,10 @@ pub struct CyrusOptions {
 
 /// Refuses (exit 2) `users` the local target cannot hold on this machine,
 /// `sessions` being the IMAP sessions the run opens at once (the users, or
-/// setup's workers if more), naming the bound.
-pub fn check_capacity(users: usize, sessions: usize) -> Result<()> {
-    sizing::check(users, sessions.max(users), &Machine::read())
+/// setup's workers if more), naming the bound; `server` is `dovecot` or
+/// `cyrus` (`--server`).
+pub fn check_capacity(users: usize, sessions: usize, server: &str) -> Result<()> {
+    sizing::check(users, sessions.max(users), &Machine::read(), server)
 }
 
 /// A running Dovecot + Postfix pair.

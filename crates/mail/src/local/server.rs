@@ -15,6 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A server log line as a result quotes it: trimmed, redacted (before it
+/// is cut: a secret across the cut is still found), at most `MAX_LOG_LINE`
+/// characters (`…` marks a cut).
+const MAX_LOG_LINE: usize = 300;
+
+fn log_line(l: &str) -> String {
+    let l = mailbench_base::secrets::redact(l.trim());
+    match l.char_indices().nth(MAX_LOG_LINE) {
+        Some((at, _)) => format!("{}…", &l[..at]),
+        None => l.into_owned(),
+    }
+}
+
 impl LocalServer {
     /// Mail store folder (Maildirs), for disk counters.
     pub fn mail_dir(dir: &Path) -> PathBuf {
@@ -292,12 +305,20 @@ impl LocalServer {
         };
         match imap_session_check(self.ports.imap, &user, &self.password) {
             Ok(()) => Ok(()),
-            Err(what) if self.server == "cyrus" => Err(Error::runtime(format!(
-                "local target: Cyrus accepts IMAP connections on 127.0.0.1:{} but {what} \
-                 (Cyrus logs to syslog only; its start-up errors are in {})",
-                self.ports.imap,
-                self.dir.join("cyrus/master.stderr").display()
-            ))),
+            Err(what) if self.server == "cyrus" => {
+                let errors = self.log_errors(5);
+                Err(Error::runtime(format!(
+                    "local target: Cyrus accepts IMAP connections on 127.0.0.1:{} but {what} \
+                     (Cyrus logs to syslog only; its start-up errors are in {}{})",
+                    self.ports.imap,
+                    self.dir.join("cyrus/master.stderr").display(),
+                    if errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", errors.join(" | "))
+                    }
+                )))
+            }
             Err(what) => {
                 let errors = self.settled_log_errors();
                 Err(Error::runtime(format!(
@@ -330,33 +351,42 @@ impl LocalServer {
     }
 
     /// The servers' own error lines (Dovecot's `Error:`/`Fatal:`/`Panic:`,
-    /// Postfix's `fatal:`/`panic:`/`error:` and its deferred or bounced
-    /// deliveries), at most `max`, the first ones.
+    /// Cyrus's error lines on its master's stderr (`cyrus::is_error_line`;
+    /// Cyrus logs the rest to syslog only), Postfix's `fatal:`/`panic:`/
+    /// `error:` and its deferred or bounced deliveries), at most `max`, the
+    /// first ones, each cut to `MAX_LOG_LINE` characters and redacted.
     pub fn log_errors(&self, max: usize) -> Vec<String> {
+        let dovecot = |l: &str| {
+            [" Error: ", " Fatal: ", " Panic: "]
+                .iter()
+                .any(|m| l.contains(m))
+        };
+        let postfix = |l: &str| {
+            [
+                " fatal: ",
+                " panic: ",
+                " error: ",
+                " status=deferred ",
+                " status=bounced ",
+            ]
+            .iter()
+            .any(|m| l.contains(m))
+        };
+        type IsError<'a> = &'a dyn Fn(&str) -> bool;
+        let files: [(&str, IsError); 3] = [
+            ("dovecot/dovecot.log", &dovecot),
+            ("cyrus/master.stderr", &super::cyrus::is_error_line),
+            ("postfix/maillog", &postfix),
+        ];
         let mut out = Vec::new();
-        for (file, marks) in [
-            (
-                "dovecot/dovecot.log",
-                &[" Error: ", " Fatal: ", " Panic: "][..],
-            ),
-            (
-                "postfix/maillog",
-                &[
-                    " fatal: ",
-                    " panic: ",
-                    " error: ",
-                    " status=deferred ",
-                    " status=bounced ",
-                ][..],
-            ),
-        ] {
+        for (file, is_error) in files {
             let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
             for l in text.lines() {
                 if out.len() >= max {
                     return out;
                 }
-                if marks.iter().any(|m| l.contains(m)) {
-                    out.push(mailbench_base::secrets::redact(l.trim()).into_owned());
+                if is_error(l) {
+                    out.push(log_line(l));
                 }
             }
         }
@@ -510,4 +540,21 @@ fn imap_session_check(port: u16, user: &str, password: &str) -> std::result::Res
         answer(&mut r, &format!("{tag} ")).map_err(|e| format!("{what} failed: it {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quoted_log_line_is_redacted_then_cut() {
+        mailbench_base::secrets::register("log-line-secret-9f2e");
+        let l = log_line("  auth failed for u1 (password log-line-secret-9f2e)  ");
+        assert!(!l.contains("log-line-secret"), "{l}");
+        assert!(l.starts_with("auth failed"), "{l}");
+        let long = format!("error: {}", "é".repeat(2 * MAX_LOG_LINE));
+        let cut = log_line(&long);
+        assert_eq!(cut.chars().count(), MAX_LOG_LINE + 1, "{cut}");
+        assert!(cut.ends_with('…'));
+    }
 }

@@ -97,16 +97,18 @@ impl Machine {
         }
     }
 
-    /// The most IMAP sessions this machine holds, and the reason.
-    pub fn most(&self) -> (u64, String) {
+    /// The most IMAP sessions this machine holds with `server` (`dovecot`
+    /// or `cyrus`), and the reason.
+    pub fn most(&self, server: &str) -> (u64, String) {
         let by_memory = (self.mem_available as f64 * MEMORY_SHARE) as u64 / IMAP_PROCESS_BYTES;
         let by_pids = self.pid_max.saturating_sub(self.running + OTHER_PIDS);
         let mut bounds = vec![
             (
                 by_memory,
                 format!(
-                    "memory: one Dovecot imap process per user takes about {} MiB, and {} MiB \
+                    "memory: one {} per user takes about {} MiB, and {} MiB \
                      are available ({}% of it allowed)",
+                    process_per_user(server),
                     IMAP_PROCESS_BYTES >> 20,
                     self.mem_available >> 20,
                     (MEMORY_SHARE * 100.0) as u32
@@ -135,19 +137,29 @@ impl Machine {
     }
 }
 
+/// The server process each user holds: Dovecot's imap, or Cyrus's imapd
+/// (httpd for a JMAP user): one process per connection in both.
+fn process_per_user(server: &str) -> &'static str {
+    match server {
+        "cyrus" => "Cyrus imapd process (httpd for a JMAP user)",
+        _ => "Dovecot imap process",
+    }
+}
+
 /// Refuses `sessions` (the users and setup's workers) the local target
-/// cannot hold on `m`, naming the bound.
-pub fn check(users: usize, sessions: usize, m: &Machine) -> Result<()> {
-    let (most, why) = m.most();
+/// running `server` cannot hold on `m`, naming the bound.
+pub fn check(users: usize, sessions: usize, m: &Machine, server: &str) -> Result<()> {
+    let (most, why) = m.most(server);
     let most_users =
         most.saturating_sub((sessions - users.min(sessions)) as u64 + IMAP_MARGIN as u64);
     if (sessions + IMAP_MARGIN) as u64 <= most {
         return Ok(());
     }
     Err(Error::usage(format!(
-        "--users {users}: the local target runs one Dovecot imap process per user, and this machine \
+        "--users {users}: the local target runs one {} per user, and this machine \
          holds about {most_users} users: {why}. Give --users {most_users} or fewer, or point \
-         --imap/--submission at a server on another machine"
+         --imap/--submission at a server on another machine",
+        process_per_user(server)
     )))
 }
 
@@ -176,15 +188,29 @@ mod tests {
     #[test]
     fn the_machine_bounds_the_users_with_a_reason() {
         let big = machine(22, 32_768, Some(96_365));
-        assert!(check(5_000, 5_032, &big).is_ok());
-        let e = check(20_000, 20_032, &big).unwrap_err().to_string();
+        assert!(check(5_000, 5_032, &big, "dovecot").is_ok());
+        let e = check(20_000, 20_032, &big, "dovecot")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("memory"), "{e}");
-        let e = check(20_000, 20_032, &machine(200, 16_384, None))
+        assert!(e.contains("Dovecot imap process"), "{e}");
+        let e = check(20_000, 20_032, &big, "cyrus")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Cyrus imapd process"), "{e}");
+        assert!(!e.contains("Dovecot"), "{e}");
+        let e = check(20_000, 20_032, &machine(200, 16_384, None), "dovecot")
             .unwrap_err()
             .to_string();
         assert!(e.contains("kernel.pid_max"), "{e}");
         assert!(e.contains("holds about"), "{e}");
-        let e = check(5_000, 5_032, &machine(200, 4_000_000, Some(4096))).unwrap_err();
+        let e = check(
+            5_000,
+            5_032,
+            &machine(200, 4_000_000, Some(4096)),
+            "dovecot",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("RLIMIT_NPROC"), "{e}");
     }
 }

@@ -184,7 +184,7 @@ pub enum Bound {
 pub fn check(o: &crate::options::Resolved) -> Result<()> {
     check_users(o.users)?;
     if o.target == "local" {
-        crate::local::check_capacity(o.users, o.concurrency)?;
+        crate::local::check_capacity(o.users, o.concurrency, &o.server)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::imap;
 use crate::imap::{ImapConn, fetch_seq_uid, header_value};
 use crate::mailboxes::{Mailboxes, discover};
 use crate::message::{imap_date, unix_now};
-use crate::stats::OpName;
+use crate::stats::{OpName, Protocol};
 use crate::wire::{ErrorKind, OpError, OpResult};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,12 +57,12 @@ impl User {
         match &r {
             Ok(()) => {
                 self.backoff.succeeded();
-                sh.stats().ok(op, t.elapsed());
+                sh.stats().ok(Protocol::Imap, op, t.elapsed());
             }
             Err(e) => {
                 self.imap = None;
                 self.backoff.failed(Instant::now(), &mut self.rng);
-                sh.stats().error(op, &self.addr, e);
+                sh.stats().error(Protocol::Imap, op, &self.addr, e);
             }
         }
         if self.next_poll.is_none() {
@@ -137,9 +137,9 @@ impl User {
     fn new_mail_done(&mut self, sh: &Shared, t: Instant, r: OpResult<()>) {
         self.count_cmds(sh);
         match r {
-            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
+            Ok(()) => sh.stats().ok(Protocol::Imap, "new_mail", t.elapsed()),
             Err(e) => {
-                sh.stats().error("new_mail", &self.addr, &e);
+                sh.stats().error(Protocol::Imap, "new_mail", &self.addr, &e);
                 self.drop_conn();
             }
         }
@@ -313,7 +313,7 @@ impl User {
         if self.imap.as_ref().is_some_and(|c| !c.idling()) {
             // Back to the Inbox first, fetching anything it announces.
             if let Err(e) = self.inbox_conn().await {
-                sh.stats().error("new_mail", &self.addr, &e);
+                sh.stats().error(Protocol::Imap, "new_mail", &self.addr, &e);
                 self.drop_conn();
                 return None;
             }
@@ -322,7 +322,7 @@ impl User {
             self.count_cmds(sh);
             if let Err(e) = r {
                 if self.imap.is_some() {
-                    sh.stats().error("new_mail", &self.addr, &e);
+                    sh.stats().error(Protocol::Imap, "new_mail", &self.addr, &e);
                     self.drop_conn();
                 }
                 return None;
@@ -349,7 +349,7 @@ impl User {
                 None
             }
             Err(e) => {
-                sh.stats().error("new_mail", &self.addr, &e);
+                sh.stats().error(Protocol::Imap, "new_mail", &self.addr, &e);
                 self.drop_conn();
                 None
             }

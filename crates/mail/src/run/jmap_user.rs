@@ -12,9 +12,10 @@ use super::{Outcome, Shared, envelope, next_poll, schedule};
 use crate::endpoint::backoff;
 use crate::jmap::proto::Email;
 use crate::jmap::push::Push;
-use crate::jmap::{Draft, JmapConn};
+use crate::jmap::{Counts, Draft, JmapConn};
 use crate::mailboxes::{CALENDAR, DELETED, DRAFTS, SENT, SMART_PREFIX, folder_name};
 use crate::profile::{RecipientsExt, TaskKind};
+use crate::stats::Protocol;
 use crate::wire::{ErrorKind, OpError, OpResult};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -39,6 +40,8 @@ pub struct JmapUsers {
     pub url: Url,
     /// The share of users on JMAP, in % (`MailConfig::jmap_pct`).
     pub pct: u32,
+    /// What the JMAP users sent and received (the result's generator figures).
+    pub counts: Arc<Counts>,
 }
 
 impl JmapUsers {
@@ -123,10 +126,10 @@ pub(super) async fn user_main(
         let r = u.task(&sh, &url, kind).await;
         let latency = Instant::now().saturating_duration_since(when);
         match r {
-            Ok(Outcome::Done) => sh.stats().ok(kind.name(), latency),
-            Ok(Outcome::Skipped(why)) => sh.stats().skipped(kind.name(), why),
+            Ok(Outcome::Done) => sh.stats().ok(Protocol::Jmap, kind.name(), latency),
+            Ok(Outcome::Skipped(why)) => sh.stats().skipped(Protocol::Jmap, kind.name(), why),
             Err(e) => {
-                sh.stats().error(kind.name(), &u.addr, &e);
+                sh.stats().error(Protocol::Jmap, kind.name(), &u.addr, &e);
                 u.conn = None;
                 u.push = None;
                 u.backoff.failed(Instant::now(), &mut u.rng);
@@ -138,8 +141,8 @@ pub(super) async fn user_main(
     if !sh.interrupted.load(Ordering::Relaxed) {
         let t = Instant::now();
         match u.news(&sh, &url).await {
-            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
-            Err(e) => sh.stats().error("new_mail", &u.addr, &e),
+            Ok(()) => sh.stats().ok(Protocol::Jmap, "new_mail", t.elapsed()),
+            Err(e) => sh.stats().error(Protocol::Jmap, "new_mail", &u.addr, &e),
         }
     }
 }
@@ -151,11 +154,11 @@ impl JUser {
         match self.connect(sh, url).await {
             Ok(()) => {
                 self.backoff.succeeded();
-                sh.stats().ok("logon", t.elapsed());
+                sh.stats().ok(Protocol::Jmap, "logon", t.elapsed());
             }
             Err(e) => {
                 self.backoff.failed(Instant::now(), &mut self.rng);
-                sh.stats().error("logon", &self.addr, &e);
+                sh.stats().error(Protocol::Jmap, "logon", &self.addr, &e);
             }
         }
     }
@@ -169,6 +172,9 @@ impl JUser {
         })?;
         let mut c =
             JmapConn::open(url, &sh.target.tls, sh.target.op_timeout, &self.login, pw).await?;
+        if let Some(j) = &sh.jmap {
+            c.count_into(j.counts.clone());
+        }
         let list = c.mailboxes().await?;
         self.boxes.clear();
         for m in &list {
@@ -204,7 +210,9 @@ impl JUser {
         if let Some(u) = c.session.event_source_url(PING_S) {
             let u = u?;
             let http = c.http_for(&u)?;
-            self.push = Some(Push::new(u, http, sh.params.seed ^ self.idx as u64));
+            let mut p = Push::new(u, http, sh.params.seed ^ self.idx as u64);
+            p.count_into(c.counts().clone());
+            self.push = Some(p);
         }
         self.conn = Some(c);
         Ok(())
@@ -358,9 +366,9 @@ impl JUser {
             }
             let t = Instant::now();
             match self.news(sh, url).await {
-                Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
+                Ok(()) => sh.stats().ok(Protocol::Jmap, "new_mail", t.elapsed()),
                 Err(e) => {
-                    sh.stats().error("new_mail", &self.addr, &e);
+                    sh.stats().error(Protocol::Jmap, "new_mail", &self.addr, &e);
                     self.conn = None;
                     self.push = None;
                     self.backoff.failed(Instant::now(), &mut self.rng);

@@ -11,7 +11,7 @@ use crate::imap::ImapConn;
 use crate::mailboxes::Mailboxes;
 use crate::message::{Envelope, Generator, message_id, unix_now};
 use crate::profile::{Profile, TaskKind};
-use crate::stats::{IntervalOps, Stats};
+use crate::stats::{IntervalOps, Protocol, Stats};
 use crate::target::Target;
 use crate::topology::Topology;
 use rand::rngs::SmallRng;
@@ -259,10 +259,10 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         drop(slot);
         let latency = Instant::now().saturating_duration_since(when);
         match r {
-            Ok(Outcome::Done) => sh.stats().ok(kind.name(), latency),
-            Ok(Outcome::Skipped(why)) => sh.stats().skipped(kind.name(), why),
+            Ok(Outcome::Done) => sh.stats().ok(Protocol::Imap, kind.name(), latency),
+            Ok(Outcome::Skipped(why)) => sh.stats().skipped(Protocol::Imap, kind.name(), why),
             Err(e) => {
-                sh.stats().error(kind.name(), &u.addr, &e);
+                sh.stats().error(Protocol::Imap, kind.name(), &u.addr, &e);
                 u.drop_conn();
             }
         }
@@ -277,8 +277,8 @@ async fn user_main(sh: Arc<Shared>, idx: usize, mut stop: watch::Receiver<bool>)
         // Final check: anything delivered but not yet announced.
         let t = Instant::now();
         match u.final_check(&sh).await {
-            Ok(()) => sh.stats().ok("new_mail", t.elapsed()),
-            Err(e) => sh.stats().error("new_mail", &u.addr, &e),
+            Ok(()) => sh.stats().ok(Protocol::Imap, "new_mail", t.elapsed()),
+            Err(e) => sh.stats().error(Protocol::Imap, "new_mail", &u.addr, &e),
         }
     }
     if let Some(mut c) = u.imap.take() {

@@ -74,6 +74,8 @@ pub struct State {
     /// Ids created, by the state number that created them.
     pub log: Vec<(u64, String)>,
     pub requests: u64,
+    /// Method calls in those requests.
+    pub method_calls: u64,
     pub most_calls: usize,
     pub most_get_ids: usize,
     pub submitted: u64,
@@ -303,6 +305,7 @@ async fn api(cfg: &Config, st: &Arc<Mutex<State>>, r: Request<Incoming>) -> Resp
     let calls = req["methodCalls"].as_array().cloned().unwrap_or_default();
     let mut s = st.lock().unwrap();
     s.requests += 1;
+    s.method_calls += calls.len() as u64;
     s.most_calls = s.most_calls.max(calls.len());
     if calls.len() as u64 > cfg.max_calls {
         return reply(

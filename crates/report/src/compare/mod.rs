@@ -194,9 +194,15 @@ fn storage_rows(
     (rows, notes)
 }
 
-/// The mail-run rows: response time, flow, delivery, errors and each task's p95.
-fn mail_rows(a: &crate::load::MailDoc, b: &crate::load::MailDoc, tol: f64) -> Vec<Row> {
+/// The mail-run rows: response time, flow, delivery, errors and each task's
+/// p95 (matched by task and protocol), and notes on differing protocols.
+fn mail_rows(
+    a: &crate::load::MailDoc,
+    b: &crate::load::MailDoc,
+    tol: f64,
+) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     let (a, b) = (&a.raw, &b.raw);
     let g = |v: &Value, p: &str| fnum(v, p).unwrap_or(0.0);
     rows.push(row(
@@ -244,25 +250,84 @@ fn mail_rows(a: &crate::load::MailDoc, b: &crate::load::MailDoc, tol: f64) -> Ve
         true,
         0.0,
     ));
-    if let (Some(ta), Some(tb)) = (
-        a.get("tasks").and_then(Value::as_object),
-        b.get("tasks").and_then(Value::as_object),
-    ) {
-        for (k, va) in ta {
-            if let Some(vb) = tb.get(k) {
-                rows.push(row(
-                    &format!("{k} p95"),
-                    "ms",
-                    g(va, "p95_ms"),
-                    g(vb, "p95_ms"),
-                    Better::Lower,
-                    false,
-                    tol,
+    let (ta, tb) = (task_p95s(a), task_p95s(b));
+    match (single_protocol(a), single_protocol(b)) {
+        // One protocol each: task by task, whatever the protocols (IMAP
+        // against JMAP compares the same day over each).
+        (Some(pa), Some(pb)) => {
+            for ((k, _), x) in &ta {
+                if let Some(y) = tb.get(&(k.clone(), pb.clone())) {
+                    rows.push(row(
+                        &format!("{k} p95"),
+                        "ms",
+                        *x,
+                        *y,
+                        Better::Lower,
+                        false,
+                        tol,
+                    ));
+                }
+            }
+            if pa != pb {
+                notes.push(format!(
+                    "the base's users read mail over {pa}, the new one's over {pb}: each task is compared across the protocols"
                 ));
             }
         }
+        // Several protocols: a task is matched by its name and protocol.
+        _ => {
+            for ((k, p), x) in &ta {
+                if let Some(y) = tb.get(&(k.clone(), p.clone())) {
+                    rows.push(row(
+                        &format!("{k} p95 ({p})"),
+                        "ms",
+                        *x,
+                        *y,
+                        Better::Lower,
+                        false,
+                        tol,
+                    ));
+                }
+            }
+        }
     }
-    rows
+    (rows, notes)
+}
+
+/// The protocol every user of a mail-run result spoke (`protocols`; an
+/// older result without it: IMAP), None when several.
+fn single_protocol(r: &Value) -> Option<String> {
+    match r.get("protocols").and_then(Value::as_object) {
+        Some(m) if m.len() > 1 => None,
+        Some(m) if m.len() == 1 => m.keys().next().cloned(),
+        _ => Some("imap".into()),
+    }
+}
+
+/// Each task's p95 by task and protocol: a run of several protocols has
+/// them under `by_protocol`; a run of one, its tasks are that protocol's.
+fn task_p95s(r: &Value) -> std::collections::BTreeMap<(String, String), f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let single = single_protocol(r);
+    let Some(tasks) = r.get("tasks").and_then(Value::as_object) else {
+        return out;
+    };
+    let p95 = |v: &Value| fnum(v, "p95_ms").unwrap_or(0.0);
+    for (k, v) in tasks {
+        let by = v.get("by_protocol").and_then(Value::as_object);
+        match (&single, by) {
+            (None, Some(by)) => {
+                for (p, f) in by {
+                    out.insert((k.clone(), p.clone()), p95(f));
+                }
+            }
+            (Some(p), _) => {
+                out.insert((k.clone(), p.clone()), p95(v));
+            }
+            (None, None) => {}
+        }
+    }
+    out
 }
 
 /// Compares two results of the same kind.
@@ -278,7 +343,7 @@ pub fn compare(base: &Doc, new: &Doc, tolerance_pct: f64) -> Result<Comparison> 
     let tol = tolerance_pct;
     let (rows, mut notes) = match (base, new) {
         (Doc::Storage(a), Doc::Storage(b)) => storage_rows(a, b, tol),
-        (Doc::Mail(a), Doc::Mail(b)) => (mail_rows(a, b, tol), Vec::new()),
+        (Doc::Mail(a), Doc::Mail(b)) => mail_rows(a, b, tol),
         (Doc::Other(a), Doc::Other(b)) if kb == "mail-sweep" => sweep::rows(&a.raw, &b.raw, tol)?,
         _ => {
             return Err(Error::usage(format!(

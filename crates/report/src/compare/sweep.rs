@@ -36,6 +36,14 @@ pub fn rows(base: &Value, new: &Value, tol: f64) -> Result<(Vec<Row>, Vec<String
             .map(|n| n.to_string())
             .unwrap_or_else(|| "none".into())
     ));
+    let proto = |r: &MailSweepResult| r.config.protocol_text();
+    if a.config.jmap_pct != b.config.jmap_pct {
+        notes.push(format!(
+            "the users read mail over {} in the base, over {} in the new one: the change is the protocol's",
+            proto(&a),
+            proto(&b)
+        ));
+    }
     if (a.compression - b.compression).abs() > 1e-6 * a.compression.abs().max(1.0) {
         notes.push(format!(
             "the days were compressed differently (×{:.0} and ×{:.0}): the user counts do not carry the same rate",

@@ -175,6 +175,7 @@ fn identity_items(r: &Value) -> Vec<(&'static str, String)> {
         ("Kernel", text(r, "run.host.kernel")),
         ("mailbench", text(r, "run.tool_version")),
         ("Profile", text(r, "profile.name")),
+        ("Protocol", protocols(r)),
         ("Started", text(r, "run.started")),
         ("Ended", text(r, "run.ended")),
         ("Duration", opt(fnum(r, "run.duration_s"), duration)),
@@ -379,14 +380,48 @@ fn host_chart(d: &MailDoc, ax: &TimeAxis) -> Figure {
     figure(svg::line_chart(&c), "Whole host, per sampling interval.")
 }
 
+/// The protocols the users read mail over, from a result's `protocols`
+/// (an older result without them: IMAP): `jmap (every user)`, or each with
+/// its users.
+fn protocols(r: &Value) -> String {
+    let users = |v: &Value| v.as_u64().unwrap_or(0);
+    match r.get("protocols").and_then(Value::as_object) {
+        Some(m) if m.len() > 1 => (m.iter())
+            .map(|(p, n)| format!("{p} {} users", users(n)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(m) if m.len() == 1 => format!(
+            "{} (every user)",
+            m.keys().next().cloned().unwrap_or_default()
+        ),
+        _ => "imap (every user)".into(),
+    }
+}
+
+/// A task's (or operation's) rows: its own, then in a run of several
+/// protocols one per protocol (`read over jmap`).
+fn with_protocols<'a>(k: &str, v: &'a Value) -> Vec<(String, &'a Value, bool)> {
+    let mut out = vec![(k.to_string(), v, true)];
+    if let Some(m) = v.get("by_protocol").and_then(Value::as_object) {
+        out.extend(m.iter().map(|(p, f)| (format!("{k} over {p}"), f, false)));
+    }
+    out
+}
+
 fn tasks_table(tasks: &[(String, &Value)], limit: f64) -> Table {
     let rows: Vec<Row> = tasks
         .iter()
-        .map(|(k, v)| {
+        .flat_map(|(k, v)| with_protocols(k, v))
+        .map(|(k, v, total)| {
             let p95 = fnum(v, "p95_ms").unwrap_or(0.0);
+            let weight = if total {
+                opt(fnum(v, "weight"), num)
+            } else {
+                String::new()
+            };
             vec![
-                td_t(k),
-                td(&opt(fnum(v, "weight"), num)),
+                td_t(&k),
+                td(&weight),
                 td(&opt(fnum(v, "count"), |x| fixed(x, 0))),
                 td_judged(
                     &opt(fnum(v, "errors"), |x| fixed(x, 0)),
@@ -429,9 +464,10 @@ fn operations_table(r: &Value) -> Option<Table> {
     }
     let rows: Vec<Row> = ops
         .iter()
-        .map(|(k, v)| {
+        .flat_map(|(k, v)| with_protocols(k, v))
+        .map(|(k, v, _)| {
             vec![
-                td_t(k),
+                td_t(&k),
                 td(&opt(fnum(v, "count"), |x| fixed(x, 0))),
                 td(&opt(fnum(v, "errors"), |x| fixed(x, 0))),
                 td(&opt(fnum(v, "mean_ms"), ms)),
@@ -568,13 +604,35 @@ fn host_rows(r: &Value) -> Vec<(&'static str, String)> {
     rows.push((
         "Generator CPU",
         format!(
-            "{} s ({} s per 1000 commands)",
+            "{} s ({} s per 1000 commands, JMAP method calls counted as commands)",
             opt(fnum(r, "generator.cpu_s"), |x| fixed(x, 1)),
             opt(fnum(r, "generator.cpu_s_per_1000_commands"), |x| fixed(
                 x, 3
             ))
         ),
     ));
+    let n = |p: &str| opt(fnum(r, p), |x| fixed(x, 0));
+    rows.push((
+        "Commands sent",
+        format!(
+            "IMAP {}, SMTP {}, ManageSieve {}",
+            n("generator.imap_commands"),
+            n("generator.smtp_commands"),
+            n("generator.sieve_commands")
+        ),
+    ));
+    if fnum(r, "generator.jmap_requests").unwrap_or(0.0) > 0.0 {
+        rows.push((
+            "JMAP",
+            format!(
+                "{} requests of {} method calls; {} push events, {} push reconnections",
+                n("generator.jmap_requests"),
+                n("generator.jmap_method_calls"),
+                n("generator.jmap_push_events"),
+                n("generator.jmap_push_reconnects")
+            ),
+        ));
+    }
     rows.push((
         "Tasks planned / executed",
         format!(

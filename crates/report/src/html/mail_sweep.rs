@@ -221,6 +221,7 @@ fn identity_items(r: &MailSweepResult) -> Vec<(&'static str, String)> {
         ("Started", r.run.started.clone()),
         ("Target", format!("{} {}", r.target.kind, r.target.imap)),
         ("Profile", r.profile.name.clone()),
+        ("Protocol", r.config.protocol_text()),
         (
             "Levels",
             if r.plan.find_max {

@@ -3,7 +3,10 @@
 
 use mailbench_results::mail::judge;
 use mailbench_results::mail::profile::TaskKind;
-use mailbench_results::mail::run::{MailHost, MailRunResult, MailSetupResult, Queue, TargetInfo};
+use mailbench_results::mail::run::{
+    Generator, MailHost, MailRunResult, MailSetupResult, Protocol, ProtocolFigures, Queue,
+    TargetInfo,
+};
 use mailbench_results::merged::Merged;
 use std::fmt::Write as _;
 
@@ -87,6 +90,7 @@ pub fn mail_run(r: &MailRunResult) -> String {
         t.kind, t.imap, t.submission
     );
     s.push_str(&security_line(t));
+    let _ = writeln!(s, "Protocol    {}", protocols_text(r));
     let _ = writeln!(
         s,
         "Profile     {} — {}",
@@ -165,6 +169,38 @@ fn response_time_lines(s: &mut String, r: &MailRunResult) {
     s.push('\n');
 }
 
+/// The protocols the users read mail over: `imap` (one, named once), or
+/// each with its users (`imap 7 users, jmap 3 users`).
+pub fn protocols_text(r: &MailRunResult) -> String {
+    let p = r.user_protocols();
+    match r.single_protocol() {
+        Some(one) => format!("{one} (every user)"),
+        None => (p.iter())
+            .map(|(p, n)| format!("{p} {n} users"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// One protocol's line under its task (a run of several protocols).
+fn protocol_row(s: &mut String, p: Protocol, f: &ProtocolFigures, skipped: bool) {
+    let _ = writeln!(
+        s,
+        "  {:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        format!("over {p}"),
+        f.latency.count,
+        f.errors,
+        if skipped {
+            f.skipped.to_string()
+        } else {
+            String::new()
+        },
+        fmt_ms(f.latency.p50_ms),
+        fmt_ms(f.latency.p95_ms),
+        fmt_ms(f.latency.p99_ms),
+    );
+}
+
 fn tasks_table(s: &mut String, r: &MailRunResult) {
     s.push_str("Task                    count  errors skipped  p50 ms  p95 ms  p99 ms  weight\n");
     for k in TaskKind::ALL {
@@ -183,6 +219,9 @@ fn tasks_table(s: &mut String, r: &MailRunResult) {
             fmt_ms(t.latency.p99_ms),
             t.weight
         );
+        for (p, f) in &t.by_protocol {
+            protocol_row(s, *p, f, true);
+        }
     }
     for (name, t) in &r.operations {
         let _ = writeln!(
@@ -196,7 +235,27 @@ fn tasks_table(s: &mut String, r: &MailRunResult) {
             fmt_ms(t.latency.p95_ms),
             fmt_ms(t.latency.p99_ms)
         );
+        for (p, f) in &t.by_protocol {
+            protocol_row(s, *p, f, false);
+        }
     }
+}
+
+/// What the users sent: the commands of each protocol and the JMAP
+/// requests, method calls, push events and reconnections (when JMAP ran).
+pub fn commands_text(g: &Generator) -> String {
+    let mut t = format!(
+        "IMAP {} commands, SMTP {}, ManageSieve {}",
+        g.imap_commands, g.smtp_commands, g.sieve_commands
+    );
+    if g.jmap_requests + g.jmap_method_calls + g.jmap_push_events > 0 {
+        let _ = write!(
+            t,
+            "; JMAP {} requests of {} method calls, {} push events, {} push reconnections",
+            g.jmap_requests, g.jmap_method_calls, g.jmap_push_events, g.jmap_push_reconnects
+        );
+    }
+    t
 }
 
 fn flow_lines(s: &mut String, r: &MailRunResult) {
@@ -290,6 +349,11 @@ fn figures_lines(s: &mut String, r: &MailRunResult) {
         g.cpu_s_per_1000_commands,
         g.cpu_s_per_1000_user_hours,
         fmt_ms(g.sched_delay.p99_ms)
+    );
+    let _ = writeln!(
+        s,
+        "  sent            {} (CPU per 1000 commands counts JMAP method calls as commands)",
+        commands_text(g)
     );
     for w in &r.warnings {
         let _ = writeln!(s, "Warning           {w}");

@@ -90,6 +90,7 @@ pub fn mail_sweep(r: &MailSweepResult) -> String {
         "Target      {} IMAP {} submission {}",
         t.kind, t.imap, t.submission
     );
+    let _ = writeln!(s, "Protocol    {}", r.config.protocol_text());
     let _ = writeln!(
         s,
         "Profile     {} — {}",
@@ -184,6 +185,17 @@ fn disclosure(s: &mut String, r: &MailSweepResult) {
     }
     if let Some(d) = &r.disclosure {
         for c in &d.servers {
+            // Nothing read (no endpoint): the reason once, not per fact.
+            if let mailbench_metrics::disclosure::Fact::Unknown(why) = &c.sysname
+                && [&c.release, &c.machine, &c.nodename]
+                    .iter()
+                    .all(|f| f.text() == c.sysname.text())
+                && c.cpus.text() == c.sysname.text()
+                && c.memory_bytes.text() == c.sysname.text()
+            {
+                let _ = writeln!(s, "Server host       {}: unknown ({why})", c.source);
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "Server host       {}: {} {} {} on {}, {} CPUs, {} bytes of memory",
@@ -275,6 +287,26 @@ mod tests {
             s.contains("mailbench CPU at the supported users 4.3 %"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_server_host_not_read_says_why_once() {
+        use mailbench_results::mail::sweep::{MailSweepResult, SweepDisclosure};
+        let text = include_str!("../../../results/tests/fixtures/v1/mail-sweep.json");
+        let mut r: MailSweepResult = serde_json::from_str(text).unwrap();
+        let why = "no --server-metrics endpoint";
+        r.disclosure = Some(SweepDisclosure {
+            declared: Default::default(),
+            servers: vec![mailbench_metrics::server_config::ServerConfig::unknown(
+                "none", why,
+            )],
+        });
+        let s = super::mail_sweep(&r);
+        assert!(
+            s.contains("Server host       none: unknown (no --server-metrics endpoint)\n"),
+            "{s}"
+        );
+        assert_eq!(s.matches(why).count(), 1, "{s}");
     }
 
     #[test]

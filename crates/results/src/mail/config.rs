@@ -157,6 +157,16 @@ impl MailConfig {
         jmap_user(self.jmap_pct, idx)
     }
 
+    /// The protocols the users read mail over, in words: `imap`, `jmap`,
+    /// or the mix (`imap 70 %, jmap 30 %`).
+    pub fn protocol_text(&self) -> String {
+        match self.jmap_pct.min(100) {
+            0 => "imap".into(),
+            100 => "jmap".into(),
+            p => format!("imap {} %, jmap {p} %", 100 - p),
+        }
+    }
+
     /// The verdict's thresholds.
     pub fn criteria(&self) -> Criteria {
         Criteria {

@@ -129,7 +129,7 @@ fn criteria_diff(ca: &Criteria, cb: &Criteria) -> String {
 }
 
 /// Adds the counts of `b` into `a` key by key.
-fn add_counts(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
+fn add_counts<K: Ord + Clone>(a: &mut BTreeMap<K, u64>, b: &BTreeMap<K, u64>) {
     for (k, v) in b {
         *a.entry(k.clone()).or_default() += v;
     }
@@ -324,6 +324,7 @@ pub fn merge(docs: &[MailMergeInput]) -> Result<MailMergeOutput> {
     out.lists = inputs.iter().map(|i| i.r().lists).sum();
     out.tasks = merge_tasks(&inputs, &first.profile, users);
     out.operations = merge_operations(&inputs);
+    merge_protocols(&inputs, &mut out);
     let p95 = |k: TaskKind| {
         (out.tasks.get(&k))
             .filter(|t| t.latency.count > 0)
@@ -404,10 +405,75 @@ fn merge_tasks(inputs: &[Input], profile: &Profile, users: u64) -> BTreeMap<Task
                 weight,
                 per_user_per_day,
                 hist: h,
+                by_protocol: BTreeMap::new(),
             },
         );
     }
     tasks
+}
+
+/// The users per protocol summed and, when the merge holds several
+/// protocols, each task's and operation's figures per protocol: the inputs'
+/// own (a run of one protocol: its figures) added by task and protocol.
+fn merge_protocols(inputs: &[Input], out: &mut MailRunResult) {
+    let mut users: BTreeMap<Protocol, u64> = BTreeMap::new();
+    for i in inputs {
+        add_counts(&mut users, &i.r().user_protocols());
+    }
+    out.protocols = users.clone();
+    for t in out.tasks.values_mut() {
+        t.by_protocol.clear();
+    }
+    for o in out.operations.values_mut() {
+        o.by_protocol.clear();
+    }
+    if users.len() < 2 {
+        return;
+    }
+    let add = |to: &mut ProtocolFigures, f: &ProtocolFigures| {
+        to.hist.add(&f.hist);
+        to.errors += f.errors;
+        to.skipped += f.skipped;
+    };
+    let finish = |f: &mut ProtocolFigures, n: Option<u64>| {
+        f.latency = f.hist.summary().into();
+        f.per_user_per_day = match n {
+            Some(n) if n > 0 => (f.latency.count + f.errors) as f64 / n as f64,
+            _ => 0.0,
+        };
+    };
+    let mut tasks: BTreeMap<(TaskKind, Protocol), ProtocolFigures> = BTreeMap::new();
+    let mut ops: BTreeMap<(String, Protocol), ProtocolFigures> = BTreeMap::new();
+    for i in inputs {
+        for (key, f) in i.r().tasks_by_protocol() {
+            match tasks.get_mut(&key) {
+                Some(to) => add(to, &f),
+                None => {
+                    tasks.insert(key, f);
+                }
+            }
+        }
+        for (key, f) in i.r().operations_by_protocol() {
+            match ops.get_mut(&key) {
+                Some(to) => add(to, &f),
+                None => {
+                    ops.insert(key, f);
+                }
+            }
+        }
+    }
+    for ((k, p), mut f) in tasks {
+        finish(&mut f, users.get(&p).copied());
+        if let Some(t) = out.tasks.get_mut(&k) {
+            t.by_protocol.insert(p, f);
+        }
+    }
+    for ((n, p), mut f) in ops {
+        finish(&mut f, None);
+        if let Some(o) = out.operations.get_mut(&n) {
+            o.by_protocol.insert(p, f);
+        }
+    }
 }
 
 fn merge_operations(inputs: &[Input]) -> BTreeMap<String, OpFigures> {
@@ -428,6 +494,7 @@ fn merge_operations(inputs: &[Input]) -> BTreeMap<String, OpFigures> {
                 latency: h.summary().into(),
                 errors,
                 hist: h,
+                by_protocol: BTreeMap::new(),
             };
             (op.clone(), f)
         })
@@ -612,11 +679,7 @@ fn merge_generator(inputs: &[Input], user_hours: f64, users: u64) -> Generator {
         .sum();
     let mut out = Generator::of(
         inputs.iter().map(|i| i.r().generator.cpu_s).sum(),
-        [
-            g(|g| g.imap_commands),
-            g(|g| g.smtp_commands),
-            g(|g| g.sieve_commands),
-        ],
+        Commands::sum(inputs.iter().map(|i| i.r().generator.commands())),
         if simulated > 0.0 {
             simulated
         } else {

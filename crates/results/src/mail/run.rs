@@ -28,7 +28,13 @@ pub struct MailRunResult {
     /// The provisioning done before the run (None with `--skip-setup`).
     pub setup: Option<SetupFigures>,
     pub window: MailWindow,
-    /// Per task kind that ran.
+    /// The users per protocol they read mail over (`--protocol`,
+    /// `--protocol-mix`); absent in older results, whose users all spoke
+    /// IMAP: see [`MailRunResult::user_protocols`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub protocols: BTreeMap<Protocol, u64>,
+    /// Per task kind that ran, every protocol together (a run of several
+    /// protocols also has each protocol's figures in `by_protocol`).
     pub tasks: BTreeMap<TaskKind, TaskFigures>,
     /// The operations measured besides the tasks (`logon`, `new_mail`).
     pub operations: BTreeMap<String, OpFigures>,
@@ -58,6 +64,121 @@ pub struct MailRunResult {
     /// Set when this result is a `report merge` of several load generators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<Merged<MailHost>>,
+}
+
+/// The protocol a user reads mail over (it sends over SMTP or JMAP
+/// submission alike).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Imap,
+    Jmap,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::Imap, Protocol::Jmap];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Imap => "imap",
+            Protocol::Jmap => "jmap",
+        }
+    }
+
+    /// The protocol of the user of index `idx` when `jmap_pct` % of the
+    /// users are on JMAP (`config::jmap_user`).
+    pub fn of_user(jmap_pct: u32, idx: usize) -> Protocol {
+        if crate::mail::config::jmap_user(jmap_pct, idx) {
+            Protocol::Jmap
+        } else {
+            Protocol::Imap
+        }
+    }
+
+    /// The users per protocol of `users` users, `jmap_pct` % on JMAP
+    /// (protocols without users left out).
+    pub fn users(jmap_pct: u32, users: u64) -> BTreeMap<Protocol, u64> {
+        let mut m = BTreeMap::new();
+        for idx in 0..users as usize {
+            *m.entry(Protocol::of_user(jmap_pct, idx)).or_default() += 1;
+        }
+        m
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl MailRunResult {
+    /// The users per protocol; an older result without them: all on IMAP.
+    pub fn user_protocols(&self) -> BTreeMap<Protocol, u64> {
+        if self.protocols.is_empty() {
+            BTreeMap::from([(Protocol::Imap, self.users)])
+        } else {
+            self.protocols.clone()
+        }
+    }
+
+    /// The one protocol every user spoke, None in a run of several.
+    pub fn single_protocol(&self) -> Option<Protocol> {
+        let p = self.user_protocols();
+        match p.len() {
+            1 => p.keys().next().copied(),
+            _ => None,
+        }
+    }
+
+    /// Each task's figures per protocol: a run of several protocols has
+    /// them in `by_protocol`; a run of one, its tasks are that protocol's.
+    pub fn tasks_by_protocol(&self) -> BTreeMap<(TaskKind, Protocol), ProtocolFigures> {
+        let single = self.single_protocol();
+        let mut out = BTreeMap::new();
+        for (k, t) in &self.tasks {
+            match single {
+                Some(p) if t.by_protocol.is_empty() => {
+                    out.insert((*k, p), t.protocol_figures());
+                }
+                _ => {
+                    for (p, f) in &t.by_protocol {
+                        out.insert((*k, *p), f.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Each operation's figures (logon, new mail) per protocol, as
+    /// [`MailRunResult::tasks_by_protocol`].
+    pub fn operations_by_protocol(&self) -> BTreeMap<(String, Protocol), ProtocolFigures> {
+        let single = self.single_protocol();
+        let mut out = BTreeMap::new();
+        for (n, o) in &self.operations {
+            match single {
+                Some(p) if o.by_protocol.is_empty() => {
+                    let f = ProtocolFigures {
+                        latency: o.latency,
+                        errors: o.errors,
+                        skipped: 0,
+                        per_user_per_day: 0.0,
+                        hist: o.hist.clone(),
+                    };
+                    out.insert((n.clone(), p), f);
+                }
+                _ => {
+                    for (p, f) in &o.by_protocol {
+                        out.insert((n.clone(), *p), f.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// A histogram's figures in milliseconds.
@@ -100,6 +221,36 @@ pub struct TaskFigures {
     /// Completed or failed, per user per simulated day.
     pub per_user_per_day: f64,
     pub hist: LatencyHist,
+    /// In a run whose users spoke several protocols: this task's figures
+    /// per protocol (absent when one protocol ran: `protocols` names it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_protocol: BTreeMap<Protocol, ProtocolFigures>,
+}
+
+impl TaskFigures {
+    /// The figures every protocol together, as one protocol's.
+    pub fn protocol_figures(&self) -> ProtocolFigures {
+        ProtocolFigures {
+            latency: self.latency,
+            errors: self.errors,
+            skipped: self.skipped,
+            per_user_per_day: self.per_user_per_day,
+            hist: self.hist.clone(),
+        }
+    }
+}
+
+/// One task (or operation) over one protocol's users.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ProtocolFigures {
+    #[serde(flatten)]
+    pub latency: LatencyFigures,
+    pub errors: u64,
+    pub skipped: u64,
+    /// Completed or failed, per user of this protocol per simulated day
+    /// (0 for operations other than tasks).
+    pub per_user_per_day: f64,
+    pub hist: LatencyHist,
 }
 
 /// An operation measured besides the tasks.
@@ -109,6 +260,9 @@ pub struct OpFigures {
     pub latency: LatencyFigures,
     pub errors: u64,
     pub hist: LatencyHist,
+    /// In a run of several protocols: the figures per protocol.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_protocol: BTreeMap<Protocol, ProtocolFigures>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -299,6 +453,22 @@ pub struct Generator {
     pub imap_commands: u64,
     pub smtp_commands: u64,
     pub sieve_commands: u64,
+    /// JMAP requests (POSTs to the API URL) of the JMAP users (absent in
+    /// older results).
+    #[serde(default)]
+    pub jmap_requests: u64,
+    /// JMAP method calls in those requests (several to a request).
+    #[serde(default)]
+    pub jmap_method_calls: u64,
+    /// Push events (EventSource `state` events) the JMAP users received.
+    #[serde(default)]
+    pub jmap_push_events: u64,
+    /// Push streams opened again after they dropped (after a back-off).
+    #[serde(default)]
+    pub jmap_push_reconnects: u64,
+    /// CPU seconds per 1000 commands: IMAP, SMTP and ManageSieve commands
+    /// and JMAP method calls (a method call is a JMAP client's unit of
+    /// work, as a command is IMAP's; requests batch several).
     #[serde(default)]
     pub cpu_s_per_1000_commands: f64,
     #[serde(default)]
@@ -357,24 +527,60 @@ impl GeneratorMemory {
     }
 }
 
+/// What the users sent, by protocol: the counts of a generator's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Commands {
+    pub imap: u64,
+    pub smtp: u64,
+    pub sieve: u64,
+    pub jmap_requests: u64,
+    pub jmap_method_calls: u64,
+    pub jmap_push_events: u64,
+    pub jmap_push_reconnects: u64,
+}
+
+impl Commands {
+    /// The commands CPU per 1000 commands counts: IMAP, SMTP, ManageSieve
+    /// commands and JMAP method calls.
+    pub fn counted(&self) -> u64 {
+        self.imap + self.smtp + self.sieve + self.jmap_method_calls
+    }
+
+    /// The counts of several generators together.
+    pub fn sum(all: impl IntoIterator<Item = Commands>) -> Commands {
+        all.into_iter().fold(Commands::default(), |a, b| Commands {
+            imap: a.imap + b.imap,
+            smtp: a.smtp + b.smtp,
+            sieve: a.sieve + b.sieve,
+            jmap_requests: a.jmap_requests + b.jmap_requests,
+            jmap_method_calls: a.jmap_method_calls + b.jmap_method_calls,
+            jmap_push_events: a.jmap_push_events + b.jmap_push_events,
+            jmap_push_reconnects: a.jmap_push_reconnects + b.jmap_push_reconnects,
+        })
+    }
+}
+
 impl Generator {
-    /// The figures from the counts: CPU per 1000 commands and per 1000
-    /// simulated user-hours.
-    #[allow(clippy::too_many_arguments)]
+    /// The figures from the counts: CPU per 1000 commands (JMAP method
+    /// calls counted as commands) and per 1000 simulated user-hours.
     pub fn of(
         cpu_s: f64,
-        commands: [u64; 3],
+        commands: Commands,
         user_hours: f64,
         sched: LatencyHist,
         planned_tasks: u64,
         executed_tasks: u64,
     ) -> Generator {
-        let all: u64 = commands.iter().sum();
+        let all = commands.counted();
         Generator {
             cpu_s,
-            imap_commands: commands[0],
-            smtp_commands: commands[1],
-            sieve_commands: commands[2],
+            imap_commands: commands.imap,
+            smtp_commands: commands.smtp,
+            sieve_commands: commands.sieve,
+            jmap_requests: commands.jmap_requests,
+            jmap_method_calls: commands.jmap_method_calls,
+            jmap_push_events: commands.jmap_push_events,
+            jmap_push_reconnects: commands.jmap_push_reconnects,
             cpu_s_per_1000_commands: if all > 0 {
                 1000.0 * cpu_s / all as f64
             } else {
@@ -391,6 +597,19 @@ impl Generator {
             planned_tasks,
             executed_tasks,
             memory: GeneratorMemory::default(),
+        }
+    }
+
+    /// The counts the figures came from.
+    pub fn commands(&self) -> Commands {
+        Commands {
+            imap: self.imap_commands,
+            smtp: self.smtp_commands,
+            sieve: self.sieve_commands,
+            jmap_requests: self.jmap_requests,
+            jmap_method_calls: self.jmap_method_calls,
+            jmap_push_events: self.jmap_push_events,
+            jmap_push_reconnects: self.jmap_push_reconnects,
         }
     }
 }

@@ -360,63 +360,7 @@ const COURIER_DEBS: &[&str] = &[
 /// scripts/test downloads into target/debs, else downloaded here with
 /// `apt-get download`. None (skip; a failure in CI) when neither works.
 fn courier_root() -> Option<PathBuf> {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let root = tmp.join("courier/root");
-    if root.join("usr/bin/imapd").is_file() {
-        return Some(root);
-    }
-    let debs = tmp.join("../debs");
-    let own = tmp.join("courier/debs");
-    std::fs::create_dir_all(&own).unwrap();
-    let find = |pkg: &str| -> Option<PathBuf> {
-        [&debs, &own].iter().find_map(|d| {
-            std::fs::read_dir(d)
-                .ok()?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{pkg}_")))
-                })
-        })
-    };
-    let missing: Vec<&str> = COURIER_DEBS
-        .iter()
-        .copied()
-        .filter(|p| find(p).is_none())
-        .collect();
-    if !missing.is_empty() {
-        let ok = Command::new("apt-get")
-            .arg("download")
-            .args(&missing)
-            .current_dir(&own)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            if std::env::var_os("CI").is_some() {
-                panic!("CI must provide {missing:?} in target/debs (scripts/test downloads them)");
-            }
-            eprintln!("SKIPPED: cannot download the Courier packages {missing:?}");
-            return None;
-        }
-    }
-    let part = tmp.join("courier/root.part");
-    let _ = std::fs::remove_dir_all(&part);
-    for p in COURIER_DEBS {
-        let deb = find(p).unwrap();
-        let st = Command::new("dpkg")
-            .arg("-x")
-            .arg(&deb)
-            .arg(&part)
-            .status()
-            .unwrap();
-        assert!(st.success(), "dpkg -x {}", deb.display());
-    }
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::rename(&part, &root).unwrap();
-    Some(root)
+    unpack_debs("courier", COURIER_DEBS, "usr/bin/imapd")
 }
 
 /// Courier's imapd on 127.0.0.1 for `users` (userdb with one password),

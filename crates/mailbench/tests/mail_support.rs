@@ -435,3 +435,64 @@ fn pump_throttled(
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
+
+/// Debian packages that conflict with the installed servers, unpacked with
+/// `dpkg -x` into `target/tmp/<name>/root` (once: a root holding `marker`
+/// is reused): from the .debs that scripts/test downloads into target/debs,
+/// else downloaded here with `apt-get download`. None (skip; a failure in
+/// CI) when neither works.
+pub fn unpack_debs(name: &str, debs: &[&str], marker: &str) -> Option<PathBuf> {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let root = tmp.join(name).join("root");
+    if root.join(marker).is_file() {
+        return Some(root);
+    }
+    let shared = tmp.join("../debs");
+    let own = tmp.join(name).join("debs");
+    std::fs::create_dir_all(&own).unwrap();
+    let find = |pkg: &str| -> Option<PathBuf> {
+        [&shared, &own].iter().find_map(|d| {
+            std::fs::read_dir(d)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{pkg}_")))
+                })
+        })
+    };
+    let missing: Vec<&str> = debs.iter().copied().filter(|p| find(p).is_none()).collect();
+    if !missing.is_empty() {
+        let ok = Command::new("apt-get")
+            .arg("download")
+            .args(&missing)
+            .current_dir(&own)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            if std::env::var_os("CI").is_some() {
+                panic!("CI must provide {missing:?} in target/debs (scripts/test downloads them)");
+            }
+            eprintln!("SKIPPED: cannot download the {name} packages {missing:?}");
+            return None;
+        }
+    }
+    let part = tmp.join(name).join("root.part");
+    let _ = std::fs::remove_dir_all(&part);
+    for p in debs {
+        let deb = find(p).unwrap();
+        let st = Command::new("dpkg")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&part)
+            .status()
+            .unwrap();
+        assert!(st.success(), "dpkg -x {}", deb.display());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::rename(&part, &root).unwrap();
+    Some(root)
+}

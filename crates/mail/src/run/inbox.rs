@@ -270,35 +270,14 @@ impl User {
         self.woke_late = Some(Instant::now().saturating_duration_since(when));
     }
 
-    /// Waits for a task slot ([`Shared::task_slots`]) and records the task's
-    /// scheduling delay: the timer's lateness when it woke the user for the
-    /// task, plus the wait for a slot. A task already due when its user came
-    /// back from the previous one (the server's time, not the generator's)
-    /// records only its wait for a slot, when it had to wait. None when the
-    /// run is stopping.
+    /// Waits for a task slot ([`Shared::take_slot`]), the timer's lateness
+    /// when it woke the user for the task counted in its scheduling delay.
     pub(super) async fn take_slot<'s>(
         &mut self,
         sh: &'s Shared,
         stop: &mut watch::Receiver<bool>,
     ) -> Option<super::capacity::TaskSlot<'s>> {
-        let late = self.woke_late.take();
-        let (slot, waited) = match sh.task_slots.try_take() {
-            Some(slot) => (slot, None),
-            None => {
-                let t = Instant::now();
-                tokio::select! {
-                    slot = sh.task_slots.take() => (slot, Some(t.elapsed())),
-                    _ = stop.changed() => return None,
-                }
-            }
-        };
-        if late.is_some() || waited.is_some() {
-            let delay = late.unwrap_or_default() + waited.unwrap_or_default();
-            let mut s = sh.stats();
-            s.sched_delay.record(delay);
-            s.sched_delay_interval.record(delay);
-        }
-        Some(slot)
+        sh.take_slot(self.woke_late.take(), stop).await
     }
 
     /// One stretch of IDLE on the Inbox until `when` or new mail: Some(true)

@@ -78,6 +78,8 @@ struct JUser {
     rules: Vec<String>,
     next_name: u32,
     backoff: backoff::Backoff,
+    /// How late the timer woke the user for its next task.
+    woke_late: Option<Duration>,
 }
 
 /// One JMAP user's day: logon in the ramp-up, the scheduled tasks, new mail
@@ -109,6 +111,7 @@ pub(super) async fn user_main(
         rules: Vec::new(),
         next_name: 1,
         backoff: backoff::Backoff::default(),
+        woke_late: None,
     };
     tokio::select! {
         _ = tokio::time::sleep_until(logon_at) => {}
@@ -123,7 +126,11 @@ pub(super) async fn user_main(
         if u.wait_until(&sh, &url, when, &mut stop).await {
             break;
         }
+        let Some(slot) = sh.take_slot(u.woke_late.take(), &mut stop).await else {
+            break;
+        };
         let r = u.task(&sh, &url, kind).await;
+        drop(slot);
         let latency = Instant::now().saturating_duration_since(when);
         match r {
             Ok(Outcome::Done) => sh.stats().ok(Protocol::Jmap, kind.name(), latency),
@@ -357,6 +364,10 @@ impl JUser {
                     _ = stop.changed() => return true,
                 },
             };
+            if matches!(woke, Woke::Timer) && Instant::now() >= when {
+                // The timer woke the user for its task: how late.
+                self.woke_late = Some(Instant::now().saturating_duration_since(when));
+            }
             let due = matches!(woke, Woke::Push) || (polling && Instant::now() >= poll_at);
             if !due {
                 continue;

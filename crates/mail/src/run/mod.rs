@@ -115,6 +115,38 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Waits for a task slot ([`Shared::task_slots`]) and records the task's
+    /// scheduling delay: `late`, how late the timer woke the user for the
+    /// task, plus the wait for a slot. A task already due when its user came
+    /// back from the previous one (the server's time, not the generator's)
+    /// has no `late` and records only its wait for a slot, when it had to
+    /// wait. None when the run is stopping. IMAP and JMAP users alike.
+    pub(super) async fn take_slot(
+        &self,
+        late: Option<Duration>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<capacity::TaskSlot<'_>> {
+        let (slot, waited) = match self.task_slots.try_take() {
+            Some(slot) => (slot, None),
+            None => {
+                let t = Instant::now();
+                tokio::select! {
+                    slot = self.task_slots.take() => (slot, Some(t.elapsed())),
+                    _ = stop.changed() => return None,
+                }
+            }
+        };
+        if late.is_some() || waited.is_some() {
+            let delay = late.unwrap_or_default() + waited.unwrap_or_default();
+            let mut s = self.stats();
+            s.sched_delay.record(delay);
+            s.sched_delay_interval.record(delay);
+        }
+        Some(slot)
+    }
+}
+
 /// What a user knows of one Inbox message: kept for every message the
 /// Inbox holds, so it is small (8 bytes, no heap): the Inbox grows by the
 /// day's deliveries. Who sent a message and to whom (Reply, Reply All) is

@@ -805,6 +805,22 @@ mod tests {
         sizes
     }
 
+    /// Generation 1's file of log 9 with `b`-byte blocks read back: its
+    /// bytes, the record bytes of its valid blocks, and how many blocks
+    /// read as valid before the first that does not.
+    fn read_back(dir: &Path, b: usize) -> (Vec<u8>, usize, usize) {
+        let bytes = std::fs::read(LogWriter::path_of(dir, 1)).unwrap();
+        let mut data = 0;
+        let mut k = 0;
+        while let format::LogBlock::Valid { data_len } =
+            format::check_log_block(&bytes[k * b..(k + 1) * b], 9, 1, k as u32)
+        {
+            data += data_len;
+            k += 1;
+        }
+        (bytes, data, k)
+    }
+
     fn update(w: &mut LogWriter, i: u64, len: usize) -> u64 {
         let data = vec![7u8; len];
         w.append(&Record::Update {
@@ -915,15 +931,7 @@ mod tests {
         );
         assert_eq!(flush(&mut w, FlushKind::All), [2 * b]);
         // Read back: the stream is whole, the shadow after the last block reads as the end.
-        let bytes = std::fs::read(LogWriter::path_of(dir.path(), 1)).unwrap();
-        let mut data = 0;
-        let mut k = 0;
-        while let format::LogBlock::Valid { data_len } =
-            format::check_log_block(&bytes[k * b..(k + 1) * b], 9, 1, k as u32)
-        {
-            data += data_len;
-            k += 1;
-        }
+        let (bytes, data, k) = read_back(dir.path(), b);
         assert_eq!(
             (w.next_lsn() - start) as usize,
             data + (k - 1) * LOG_BLOCK_HEADER
@@ -976,15 +984,7 @@ mod tests {
         );
         update(&mut w, 6, 30);
         assert_eq!(flush(&mut w, FlushKind::All), [2 * b]);
-        let bytes = std::fs::read(LogWriter::path_of(dir.path(), 1)).unwrap();
-        let mut data = 0;
-        let mut k = 0;
-        while let format::LogBlock::Valid { data_len } =
-            format::check_log_block(&bytes[k * b..(k + 1) * b], 9, 1, k as u32)
-        {
-            data += data_len;
-            k += 1;
-        }
+        let (bytes, data, k) = read_back(dir.path(), b);
         assert_eq!(
             (w.next_lsn() - start) as usize,
             data + (k - 1) * LOG_BLOCK_HEADER,

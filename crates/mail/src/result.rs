@@ -49,7 +49,7 @@ pub(crate) struct Measured {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct GenSamples {
     pub rss_max_bytes: u64,
-    /// The first sample after the day started.
+    /// The first sample 10 s into the day (a tenth into a shorter one).
     pub rss_day_start_bytes: u64,
     /// The last sample before the day ended or the run was stopped.
     pub rss_day_end_bytes: u64,

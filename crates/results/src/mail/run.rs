@@ -497,7 +497,8 @@ pub struct GeneratorMemory {
     /// `rss_max_bytes` per simulated user.
     #[serde(default)]
     pub rss_max_bytes_per_user: f64,
-    /// The resident set when the day started (all users logged on).
+    /// The resident set 10 s into the day (a tenth into a shorter one), once
+    /// the day's first tasks have run: the base the day's growth is judged on.
     #[serde(default)]
     pub rss_day_start_bytes: u64,
     /// The resident set at the end of the day (or when the run was stopped).

@@ -253,7 +253,8 @@ impl TestLog {
         let line = format!("{now} {}\n", crate::secrets::redact(msg.as_ref()));
         if let Ok(mut g) = self.inner.lock() {
             // A failing log write must not end the run: it is said once on
-            // stderr and kept ([`TestLog::write_error`]; not yet in the results).
+            // stderr and kept ([`TestLog::write_error`]): the output path records it
+            // in the result (`run.log_write_error`).
             if let Some(Err(e)) = g.file.as_mut().map(|f| f.write_all(line.as_bytes()))
                 && g.failed.is_none()
             {

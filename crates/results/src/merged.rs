@@ -84,6 +84,7 @@ pub fn merged_header<'a>(
         .unwrap_or_default()
         .to_string();
     header.duration_s = (inputs.iter().map(|h| h.duration_s)).fold(0.0, f64::max);
+    header.log_write_error = inputs.iter().find_map(|h| h.log_write_error.clone());
     header
 }
 

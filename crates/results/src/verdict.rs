@@ -90,6 +90,11 @@ pub struct RunHeader {
     /// section and the facts detected for the paths the command used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disclosure: Option<Box<crate::disclosure::Disclosure>>,
+    /// Why test.log is incomplete: the first of its lines that could not be
+    /// written (e.g. the volume was full) and the error; absent when every line
+    /// was written. The run's figures do not depend on test.log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_write_error: Option<String>,
 }
 
 impl RunHeader {
@@ -105,6 +110,7 @@ impl RunHeader {
             ended: String::new(),
             duration_s: 0.0,
             disclosure: None,
+            log_write_error: None,
         }
     }
 
@@ -122,6 +128,7 @@ impl RunHeader {
             ended: String::new(),
             duration_s: 0.0,
             disclosure: None,
+            log_write_error: None,
         }
     }
 

@@ -14,7 +14,19 @@ use std::path::{Path, PathBuf};
 /// Writes the run's files into `dir`, in order: result.json, summary.txt,
 /// report.html (from result.json and the intervals.jsonl and test.log beside
 /// it). A report that cannot be rendered is said on stderr; the result stands.
+/// A test.log line that could not be written is recorded in the result's
+/// header (`run.log_write_error`) and said by the summary and the report.
 pub fn write_files(dir: &RunDir, result: &AnyResult) -> Result<PathBuf> {
+    let noted;
+    let result = match dir.log.write_error() {
+        Some(e) if result.header().log_write_error.is_none() => {
+            let mut r = result.clone();
+            r.header_mut().log_write_error = Some(e);
+            noted = r;
+            &noted
+        }
+        _ => result,
+    };
     write_with(
         dir,
         result,
@@ -293,4 +305,44 @@ struct MailSetupLine<'a> {
     #[serde(flatten)]
     head: Head<'a>,
     result: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mailbench_base::rundir::TestLog;
+
+    /// A test.log that cannot be written (a full volume: /dev/full) ends up in
+    /// result.json's header, summary.txt and report.html; the run's files are
+    /// still written.
+    #[test]
+    fn a_test_log_that_could_not_be_written_is_in_every_file() {
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../results/tests/fixtures/v1/storage-verify.json"
+        );
+        let json = std::fs::read_to_string(fixture).unwrap();
+        let r = AnyResult::from_value(serde_json::from_str(&json).unwrap()).unwrap();
+        assert!(r.header().log_write_error.is_none());
+        let tmp = tempfile::tempdir().unwrap();
+        let log = TestLog::open(Path::new("/dev/full")).unwrap();
+        log.line("a line the full volume refuses");
+        let dir = RunDir {
+            path: tmp.path().to_path_buf(),
+            log,
+        };
+        write_files(&dir, &r).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(tmp.path().join("result.json")).unwrap())
+                .unwrap();
+        let said = (written.pointer("/run/log_write_error"))
+            .or_else(|| written.get("log_write_error"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap();
+        assert!(said.contains("test.log"), "{said}");
+        let summary = std::fs::read_to_string(tmp.path().join("summary.txt")).unwrap();
+        assert!(summary.contains("test.log is incomplete"), "{summary}");
+        let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+        assert!(html.contains("id=\"log-write-error\""));
+    }
 }

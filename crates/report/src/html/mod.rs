@@ -66,6 +66,31 @@ pub fn class_color(c: &str) -> &'static str {
 /// Renders any loaded result; an error is a fault of the report's own
 /// templates, never of the result.
 pub fn render(doc: &Doc) -> Result<String, minijinja::Error> {
+    let page = render_kind(doc)?;
+    Ok(with_log_write_error(page, doc.raw()))
+}
+
+/// A page of a run whose test.log is incomplete says so above its footer
+/// (`run.log_write_error`), whatever its kind.
+fn with_log_write_error(page: String, raw: &serde_json::Value) -> String {
+    let error = (raw.pointer("/run/log_write_error"))
+        .or_else(|| raw.get("log_write_error"))
+        .and_then(serde_json::Value::as_str);
+    match (error, page.rfind("<footer>")) {
+        (Some(e), Some(at)) => {
+            let note = format!(
+                "<p class=\"note\" id=\"log-write-error\">test.log is incomplete: {}</p>\n",
+                crate::svg::esc(e)
+            );
+            let mut page = page;
+            page.insert_str(at, &note);
+            page
+        }
+        _ => page,
+    }
+}
+
+fn render_kind(doc: &Doc) -> Result<String, minijinja::Error> {
     match doc {
         Doc::Storage(d) => storage_page(d),
         Doc::Mail(d) => mail::mail_page(d),

@@ -64,6 +64,14 @@ fn errors_text(o: &mut String, errors: &[String]) {
 
 /// summary.txt of a result of any kind.
 pub fn render(r: &AnyResult) -> String {
+    let mut s = render_kind(r);
+    if let Some(e) = &r.header().log_write_error {
+        let _ = writeln!(s, "\nWarning: test.log is incomplete: {e}");
+    }
+    s
+}
+
+fn render_kind(r: &AnyResult) -> String {
     match r {
         AnyResult::StorageRun(r) => {
             let mut s = storage::render(r);

@@ -652,6 +652,7 @@ fn jmap_users(o: &Resolved, target: &Target) -> Option<crate::run::jmap_user::Jm
     (o.jmap_pct > 0).then_some(crate::run::jmap_user::JmapUsers {
         url,
         pct: o.jmap_pct,
+        first: o.first_user.saturating_sub(1),
         counts: std::sync::Arc::default(),
     })
 }

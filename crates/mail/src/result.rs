@@ -190,7 +190,11 @@ pub(crate) fn build(
         section
     });
     let kind = id.target.kind.clone();
-    let protocols = Protocol::users(o.jmap_pct, id.users as u64);
+    let protocols = Protocol::users(
+        o.jmap_pct,
+        o.first_user.saturating_sub(1) as u64,
+        id.users as u64,
+    );
     let mut r = MailRunResult {
         run: id.header,
         config: o.clone(),

@@ -40,14 +40,19 @@ pub struct JmapUsers {
     pub url: Url,
     /// The share of users on JMAP, in % (`MailConfig::jmap_pct`).
     pub pct: u32,
+    /// The number (from 0) of this generator's first user: `--first-user` − 1,
+    /// its slice's first with several generators, so that the mix holds over
+    /// every generator's users together.
+    pub first: usize,
     /// What the JMAP users sent and received (the result's generator figures).
     pub counts: Arc<Counts>,
 }
 
 impl JmapUsers {
-    /// Whether the user of index `idx` is a JMAP user.
+    /// Whether this generator's user of index `idx` is a JMAP user: chosen
+    /// by the user's number, not by its index within this generator.
     pub fn takes(&self, idx: usize) -> bool {
-        mailbench_results::mail::config::jmap_user(self.pct, idx)
+        mailbench_results::mail::config::jmap_user(self.pct, self.first + idx)
     }
 }
 

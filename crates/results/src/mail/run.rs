@@ -97,11 +97,12 @@ impl Protocol {
         }
     }
 
-    /// The users per protocol of `users` users, `jmap_pct` % on JMAP
-    /// (protocols without users left out).
-    pub fn users(jmap_pct: u32, users: u64) -> BTreeMap<Protocol, u64> {
+    /// The users per protocol of `users` users from user number `first`
+    /// (from 0: `--first-user` − 1), `jmap_pct` % on JMAP (protocols without
+    /// users left out).
+    pub fn users(jmap_pct: u32, first: u64, users: u64) -> BTreeMap<Protocol, u64> {
         let mut m = BTreeMap::new();
-        for idx in 0..users as usize {
+        for idx in first as usize..(first + users) as usize {
             *m.entry(Protocol::of_user(jmap_pct, idx)).or_default() += 1;
         }
         m
@@ -802,6 +803,31 @@ impl IntervalOp {
             p50_ms: sum.p50_us as f64 / 1000.0,
             p95_ms: sum.p95_us as f64 / 1000.0,
             hist: h.to_base64(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Users split into slices (generators, MPI ranks) are assigned their
+        /// protocols by number: the slices' counts add up to the whole run's,
+        /// and the whole run holds the mix to within one user.
+        #[test]
+        fn slices_add_up_to_the_whole_mix(pct in 0u32..=100, users in 1u64..500, cut in 0u64..500) {
+            let cut = cut.min(users);
+            let whole = Protocol::users(pct, 0, users);
+            let mut sum = Protocol::users(pct, 0, cut);
+            for (p, n) in Protocol::users(pct, cut, users - cut) {
+                *sum.entry(p).or_default() += n;
+            }
+            prop_assert_eq!(&sum, &whole);
+            let jmap = whole.get(&Protocol::Jmap).copied().unwrap_or(0);
+            let want = users * u64::from(pct) / 100;
+            prop_assert!(jmap.abs_diff(want) <= 1, "{} JMAP users of {}, {}% asked", jmap, users, pct);
         }
     }
 }

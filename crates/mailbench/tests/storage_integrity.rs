@@ -7,7 +7,7 @@
 #[path = "storage_support.rs"]
 mod storage_support;
 
-use mailbench_storage::format;
+use mailbench_storage::{format, log_header};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -445,8 +445,9 @@ fn valid_blocks_after_checkpoint(dir: &Path, inst: usize) -> Vec<(PathBuf, u64)>
     loop {
         let p = logs.join(format::log_file_name(g));
         let Ok(bytes) = std::fs::read(&p) else { break };
-        for (b, blk) in bytes.chunks(format::LOG_BLOCK).enumerate() {
-            let at = g * c.log_file_size + (b * format::LOG_BLOCK) as u64;
+        let data = bytes.get(log_header::LOG_FILE_HEADER..).unwrap_or(&[]);
+        for (b, blk) in data.chunks(format::LOG_BLOCK).enumerate() {
+            let at = g * c.log_file_size + log_header::block_offset(b as u64, format::LOG_BLOCK);
             if at >= c.checkpoint_lsn
                 && matches!(
                     format::check_log_block(blk, id, g, b as u32),
@@ -474,7 +475,7 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
         .read(true)
         .open(&path)
         .unwrap();
-    let at = b * format::LOG_BLOCK as u64 + 100;
+    let at = log_header::block_offset(b, format::LOG_BLOCK) + 100;
     let mut x = [0u8; 1];
     f.read_exact_at(&mut x, at).unwrap();
     x[0] ^= 1;
@@ -486,7 +487,7 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
         .write(true)
         .open(&p2)
         .unwrap()
-        .set_len(b2 * format::LOG_BLOCK as u64 + 1000)
+        .set_len(log_header::block_offset(b2, format::LOG_BLOCK) + 1000)
         .unwrap();
 
     let o = storage(dir, "recover", &["--log-files", "0"])
@@ -509,7 +510,7 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     let end = rec["end_lsn"].as_u64().unwrap();
     let gen_of =
         |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
-    let damaged_at = gen_of(&path) * (1 << 20) + b * format::LOG_BLOCK as u64;
+    let damaged_at = gen_of(&path) * (1 << 20) + log_header::block_offset(b, format::LOG_BLOCK);
     assert!(
         end <= damaged_at,
         "replayed up to {end}, past the damage at {damaged_at}"

@@ -4,6 +4,7 @@
 //!
 //! The same page scanner serves `storage backup` (256 KiB reads, optional copy).
 
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use crate::format::{self, DbHeader, LogBlock, PageError};
 use crate::init::read_header;
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
@@ -116,9 +117,14 @@ pub fn log_generations(dir: &Path) -> Vec<u64> {
     gens
 }
 
-/// Checks every block of every log file. The log is read on from the
-/// checkpoint's generation: it ends at the first block never written (or at a
-/// bad block), unless that generation is full and the next one goes on.
+/// Checks every log file's header and every block. The log is read on from
+/// the checkpoint's generation: it ends at the first block never written (or
+/// at a bad block), unless that generation is full and the next one goes on
+/// with a sound header. A header never written (zeros, torn, or a reused
+/// file's old one) on a file holding no block of its generation is a file
+/// not begun: the end of the log, no damage; but at the checkpoint's
+/// generation with records needed after its start, under blocks of its
+/// generation, or any other fault, it is damage.
 pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> LogScan {
     let gens = log_generations(dir);
     let (ckpt, damaged) = match read_checkpoint(dir, db_id) {
@@ -126,7 +132,7 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         Err(e) => (None, Some(e)),
     };
     let lb = log_block;
-    let blocks_per_file = (file_size / lb as u64) as usize;
+    let blocks_per_file = log_header::blocks_per_file(file_size, lb) as usize;
     let mut scan = LogScan {
         end_lsn: ckpt.map(|c| c.checkpoint_lsn).unwrap_or(0),
         checkpoint_lsn: ckpt.map(|c| c.checkpoint_lsn),
@@ -172,9 +178,12 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
             }
         };
         scan.bytes += bytes.len() as u64;
-        let in_log = expect == Some(*g);
+        let header = LogFileHeader::check(&bytes, db_id, *g, file_size, lb);
+        let in_log = expect == Some(*g) && header.is_ok();
         let mut full = true;
-        for (b, block) in bytes.chunks(lb).enumerate().take(blocks_per_file) {
+        let mut own_blocks = 0u64;
+        let data = bytes.get(LOG_FILE_HEADER..).unwrap_or(&[]);
+        for (b, block) in data.chunks(lb).enumerate().take(blocks_per_file) {
             if block.len() < lb {
                 // A file cut inside a block.
                 scan.blocks += 1;
@@ -186,7 +195,7 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
                 full = false;
                 break;
             }
-            let next = bytes.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
+            let next = data.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
             // A torn rewrite of the last partial block whose shadow is whole
             // is the log's end, not damage.
             let checked = match format::shadow_rescue(block, next, db_id, *g, b as u32) {
@@ -196,9 +205,11 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
             match checked {
                 LogBlock::Valid { data_len } => {
                     scan.blocks += 1;
+                    own_blocks += 1;
                     if in_log && full {
-                        let end =
-                            g * file_size + (b * lb + format::LOG_BLOCK_HEADER + data_len) as u64;
+                        let end = g * file_size
+                            + log_header::block_offset(b as u64, lb)
+                            + (format::LOG_BLOCK_HEADER + data_len) as u64;
                         scan.end_lsn = scan.end_lsn.max(end);
                     } else if *g >= start_gen {
                         scan.after_end += 1;
@@ -218,10 +229,25 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
                 }
             }
         }
-        if bytes.len() < blocks_per_file * lb {
+        if data.len() < blocks_per_file * lb {
             full = false;
         }
-        if in_log {
+        if let Err(fault) = header {
+            let at_start = *g == start_gen
+                && scan
+                    .checkpoint_lsn
+                    .is_some_and(|c| c > log_header::first_lsn(*g, file_size));
+            if !fault.unwritten() || own_blocks > 0 || (at_start && expect == Some(*g)) {
+                scan.bad_blocks += 1;
+                push_bad(
+                    &mut scan.first_bad,
+                    format!("{} header: {fault}", format::log_file_name(*g)),
+                );
+            }
+            if expect == Some(*g) {
+                expect = None;
+            }
+        } else if in_log {
             expect = full.then_some(g + 1);
         }
     }
@@ -674,44 +700,116 @@ mod tests {
     use super::*;
     use crate::format::{LOG_BLOCK, LOG_BLOCK_HEADER, seal_log_block};
 
-    fn write_gen(dir: &Path, db_id: u64, g: u64, fs: usize, blocks: &[(u32, usize)]) {
-        let mut f = vec![0u8; fs];
+    /// Log files of a header and four 4 KiB blocks.
+    const FS: usize = LOG_FILE_HEADER + 4 * LOG_BLOCK;
+
+    fn header(db_id: u64, g: u64) -> LogFileHeader {
+        LogFileHeader {
+            generation: g,
+            db_id,
+            file_size: FS as u64,
+            log_block: LOG_BLOCK as u32,
+            created_ms: 1,
+        }
+    }
+
+    fn write_gen(dir: &Path, db_id: u64, g: u64, blocks: &[(u32, usize)]) {
+        let mut f = vec![0u8; FS];
+        header(db_id, g).encode(&mut f);
         for &(b, len) in blocks {
-            let at = b as usize * LOG_BLOCK;
+            let at = log_header::block_offset(u64::from(b), LOG_BLOCK) as usize;
             seal_log_block(&mut f[at..at + LOG_BLOCK], db_id, g, b, len);
         }
         std::fs::write(dir.join(format::log_file_name(g)), f).unwrap();
     }
 
+    fn checkpoint(dir: &Path, lsn: u64) {
+        let c = format::Checkpoint {
+            db_id: 3,
+            checkpoint_lsn: lsn,
+            first_generation: lsn / FS as u64,
+            log_file_size: FS as u64,
+        };
+        std::fs::write(dir.join("checkpoint.chk"), c.encode()).unwrap();
+    }
+
+    /// The LSN after `len` record bytes of block `b` of generation `g`.
+    fn lsn(g: u64, b: u64, len: usize) -> u64 {
+        g * FS as u64 + log_header::block_offset(b, LOG_BLOCK) + (LOG_BLOCK_HEADER + len) as u64
+    }
+
     #[test]
     fn log_end_is_contiguous_from_the_checkpoint() {
         let d = tempfile::tempdir().unwrap();
-        let fs = 4 * LOG_BLOCK;
-        let c = format::Checkpoint {
-            db_id: 3,
-            checkpoint_lsn: 2 * fs as u64 + 40,
-            first_generation: 2,
-            log_file_size: fs as u64,
-        };
-        std::fs::write(d.path().join("checkpoint.chk"), c.encode()).unwrap();
-        write_gen(d.path(), 3, 2, fs, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
-        write_gen(d.path(), 3, 3, fs, &[(0, 10)]);
+        checkpoint(d.path(), lsn(2, 0, 8));
+        write_gen(d.path(), 3, 2, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
+        write_gen(d.path(), 3, 3, &[(0, 10)]);
         // Gen 4 has a block after a hole: a torn flush, beyond the end.
-        write_gen(d.path(), 3, 4, fs, &[(1, 10)]);
-        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
-        assert_eq!(s.end_lsn, 3 * fs as u64 + (LOG_BLOCK_HEADER + 10) as u64);
+        write_gen(d.path(), 3, 4, &[(1, 10)]);
+        let s = scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
+        assert_eq!(s.end_lsn, lsn(3, 0, 10));
         assert_eq!((s.bad_blocks, s.gaps, s.after_end, s.blocks), (0, 0, 1, 6));
         // A damaged block ends the log and is reported.
         let p = d.path().join(format::log_file_name(2));
         let mut b = std::fs::read(&p).unwrap();
-        b[LOG_BLOCK + 200] ^= 1;
+        b[LOG_FILE_HEADER + LOG_BLOCK + 200] ^= 1;
         std::fs::write(&p, b).unwrap();
-        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
+        let s = scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
         assert_eq!(s.bad_blocks, 1);
         assert_eq!(s.first_bad, vec!["E00000002.log block 1".to_string()]);
-        assert_eq!(s.end_lsn, 2 * fs as u64 + (LOG_BLOCK_HEADER + 100) as u64);
+        assert_eq!(s.end_lsn, lsn(2, 0, 100));
         // A missing generation after the checkpoint is a gap.
         std::fs::remove_file(d.path().join(format::log_file_name(3))).unwrap();
-        assert_eq!(scan_log(d.path(), 3, fs as u64, LOG_BLOCK).gaps, 1);
+        assert_eq!(scan_log(d.path(), 3, FS as u64, LOG_BLOCK).gaps, 1);
+    }
+
+    /// A generation whose header was never written (zeros, torn, a reused
+    /// file's old one) and that holds none of its blocks ends the log where
+    /// the generation before it ends; under blocks of its own, at the
+    /// checkpoint's generation with records needed from it, or from an
+    /// older format, the header is damage.
+    #[test]
+    fn a_header_never_written_ends_the_log_and_a_damaged_one_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        checkpoint(d.path(), lsn(2, 0, 0));
+        write_gen(d.path(), 3, 2, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
+        let three = d.path().join(format::log_file_name(3));
+        let scan = || scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
+        for torn in [
+            vec![0u8; FS],
+            {
+                let mut f = vec![0u8; FS];
+                header(3, 3).encode(&mut f);
+                f[700] ^= 4;
+                f
+            },
+            {
+                let mut f = vec![0u8; FS];
+                header(3, 1).encode(&mut f);
+                f
+            },
+        ] {
+            std::fs::write(&three, torn).unwrap();
+            let s = scan();
+            assert_eq!((s.end_lsn, s.bad_blocks), (lsn(2, 3, 50), 0), "{:?}", s.first_bad);
+        }
+        // Blocks of generation 3 under a torn header: damage.
+        write_gen(d.path(), 3, 3, &[(0, 10)]);
+        let mut f = std::fs::read(&three).unwrap();
+        f[700] ^= 4;
+        std::fs::write(&three, &f).unwrap();
+        let s = scan();
+        assert_eq!((s.end_lsn, s.bad_blocks), (lsn(2, 3, 50), 1));
+        assert!(s.first_bad[0].starts_with("E00000003.log header: its header's checksum"));
+        // The checkpoint's generation: its records are needed.
+        checkpoint(d.path(), lsn(3, 0, 4));
+        std::fs::write(&three, vec![0u8; FS]).unwrap();
+        assert_eq!(scan().bad_blocks, 1);
+        // An older format: a log block where the header goes.
+        let mut old = vec![0u8; FS];
+        seal_log_block(&mut old[..LOG_BLOCK], 3, 3, 0, 10);
+        std::fs::write(&three, old).unwrap();
+        let s = scan();
+        assert!(s.first_bad[0].contains("no file header"), "{:?}", s.first_bad);
     }
 }

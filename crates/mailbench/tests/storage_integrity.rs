@@ -690,7 +690,14 @@ fn replay_reads_are_at_most_the_profiles_largest_coalesced_read() {
     let r = latest_result(dir, "storage-recover");
     for i in r["instances"].as_array().unwrap() {
         assert!(i["log_read"]["ops"].as_u64().unwrap() > 0, "{i}");
-        assert_eq!(i["log_read"]["avg_bytes"].as_f64(), Some(32768.0), "{i}");
+        // Each log file's 4 KiB header alone, then its data in reads of 32 KiB
+        // (the last 28 KiB: 1 MiB less the header): 33 reads a file, 31,775 B
+        // on average; a larger read would lift the average above 32 KiB.
+        let avg = i["log_read"]["avg_bytes"].as_f64().unwrap();
+        assert!(
+            (28_000.0..=32_768.0).contains(&avg),
+            "log reads of {avg} B on average: {i}"
+        );
         assert!(i["db_read"]["ops"].as_u64().unwrap() > 0, "{i}");
         assert_eq!(i["db_read"]["avg_bytes"].as_f64(), Some(32768.0), "{i}");
     }

@@ -527,6 +527,54 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     lost_log_tail_is_refused_until_accepted(dir);
 }
 
+/// Each log file's header is checked before its data is replayed: a file of
+/// the older format (a log block where the header goes) is refused, naming
+/// the file; a header damaged under blocks of its generation (it was written
+/// before them, so it was not torn) is damage, not the end of the log.
+#[test]
+fn log_file_headers_are_checked_before_the_data() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    crash_early(dir);
+    // DB01: its first log file after the checkpoint in the older format.
+    let blocks = valid_blocks_after_checkpoint(dir, 0);
+    let (old, _) = blocks.first().unwrap().clone();
+    let gen_of =
+        |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
+    let mut block = vec![0u8; log_header::LOG_FILE_HEADER];
+    format::seal_log_block(&mut block, db_id(&db_path(dir, 0)), gen_of(&old), 0, 100);
+    let f = std::fs::OpenOptions::new().write(true).open(&old).unwrap();
+    f.write_all_at(&block, 0).unwrap();
+    // DB02: a bit of its last log file's header flipped.
+    let blocks2 = valid_blocks_after_checkpoint(dir, 1);
+    let (last, _) = blocks2.last().unwrap().clone();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&last)
+        .unwrap();
+    let mut x = [0u8; 1];
+    f.read_exact_at(&mut x, 100).unwrap();
+    x[0] ^= 0x20;
+    f.write_all_at(&x, 100).unwrap();
+
+    let o = storage(dir, "recover", &["--log-files", "0"])
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    for want in [
+        format!("{}: it has no file header", name(&old)),
+        format!("{}: its header's checksum is wrong", name(&last)),
+    ] {
+        assert!(text(&o).contains(&want), "want `{want}` in {}", text(&o));
+    }
+    let r = latest_result(dir, "storage-recover");
+    for rec in r["prior_recovery"].as_array().unwrap() {
+        assert_eq!(rec["log_damaged"], true, "{rec}");
+    }
+}
+
 fn run_folders(dir: &Path) -> usize {
     std::fs::read_dir(dir.join("results")).unwrap().count()
 }

@@ -171,7 +171,7 @@ impl Replay {
             Some(h) => g == h + 1,
             None => self.start_lsn <= log_header::first_lsn(g, self.fs),
         };
-        if after_sound && fault.unwritten() {
+        if after_sound && fault.unwritten() && !self.first_block_written(g) {
             self.stopped = format!("end of the log: {name} was never begun ({fault})");
             return;
         }
@@ -181,6 +181,33 @@ impl Replay {
             "log file {}: {fault}",
             self.log_dir.join(&name).display()
         ));
+    }
+
+    /// Whether generation `g`'s first block is one of its own: then its
+    /// header, which is written before any block of the generation, was
+    /// damaged after it was written, not torn. One read of a block, counted
+    /// with the log reads; a block that cannot be read counts as written
+    /// (an error, not an end).
+    fn first_block_written(&mut self, g: u64) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some(file) = self.log_file(g) else {
+            return false;
+        };
+        let mut buf = AlignedBuf::new(self.log_block);
+        let t = std::time::Instant::now();
+        let read = file.read_exact_at(buf.as_mut_slice(), LOG_FILE_HEADER as u64);
+        self.log_read.ops += 1;
+        self.log_read.latency.record(t.elapsed());
+        match read {
+            Ok(()) => {
+                self.log_read.bytes += self.log_block as u64;
+                format::check_log_block(buf.as_slice(), self.header.db_id, g, 0) != LogBlock::End
+            }
+            Err(_) => {
+                self.log_read.errors += 1;
+                true
+            }
+        }
     }
 
     fn consume_chunk(&mut self, g: u64, off: u64, bytes: &[u8], asked: usize) {

@@ -313,9 +313,9 @@ impl LogWriter {
     fn write_first_header(&mut self, generation: u64) -> Result<()> {
         use std::os::unix::fs::FileExt;
         let path = Self::path_of(&self.dir, generation);
-        let file = self
-            .file(generation)
-            .ok_or_else(|| Error::runtime(format!("log generation {generation} has no open file")))?;
+        let file = self.file(generation).ok_or_else(|| {
+            Error::runtime(format!("log generation {generation} has no open file"))
+        })?;
         let buf = self.header_buf(generation);
         let r = file.write_all_at(buf.as_slice(), 0);
         self.pool.put(buf);
@@ -327,9 +327,9 @@ impl LogWriter {
         if generation <= self.header_queued {
             return Ok(None);
         }
-        let file = self
-            .file(generation)
-            .ok_or_else(|| Error::runtime(format!("log generation {generation} has no open file")))?;
+        let file = self.file(generation).ok_or_else(|| {
+            Error::runtime(format!("log generation {generation} has no open file"))
+        })?;
         self.header_queued = generation;
         let buf = self.header_buf(generation);
         Ok(Some(LogWrite {
@@ -878,7 +878,10 @@ mod tests {
     fn read_back(dir: &Path, b: usize) -> (Vec<u8>, usize, usize) {
         let file = std::fs::read(LogWriter::path_of(dir, 1)).unwrap();
         let fs = file.len() as u64;
-        assert!(LogFileHeader::check(&file, 9, 1, fs, b).is_ok(), "the header is written");
+        assert!(
+            LogFileHeader::check(&file, 9, 1, fs, b).is_ok(),
+            "the header is written"
+        );
         let bytes = file[LOG_FILE_HEADER..].to_vec();
         let mut data = 0;
         let mut k = 0;
@@ -1086,7 +1089,10 @@ mod tests {
         }
         let first = std::fs::read(LogWriter::path_of(dir.path(), 4)).unwrap();
         let h = LogFileHeader::check(&first, 5, 4, fs, 4096).unwrap();
-        assert_eq!(h.generation, 4, "the first generation's header is written at the start");
+        assert_eq!(
+            h.generation, 4,
+            "the first generation's header is written at the start"
+        );
         let next = std::fs::read(LogWriter::path_of(dir.path(), 5)).unwrap();
         assert_eq!(
             LogFileHeader::check(&next, 5, 5, fs, 4096),
@@ -1153,7 +1159,10 @@ mod tests {
             v
         };
         let first3 = offsets.iter().position(|(_, three)| *three).unwrap();
-        assert_eq!(offsets[first3].0, 0, "generation 3's first write is its header");
+        assert_eq!(
+            offsets[first3].0, 0,
+            "generation 3's first write is its header"
+        );
         assert_eq!(
             offsets.iter().filter(|(o, _)| *o == 0).count(),
             2,

@@ -196,7 +196,10 @@ pub fn block_offset(block: u64, log_block: usize) -> u64 {
 
 /// The log block an offset at or after the header falls in.
 pub fn block_at(offset: u64, log_block: usize) -> u64 {
-    debug_assert!(offset >= LOG_FILE_HEADER as u64, "offset {offset} is in the header");
+    debug_assert!(
+        offset >= LOG_FILE_HEADER as u64,
+        "offset {offset} is in the header"
+    );
     (offset - LOG_FILE_HEADER as u64) / log_block as u64
 }
 

@@ -4,9 +4,9 @@
 //!
 //! The same page scanner serves `storage backup` (256 KiB reads, optional copy).
 
-use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use crate::format::{self, DbHeader, LogBlock, PageError};
 use crate::init::read_header;
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
@@ -132,7 +132,6 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         Err(e) => (None, Some(e)),
     };
     let lb = log_block;
-    let blocks_per_file = log_header::blocks_per_file(file_size, lb) as usize;
     let mut scan = LogScan {
         end_lsn: ckpt.map(|c| c.checkpoint_lsn).unwrap_or(0),
         checkpoint_lsn: ckpt.map(|c| c.checkpoint_lsn),
@@ -148,6 +147,13 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         .map(|c| c.checkpoint_lsn / file_size)
         .or(gens.first().copied())
         .unwrap_or(0);
+    let geo = Geometry {
+        db_id,
+        file_size,
+        lb,
+        blocks_per_file: log_header::blocks_per_file(file_size, lb) as usize,
+        start_gen,
+    };
     // The generation the contiguous log continues in, while it does.
     let mut expect: Option<u64> = Some(start_gen);
     if let Some(first_after) = gens.iter().find(|g| **g >= start_gen)
@@ -166,11 +172,7 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(_) => {
-                scan.bad_blocks += 1;
-                push_bad(
-                    &mut scan.first_bad,
-                    format!("{} unreadable", path.display()),
-                );
+                bad(&mut scan, format!("{} unreadable", path.display()));
                 if expect == Some(*g) {
                     expect = None;
                 }
@@ -180,78 +182,99 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         scan.bytes += bytes.len() as u64;
         let header = LogFileHeader::check(&bytes, db_id, *g, file_size, lb);
         let in_log = expect == Some(*g) && header.is_ok();
-        let mut full = true;
-        let mut own_blocks = 0u64;
         let data = bytes.get(LOG_FILE_HEADER..).unwrap_or(&[]);
-        for (b, block) in data.chunks(lb).enumerate().take(blocks_per_file) {
-            if block.len() < lb {
-                // A file cut inside a block.
-                scan.blocks += 1;
-                scan.bad_blocks += 1;
-                push_bad(
-                    &mut scan.first_bad,
-                    format!("{} block {b} (truncated)", format::log_file_name(*g)),
-                );
-                full = false;
-                break;
-            }
-            let next = data.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
-            // A torn rewrite of the last partial block whose shadow is whole
-            // is the log's end, not damage.
-            let checked = match format::shadow_rescue(block, next, db_id, *g, b as u32) {
-                Some(data_len) => LogBlock::Valid { data_len },
-                None => format::check_log_block(block, db_id, *g, b as u32),
-            };
-            match checked {
-                LogBlock::Valid { data_len } => {
-                    scan.blocks += 1;
-                    own_blocks += 1;
-                    if in_log && full {
-                        let end = g * file_size
-                            + log_header::block_offset(b as u64, lb)
-                            + (format::LOG_BLOCK_HEADER + data_len) as u64;
-                        scan.end_lsn = scan.end_lsn.max(end);
-                    } else if *g >= start_gen {
-                        scan.after_end += 1;
-                    }
-                }
-                LogBlock::End => {
-                    full = false;
-                }
-                LogBlock::Corrupt => {
-                    scan.blocks += 1;
-                    scan.bad_blocks += 1;
-                    push_bad(
-                        &mut scan.first_bad,
-                        format!("{} block {b}", format::log_file_name(*g)),
-                    );
-                    full = false;
-                }
-            }
-        }
-        if data.len() < blocks_per_file * lb {
-            full = false;
-        }
+        let (full, own_blocks) = scan_blocks(&mut scan, data, *g, in_log, &geo);
         if let Err(fault) = header {
-            let at_start = *g == start_gen
-                && scan
-                    .checkpoint_lsn
-                    .is_some_and(|c| c > log_header::first_lsn(*g, file_size));
-            if !fault.unwritten() || own_blocks > 0 || (at_start && expect == Some(*g)) {
-                scan.bad_blocks += 1;
-                push_bad(
-                    &mut scan.first_bad,
+            let needed = *g == start_gen
+                && expect == Some(*g)
+                && (scan.checkpoint_lsn).is_some_and(|c| c > log_header::first_lsn(*g, file_size));
+            if !fault.unwritten() || own_blocks > 0 || needed {
+                bad(
+                    &mut scan,
                     format!("{} header: {fault}", format::log_file_name(*g)),
                 );
             }
-            if expect == Some(*g) {
-                expect = None;
-            }
-        } else if in_log {
-            expect = full.then_some(g + 1);
+        }
+        if expect == Some(*g) {
+            expect = (in_log && full).then_some(g + 1);
         }
     }
     scan
+}
+
+/// What scanning a log file's blocks needs to know of the log.
+struct Geometry {
+    db_id: u64,
+    file_size: u64,
+    lb: usize,
+    blocks_per_file: usize,
+    start_gen: u64,
+}
+
+/// Checks the blocks of generation `g` (`data`: its file after the header)
+/// into `scan`, moving the log's end while `in_log`: whether the file is
+/// full of valid blocks, and how many of its blocks are its generation's.
+fn scan_blocks(
+    scan: &mut LogScan,
+    data: &[u8],
+    g: u64,
+    in_log: bool,
+    geo: &Geometry,
+) -> (bool, u64) {
+    let lb = geo.lb;
+    let mut full = true;
+    let mut own_blocks = 0u64;
+    for (b, block) in data.chunks(lb).enumerate().take(geo.blocks_per_file) {
+        if block.len() < lb {
+            // A file cut inside a block.
+            scan.blocks += 1;
+            bad(
+                scan,
+                format!("{} block {b} (truncated)", format::log_file_name(g)),
+            );
+            full = false;
+            break;
+        }
+        let next = data.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
+        // A torn rewrite of the last partial block whose shadow is whole
+        // is the log's end, not damage.
+        let checked = match format::shadow_rescue(block, next, geo.db_id, g, b as u32) {
+            Some(data_len) => LogBlock::Valid { data_len },
+            None => format::check_log_block(block, geo.db_id, g, b as u32),
+        };
+        match checked {
+            LogBlock::Valid { data_len } => {
+                scan.blocks += 1;
+                own_blocks += 1;
+                if in_log && full {
+                    let end = g * geo.file_size
+                        + log_header::block_offset(b as u64, lb)
+                        + (format::LOG_BLOCK_HEADER + data_len) as u64;
+                    scan.end_lsn = scan.end_lsn.max(end);
+                } else if g >= geo.start_gen {
+                    scan.after_end += 1;
+                }
+            }
+            LogBlock::End => {
+                full = false;
+            }
+            LogBlock::Corrupt => {
+                scan.blocks += 1;
+                bad(scan, format!("{} block {b}", format::log_file_name(g)));
+                full = false;
+            }
+        }
+    }
+    if data.len() < geo.blocks_per_file * lb {
+        full = false;
+    }
+    (full, own_blocks)
+}
+
+/// A bad block (or header, or unreadable file), named.
+fn bad(scan: &mut LogScan, what: String) {
+    scan.bad_blocks += 1;
+    push_bad(&mut scan.first_bad, what);
 }
 
 fn push_bad(v: &mut Vec<String>, s: String) {
@@ -791,7 +814,12 @@ mod tests {
         ] {
             std::fs::write(&three, torn).unwrap();
             let s = scan();
-            assert_eq!((s.end_lsn, s.bad_blocks), (lsn(2, 3, 50), 0), "{:?}", s.first_bad);
+            assert_eq!(
+                (s.end_lsn, s.bad_blocks),
+                (lsn(2, 3, 50), 0),
+                "{:?}",
+                s.first_bad
+            );
         }
         // Blocks of generation 3 under a torn header: damage.
         write_gen(d.path(), 3, 3, &[(0, 10)]);
@@ -810,6 +838,10 @@ mod tests {
         seal_log_block(&mut old[..LOG_BLOCK], 3, 3, 0, 10);
         std::fs::write(&three, old).unwrap();
         let s = scan();
-        assert!(s.first_bad[0].contains("no file header"), "{:?}", s.first_bad);
+        assert!(
+            s.first_bad[0].contains("no file header"),
+            "{:?}",
+            s.first_bad
+        );
     }
 }

@@ -253,7 +253,9 @@ impl Instance {
         let block = self.log.block();
         // The file's header, then its blocks.
         let bytes = c.buf.as_slice();
-        let head = (LOG_FILE_HEADER as u64).saturating_sub(off).min(bytes.len() as u64) as usize;
+        let head = (LOG_FILE_HEADER as u64)
+            .saturating_sub(off)
+            .min(bytes.len() as u64) as usize;
         let mut bad = 0;
         if off == 0 && LogFileHeader::check(bytes, db_id, g, file_size, block).is_err() {
             bad += 1;

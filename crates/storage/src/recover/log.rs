@@ -150,13 +150,8 @@ impl Replay {
     /// last one was written), or replay fails (any other fault).
     fn consume_header(&mut self, g: u64, bytes: &[u8]) {
         let name = format::log_file_name(g);
-        let fault = match LogFileHeader::check(
-            bytes,
-            self.header.db_id,
-            g,
-            self.fs,
-            self.log_block,
-        ) {
+        let fault = match LogFileHeader::check(bytes, self.header.db_id, g, self.fs, self.log_block)
+        {
             Ok(_) => {
                 self.header_ok = Some(g);
                 return;

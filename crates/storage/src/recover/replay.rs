@@ -73,6 +73,24 @@ impl Start {
     }
 }
 
+/// The size of a log data read and the offset of the first file's first one
+/// (the read holding the start's `block`). ESE's redo reads a log file's
+/// header on its own (`ErrLGIReadFileHeader`, dev/ese/src/ese/_log/log.cxx),
+/// then the data after it into a buffer the size of the file, at most
+/// `JET_paramMaxCoalesceReadSize` at a time (`ErrReaderEnsureSector`,
+/// dev/ese/src/ese/_log/logread.cxx); the same parameter sizes its background
+/// maintenance reads (`DBMScanConfig::CpgBatch`, dbscan.cxx), which is where
+/// the profile's value comes from.
+fn log_reads(coalesce: usize, fs: u64, log_block: usize, block: u64) -> (usize, u64) {
+    let data = fs - LOG_FILE_HEADER as u64;
+    let size = (coalesce.min(data as usize) / log_block).max(1) * log_block;
+    let per_read = (size / log_block) as u64;
+    (
+        size,
+        log_header::block_offset(block / per_read * per_read, log_block),
+    )
+}
+
 impl Replay {
     /// Sets the replay of one instance up: where it starts, the I/O engine and
     /// the database opened; nothing read yet.
@@ -104,20 +122,8 @@ impl Replay {
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;
         let log_block = header.log_block();
-        // ESE's redo reads a log file's header on its own (`ErrLGIReadFileHeader`,
-        // dev/ese/src/ese/_log/log.cxx), then the data after it into a buffer
-        // the size of the file, at most `JET_paramMaxCoalesceReadSize` at a
-        // time (`ErrReaderEnsureSector`, dev/ese/src/ese/_log/logread.cxx); the
-        // same parameter sizes its background maintenance reads
-        // (`DBMScanConfig::CpgBatch`, dbscan.cxx), which is where the
-        // profile's value comes from.
-        let data = fs - LOG_FILE_HEADER as u64;
-        let log_read_size = (coalesce.min(data as usize) / log_block).max(1) * log_block;
+        let (log_read_size, chunk_start) = log_reads(coalesce, fs, log_block, block);
         let read_run_pages = (coalesce / ps).max(1);
-        let chunk_start = log_header::block_offset(
-            block * log_block as u64 / log_read_size as u64 * log_read_size as u64 / log_block as u64,
-            log_block,
-        );
         Ok(Replay {
             db_path: inst.db_path.clone(),
             log_dir: inst.log_dir.clone(),

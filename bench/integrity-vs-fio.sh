@@ -104,14 +104,18 @@ recover_round() {
     | json 'round(d["jobs"][0]["read"]["runtime"]/1000,4)')
   echo "fio: as many pages ($npages) one a request at QD 16 in $fio_pg s   ratio replay/fio: $(ratio "$secs" "$fio_pg")"
   echo "replay shape: $(python3 -c "print(round($reads/max($files,1),1))") database page reads per log file, average log read $lavg bytes"
-  # The same work as the replay, for fio: besides its page reads, the replay reads the log (256 KiB
-  # reads, 4 ahead) and writes the pages the crash left dirty (a few writes in flight): fio does the
+  # The same work as the replay, for fio: besides its page reads, the replay reads the log (each log
+  # file's 4 KiB header alone, then its data in reads of at most 256 KiB, 4 ahead) and writes the pages the crash left dirty (a few writes in flight): fio does the
   # same three at once (the log-sized reads from the database file, the page writes into a file of
   # their own), and its time is that of the longest of the three.
   read -r lreads lbytes <<<"$(json '"%d %d" % (d["instances"][0]["log_read"]["ops"], d["instances"][0]["log_read"]["ops"] * d["instances"][0]["log_read"]["avg_bytes"])' < "$r")"
+  # The log reads' shape for fio: one 4 KiB header read per log file opened (the files replayed and
+  # the one after the last), the rest 256 KiB data reads.
+  hdr_pct=$(python3 -c "print(min(99, max(1, round(100 * ($files + 1) / max($lreads, 1)))))")
   wcount=${wps%.*}
   mix_jobs=(--name=pages --filename="$db" --bs="$ps_bytes" --rw=randread --iodepth=16 --number_ios="$reads"
-    --name=log --filename="$db" --bs=256k --rw=read --iodepth=4 --size="$((lbytes > 0 ? lbytes : 262144))")
+    --name=log --filename="$db" --bssplit="4k/$hdr_pct:256k/$((100 - hdr_pct))" --rw=read --iodepth=4
+    --size="$((lbytes > 0 ? lbytes : 262144))")
   if [ "$wcount" -gt 0 ]; then
     mix_jobs+=(--name=writes --filename="$dir/fio-writes.dat" --size="$((wcount * ps_bytes))" --bs="$ps_bytes"
       --rw=randwrite --iodepth=4 --number_ios="$wcount")

@@ -24,6 +24,7 @@ pub mod format;
 pub mod init;
 pub mod iobench;
 pub mod log;
+pub mod log_header;
 pub mod profile;
 pub mod recover;
 pub mod run;

@@ -1,9 +1,12 @@
 //! The transaction log of one instance: records appended to 4 KiB blocks,
 //! written sequentially to fixed-size generation files with O_DIRECT|O_DSYNC,
+//! each file's blocks after its 4 KiB header ([`crate::log_header`], written
+//! before any record of its generation),
 //! one write in flight at a time (so one flush serves every commit that waited
 //! for it: group commit), circular: files behind the checkpoint are reused or removed.
 
 use crate::format::{self, LOG_BLOCK, LOG_BLOCK_HEADER, Record, UPDATE_HEADER};
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use mailbench_base::{Error, Result};
 use mailbench_io::{AlignedBuf, BufPool};
 use std::collections::{BTreeMap, VecDeque};
@@ -194,6 +197,9 @@ pub struct LogWriter {
     queued: VecDeque<LogWrite>,
     /// The last flush wrote to two generations.
     rolled: bool,
+    /// The newest generation whose file header is written or queued: a
+    /// flush's first write to a newer generation is its header.
+    header_queued: u64,
     closed: Vec<u64>,
     pool: BufPool,
     pub bytes_appended: u64,
@@ -243,7 +249,7 @@ impl LogWriter {
             file_size,
             block,
             block_data: block - LOG_BLOCK_HEADER,
-            blocks_per_file: (file_size / block as u64) as u32,
+            blocks_per_file: log_header::blocks_per_file(file_size, block) as u32,
             direct,
             files: BTreeMap::new(),
             cur_gen: first_gen,
@@ -259,6 +265,7 @@ impl LogWriter {
             in_flight: None,
             queued: VecDeque::new(),
             rolled: false,
+            header_queued: first_gen,
             closed: Vec::new(),
             pool: BufPool::new(BUFFERS_KEPT),
             bytes_appended: 0,
@@ -269,15 +276,67 @@ impl LogWriter {
         w.pool.prefill(SEGMENT_BLOCKS * block);
         w.open_gen(first_gen)?;
         w.open_gen(first_gen + 1)?;
+        w.write_first_header(first_gen)?;
         w.next_lsn = w.position(first_gen, 0, 0);
         w.durable_lsn = w.next_lsn;
         Ok(w)
     }
 
+    /// The LSN of byte `data_off` of block `block`'s records in `generation`:
+    /// `generation * file_size +` its offset in the file (the blocks follow
+    /// the file's header).
     fn position(&self, generation: u64, block: u32, data_off: usize) -> u64 {
         generation * self.file_size
-            + block as u64 * self.block as u64
+            + log_header::block_offset(u64::from(block), self.block)
             + (LOG_BLOCK_HEADER + data_off) as u64
+    }
+
+    /// The header of `generation`'s file, in a buffer for its write.
+    fn header_buf(&mut self, generation: u64) -> AlignedBuf {
+        let mut buf = self.pool.get(LOG_FILE_HEADER);
+        buf.set_len(LOG_FILE_HEADER);
+        LogFileHeader {
+            generation,
+            db_id: self.db_id,
+            file_size: self.file_size,
+            log_block: self.block as u32,
+            created_ms: log_header::now_ms(),
+        }
+        .encode(buf.as_mut_slice());
+        buf
+    }
+
+    /// Writes the first generation's header when the log starts (before any
+    /// record, nothing else in flight), so a log that never flushed still
+    /// reads as one whose first file was begun. Later generations' headers
+    /// are the first write of the flush that first reaches them.
+    fn write_first_header(&mut self, generation: u64) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let path = Self::path_of(&self.dir, generation);
+        let file = self.file(generation).ok_or_else(|| {
+            Error::runtime(format!("log generation {generation} has no open file"))
+        })?;
+        let buf = self.header_buf(generation);
+        let r = file.write_all_at(buf.as_slice(), 0);
+        self.pool.put(buf);
+        r.map_err(|e| Error::io("cannot write the header of log file", &path, e))
+    }
+
+    /// The write of `generation`'s header, when no earlier flush queued it.
+    fn header_write(&mut self, generation: u64) -> Result<Option<LogWrite>> {
+        if generation <= self.header_queued {
+            return Ok(None);
+        }
+        let file = self.file(generation).ok_or_else(|| {
+            Error::runtime(format!("log generation {generation} has no open file"))
+        })?;
+        self.header_queued = generation;
+        let buf = self.header_buf(generation);
+        Ok(Some(LogWrite {
+            file,
+            offset: 0,
+            buf,
+        }))
     }
 
     pub fn path_of(dir: &Path, generation: u64) -> PathBuf {
@@ -547,7 +606,8 @@ impl LogWriter {
         }
         let write_partial = partial && kind == FlushKind::All;
         let end_lsn = if partial && !write_partial {
-            self.cur_gen * self.file_size + u64::from(self.cur_block) * self.block as u64
+            self.cur_gen * self.file_size
+                + log_header::block_offset(u64::from(self.cur_block), self.block)
         } else {
             self.next_lsn
         };
@@ -558,18 +618,25 @@ impl LogWriter {
         for (k, mut seg) in segments.into_iter().enumerate() {
             let seg_partial = k == last && partial;
             self.seal_segment(&mut seg, seg_partial);
+            let mark = writes.len();
             if seg_partial && write_partial && self.legacy && seg.blocks > 1 {
                 self.legacy_writes(&seg, &mut writes)?;
                 self.keep_partial(&seg);
-                self.pool.put(seg.buf);
-                continue;
-            }
-            self.whole_block_writes(&seg, seg.blocks - usize::from(seg_partial), &mut writes)?;
-            if seg_partial {
-                self.keep_partial(&seg);
-                if write_partial {
-                    self.partial_block_writes(&seg, &mut writes)?;
+            } else {
+                self.whole_block_writes(&seg, seg.blocks - usize::from(seg_partial), &mut writes)?;
+                if seg_partial {
+                    self.keep_partial(&seg);
+                    if write_partial {
+                        self.partial_block_writes(&seg, &mut writes)?;
+                    }
                 }
+            }
+            // A generation's header goes before its first blocks: durable
+            // before any of its records is.
+            if writes.len() > mark
+                && let Some(h) = self.header_write(seg.generation)?
+            {
+                writes.insert(mark, h);
             }
             self.pool.put(seg.buf);
         }
@@ -716,7 +783,7 @@ impl LogWriter {
             .copy_from_slice(&seg.buf.as_slice()[range.start * b..range.end * b]);
         Ok(LogWrite {
             file,
-            offset: u64::from(at) * b as u64,
+            offset: log_header::block_offset(u64::from(at), b),
             buf,
         })
     }
@@ -809,7 +876,13 @@ mod tests {
     /// bytes, the record bytes of its valid blocks, and how many blocks
     /// read as valid before the first that does not.
     fn read_back(dir: &Path, b: usize) -> (Vec<u8>, usize, usize) {
-        let bytes = std::fs::read(LogWriter::path_of(dir, 1)).unwrap();
+        let file = std::fs::read(LogWriter::path_of(dir, 1)).unwrap();
+        let fs = file.len() as u64;
+        assert!(
+            LogFileHeader::check(&file, 9, 1, fs, b).is_ok(),
+            "the header is written"
+        );
+        let bytes = file[LOG_FILE_HEADER..].to_vec();
         let mut data = 0;
         let mut k = 0;
         while let format::LogBlock::Valid { data_len } =
@@ -1010,10 +1083,22 @@ mod tests {
             let bytes = std::fs::read(LogWriter::path_of(dir.path(), g)).unwrap();
             assert_eq!(bytes.len() as u64, fs, "generation {g} preallocated");
             assert!(
-                bytes.iter().all(|b| *b == 0),
+                bytes[LOG_FILE_HEADER..].iter().all(|b| *b == 0),
                 "generation {g} holds no old bytes"
             );
         }
+        let first = std::fs::read(LogWriter::path_of(dir.path(), 4)).unwrap();
+        let h = LogFileHeader::check(&first, 5, 4, fs, 4096).unwrap();
+        assert_eq!(
+            h.generation, 4,
+            "the first generation's header is written at the start"
+        );
+        let next = std::fs::read(LogWriter::path_of(dir.path(), 5)).unwrap();
+        assert_eq!(
+            LogFileHeader::check(&next, 5, 5, fs, 4096),
+            Err(log_header::HeaderFault::Blank),
+            "the next one's waits for its first flush"
+        );
         assert!(w.file(4).is_some() && w.file(5).is_some());
     }
 
@@ -1054,6 +1139,36 @@ mod tests {
             .unwrap();
         }
         assert_eq!(w.counts, counts(2, 1, 1), "3 reused, 4 formatted ahead");
+        // Generation 3's header goes before its blocks, in the flush that
+        // first writes to it; a reused file's old bytes are no header.
+        let three = LogWriter::path_of(dir.path(), 3);
+        assert!(LogFileHeader::decode(&std::fs::read(&three).unwrap()).is_err());
+        let offsets: Vec<(u64, bool)> = {
+            let mut v = Vec::new();
+            let mut next = w.start_flush(FlushKind::All).unwrap();
+            while let Some(wr) = next {
+                use std::os::unix::fs::FileExt;
+                wr.file.write_at(wr.buf.as_slice(), wr.offset).unwrap();
+                v.push((wr.offset, Arc::ptr_eq(&wr.file, &w.file(3).unwrap())));
+                w.recycle(wr.buf);
+                next = match w.write_done() {
+                    Some(Next::Write(x)) => Some(x),
+                    _ => None,
+                };
+            }
+            v
+        };
+        let first3 = offsets.iter().position(|(_, three)| *three).unwrap();
+        assert_eq!(
+            offsets[first3].0, 0,
+            "generation 3's first write is its header"
+        );
+        assert_eq!(
+            offsets.iter().filter(|(o, _)| *o == 0).count(),
+            2,
+            "one header each for generations 2 and 3"
+        );
+        assert!(LogFileHeader::check(&std::fs::read(&three).unwrap(), 5, 3, fs, 4096).is_ok());
         let kept = std::fs::read(LogWriter::path_of(dir.path(), 4)).unwrap();
         assert!(
             kept.iter().all(|b| *b == 0xA5),
@@ -1137,7 +1252,15 @@ mod tests {
         gens.sort_unstable();
         assert!(gens.len() >= 3, "the records span several files");
         for g in gens {
-            for (b, block) in disk[&g].chunks(lb).enumerate() {
+            let file = &disk[&g];
+            if g > 3 {
+                assert_eq!(
+                    LogFileHeader::check(file, 5, g, fs, lb).map(|h| h.generation),
+                    Ok(g),
+                    "generation {g}'s header written before its blocks"
+                );
+            }
+            for (b, block) in file[LOG_FILE_HEADER..].chunks(lb).enumerate() {
                 match format::check_log_block(block, 5, g, b as u32) {
                     format::LogBlock::Valid { data_len } => {
                         got.extend_from_slice(

@@ -6,6 +6,7 @@
 
 use crate::format::{self, DbHeader, LogBlock, PageError};
 use crate::init::read_header;
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use crate::spec::{InstanceSpec, SpecExt, StorageSpec};
 use mailbench_base::interrupt::Interrupt;
 use mailbench_base::{Error, Result};
@@ -116,9 +117,14 @@ pub fn log_generations(dir: &Path) -> Vec<u64> {
     gens
 }
 
-/// Checks every block of every log file. The log is read on from the
-/// checkpoint's generation: it ends at the first block never written (or at a
-/// bad block), unless that generation is full and the next one goes on.
+/// Checks every log file's header and every block. The log is read on from
+/// the checkpoint's generation: it ends at the first block never written (or
+/// at a bad block), unless that generation is full and the next one goes on
+/// with a sound header. A header never written (zeros, torn, or a reused
+/// file's old one) on a file holding no block of its generation is a file
+/// not begun: the end of the log, no damage; but at the checkpoint's
+/// generation with records needed after its start, under blocks of its
+/// generation, or any other fault, it is damage.
 pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> LogScan {
     let gens = log_generations(dir);
     let (ckpt, damaged) = match read_checkpoint(dir, db_id) {
@@ -126,7 +132,6 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         Err(e) => (None, Some(e)),
     };
     let lb = log_block;
-    let blocks_per_file = (file_size / lb as u64) as usize;
     let mut scan = LogScan {
         end_lsn: ckpt.map(|c| c.checkpoint_lsn).unwrap_or(0),
         checkpoint_lsn: ckpt.map(|c| c.checkpoint_lsn),
@@ -142,6 +147,13 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         .map(|c| c.checkpoint_lsn / file_size)
         .or(gens.first().copied())
         .unwrap_or(0);
+    let geo = Geometry {
+        db_id,
+        file_size,
+        lb,
+        blocks_per_file: log_header::blocks_per_file(file_size, lb) as usize,
+        start_gen,
+    };
     // The generation the contiguous log continues in, while it does.
     let mut expect: Option<u64> = Some(start_gen);
     if let Some(first_after) = gens.iter().find(|g| **g >= start_gen)
@@ -160,11 +172,7 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(_) => {
-                scan.bad_blocks += 1;
-                push_bad(
-                    &mut scan.first_bad,
-                    format!("{} unreadable", path.display()),
-                );
+                bad(&mut scan, format!("{} unreadable", path.display()));
                 if expect == Some(*g) {
                     expect = None;
                 }
@@ -172,60 +180,101 @@ pub fn scan_log(dir: &Path, db_id: u64, file_size: u64, log_block: usize) -> Log
             }
         };
         scan.bytes += bytes.len() as u64;
-        let in_log = expect == Some(*g);
-        let mut full = true;
-        for (b, block) in bytes.chunks(lb).enumerate().take(blocks_per_file) {
-            if block.len() < lb {
-                // A file cut inside a block.
-                scan.blocks += 1;
-                scan.bad_blocks += 1;
-                push_bad(
-                    &mut scan.first_bad,
-                    format!("{} block {b} (truncated)", format::log_file_name(*g)),
+        let header = LogFileHeader::check(&bytes, db_id, *g, file_size, lb);
+        let in_log = expect == Some(*g) && header.is_ok();
+        let data = bytes.get(LOG_FILE_HEADER..).unwrap_or(&[]);
+        let (full, own_blocks) = scan_blocks(&mut scan, data, *g, in_log, &geo);
+        if let Err(fault) = header {
+            let needed = *g == start_gen
+                && expect == Some(*g)
+                && (scan.checkpoint_lsn).is_some_and(|c| c > log_header::first_lsn(*g, file_size));
+            if !fault.unwritten() || own_blocks > 0 || needed {
+                bad(
+                    &mut scan,
+                    format!("{} header: {fault}", format::log_file_name(*g)),
                 );
-                full = false;
-                break;
-            }
-            let next = bytes.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
-            // A torn rewrite of the last partial block whose shadow is whole
-            // is the log's end, not damage.
-            let checked = match format::shadow_rescue(block, next, db_id, *g, b as u32) {
-                Some(data_len) => LogBlock::Valid { data_len },
-                None => format::check_log_block(block, db_id, *g, b as u32),
-            };
-            match checked {
-                LogBlock::Valid { data_len } => {
-                    scan.blocks += 1;
-                    if in_log && full {
-                        let end =
-                            g * file_size + (b * lb + format::LOG_BLOCK_HEADER + data_len) as u64;
-                        scan.end_lsn = scan.end_lsn.max(end);
-                    } else if *g >= start_gen {
-                        scan.after_end += 1;
-                    }
-                }
-                LogBlock::End => {
-                    full = false;
-                }
-                LogBlock::Corrupt => {
-                    scan.blocks += 1;
-                    scan.bad_blocks += 1;
-                    push_bad(
-                        &mut scan.first_bad,
-                        format!("{} block {b}", format::log_file_name(*g)),
-                    );
-                    full = false;
-                }
             }
         }
-        if bytes.len() < blocks_per_file * lb {
-            full = false;
-        }
-        if in_log {
-            expect = full.then_some(g + 1);
+        if expect == Some(*g) {
+            expect = (in_log && full).then_some(g + 1);
         }
     }
     scan
+}
+
+/// What scanning a log file's blocks needs to know of the log.
+struct Geometry {
+    db_id: u64,
+    file_size: u64,
+    lb: usize,
+    blocks_per_file: usize,
+    start_gen: u64,
+}
+
+/// Checks the blocks of generation `g` (`data`: its file after the header)
+/// into `scan`, moving the log's end while `in_log`: whether the file is
+/// full of valid blocks, and how many of its blocks are its generation's.
+fn scan_blocks(
+    scan: &mut LogScan,
+    data: &[u8],
+    g: u64,
+    in_log: bool,
+    geo: &Geometry,
+) -> (bool, u64) {
+    let lb = geo.lb;
+    let mut full = true;
+    let mut own_blocks = 0u64;
+    for (b, block) in data.chunks(lb).enumerate().take(geo.blocks_per_file) {
+        if block.len() < lb {
+            // A file cut inside a block.
+            scan.blocks += 1;
+            bad(
+                scan,
+                format!("{} block {b} (truncated)", format::log_file_name(g)),
+            );
+            full = false;
+            break;
+        }
+        let next = data.get((b + 1) * lb..(b + 2) * lb).unwrap_or(&[]);
+        // A torn rewrite of the last partial block whose shadow is whole
+        // is the log's end, not damage.
+        let checked = match format::shadow_rescue(block, next, geo.db_id, g, b as u32) {
+            Some(data_len) => LogBlock::Valid { data_len },
+            None => format::check_log_block(block, geo.db_id, g, b as u32),
+        };
+        match checked {
+            LogBlock::Valid { data_len } => {
+                scan.blocks += 1;
+                own_blocks += 1;
+                if in_log && full {
+                    let end = g * geo.file_size
+                        + log_header::block_offset(b as u64, lb)
+                        + (format::LOG_BLOCK_HEADER + data_len) as u64;
+                    scan.end_lsn = scan.end_lsn.max(end);
+                } else if g >= geo.start_gen {
+                    scan.after_end += 1;
+                }
+            }
+            LogBlock::End => {
+                full = false;
+            }
+            LogBlock::Corrupt => {
+                scan.blocks += 1;
+                bad(scan, format!("{} block {b}", format::log_file_name(g)));
+                full = false;
+            }
+        }
+    }
+    if data.len() < geo.blocks_per_file * lb {
+        full = false;
+    }
+    (full, own_blocks)
+}
+
+/// A bad block (or header, or unreadable file), named.
+fn bad(scan: &mut LogScan, what: String) {
+    scan.bad_blocks += 1;
+    push_bad(&mut scan.first_bad, what);
 }
 
 fn push_bad(v: &mut Vec<String>, s: String) {
@@ -674,44 +723,125 @@ mod tests {
     use super::*;
     use crate::format::{LOG_BLOCK, LOG_BLOCK_HEADER, seal_log_block};
 
-    fn write_gen(dir: &Path, db_id: u64, g: u64, fs: usize, blocks: &[(u32, usize)]) {
-        let mut f = vec![0u8; fs];
+    /// Log files of a header and four 4 KiB blocks.
+    const FS: usize = LOG_FILE_HEADER + 4 * LOG_BLOCK;
+
+    fn header(db_id: u64, g: u64) -> LogFileHeader {
+        LogFileHeader {
+            generation: g,
+            db_id,
+            file_size: FS as u64,
+            log_block: LOG_BLOCK as u32,
+            created_ms: 1,
+        }
+    }
+
+    fn write_gen(dir: &Path, db_id: u64, g: u64, blocks: &[(u32, usize)]) {
+        let mut f = vec![0u8; FS];
+        header(db_id, g).encode(&mut f);
         for &(b, len) in blocks {
-            let at = b as usize * LOG_BLOCK;
+            let at = log_header::block_offset(u64::from(b), LOG_BLOCK) as usize;
             seal_log_block(&mut f[at..at + LOG_BLOCK], db_id, g, b, len);
         }
         std::fs::write(dir.join(format::log_file_name(g)), f).unwrap();
     }
 
+    fn checkpoint(dir: &Path, lsn: u64) {
+        let c = format::Checkpoint {
+            db_id: 3,
+            checkpoint_lsn: lsn,
+            first_generation: lsn / FS as u64,
+            log_file_size: FS as u64,
+        };
+        std::fs::write(dir.join("checkpoint.chk"), c.encode()).unwrap();
+    }
+
+    /// The LSN after `len` record bytes of block `b` of generation `g`.
+    fn lsn(g: u64, b: u64, len: usize) -> u64 {
+        g * FS as u64 + log_header::block_offset(b, LOG_BLOCK) + (LOG_BLOCK_HEADER + len) as u64
+    }
+
     #[test]
     fn log_end_is_contiguous_from_the_checkpoint() {
         let d = tempfile::tempdir().unwrap();
-        let fs = 4 * LOG_BLOCK;
-        let c = format::Checkpoint {
-            db_id: 3,
-            checkpoint_lsn: 2 * fs as u64 + 40,
-            first_generation: 2,
-            log_file_size: fs as u64,
-        };
-        std::fs::write(d.path().join("checkpoint.chk"), c.encode()).unwrap();
-        write_gen(d.path(), 3, 2, fs, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
-        write_gen(d.path(), 3, 3, fs, &[(0, 10)]);
+        checkpoint(d.path(), lsn(2, 0, 8));
+        write_gen(d.path(), 3, 2, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
+        write_gen(d.path(), 3, 3, &[(0, 10)]);
         // Gen 4 has a block after a hole: a torn flush, beyond the end.
-        write_gen(d.path(), 3, 4, fs, &[(1, 10)]);
-        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
-        assert_eq!(s.end_lsn, 3 * fs as u64 + (LOG_BLOCK_HEADER + 10) as u64);
+        write_gen(d.path(), 3, 4, &[(1, 10)]);
+        let s = scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
+        assert_eq!(s.end_lsn, lsn(3, 0, 10));
         assert_eq!((s.bad_blocks, s.gaps, s.after_end, s.blocks), (0, 0, 1, 6));
         // A damaged block ends the log and is reported.
         let p = d.path().join(format::log_file_name(2));
         let mut b = std::fs::read(&p).unwrap();
-        b[LOG_BLOCK + 200] ^= 1;
+        b[LOG_FILE_HEADER + LOG_BLOCK + 200] ^= 1;
         std::fs::write(&p, b).unwrap();
-        let s = scan_log(d.path(), 3, fs as u64, LOG_BLOCK);
+        let s = scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
         assert_eq!(s.bad_blocks, 1);
         assert_eq!(s.first_bad, vec!["E00000002.log block 1".to_string()]);
-        assert_eq!(s.end_lsn, 2 * fs as u64 + (LOG_BLOCK_HEADER + 100) as u64);
+        assert_eq!(s.end_lsn, lsn(2, 0, 100));
         // A missing generation after the checkpoint is a gap.
         std::fs::remove_file(d.path().join(format::log_file_name(3))).unwrap();
-        assert_eq!(scan_log(d.path(), 3, fs as u64, LOG_BLOCK).gaps, 1);
+        assert_eq!(scan_log(d.path(), 3, FS as u64, LOG_BLOCK).gaps, 1);
+    }
+
+    /// A generation whose header was never written (zeros, torn, a reused
+    /// file's old one) and that holds none of its blocks ends the log where
+    /// the generation before it ends; under blocks of its own, at the
+    /// checkpoint's generation with records needed from it, or from an
+    /// older format, the header is damage.
+    #[test]
+    fn a_header_never_written_ends_the_log_and_a_damaged_one_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        checkpoint(d.path(), lsn(2, 0, 0));
+        write_gen(d.path(), 3, 2, &[(0, 100), (1, 100), (2, 100), (3, 50)]);
+        let three = d.path().join(format::log_file_name(3));
+        let scan = || scan_log(d.path(), 3, FS as u64, LOG_BLOCK);
+        for torn in [
+            vec![0u8; FS],
+            {
+                let mut f = vec![0u8; FS];
+                header(3, 3).encode(&mut f);
+                f[700] ^= 4;
+                f
+            },
+            {
+                let mut f = vec![0u8; FS];
+                header(3, 1).encode(&mut f);
+                f
+            },
+        ] {
+            std::fs::write(&three, torn).unwrap();
+            let s = scan();
+            assert_eq!(
+                (s.end_lsn, s.bad_blocks),
+                (lsn(2, 3, 50), 0),
+                "{:?}",
+                s.first_bad
+            );
+        }
+        // Blocks of generation 3 under a torn header: damage.
+        write_gen(d.path(), 3, 3, &[(0, 10)]);
+        let mut f = std::fs::read(&three).unwrap();
+        f[700] ^= 4;
+        std::fs::write(&three, &f).unwrap();
+        let s = scan();
+        assert_eq!((s.end_lsn, s.bad_blocks), (lsn(2, 3, 50), 1));
+        assert!(s.first_bad[0].starts_with("E00000003.log header: its header's checksum"));
+        // The checkpoint's generation: its records are needed.
+        checkpoint(d.path(), lsn(3, 0, 4));
+        std::fs::write(&three, vec![0u8; FS]).unwrap();
+        assert_eq!(scan().bad_blocks, 1);
+        // An older format: a log block where the header goes.
+        let mut old = vec![0u8; FS];
+        seal_log_block(&mut old[..LOG_BLOCK], 3, 3, 0, 10);
+        std::fs::write(&three, old).unwrap();
+        let s = scan();
+        assert!(
+            s.first_bad[0].contains("no file header"),
+            "{:?}",
+            s.first_bad
+        );
     }
 }

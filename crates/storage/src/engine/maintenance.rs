@@ -4,6 +4,7 @@
 
 use super::{Instance, K_MAINT_READ, K_REPL_READ, io_error_text, tag};
 use crate::format;
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use mailbench_io::{IoCompletion, IoRequest, OpKind};
 use mailbench_results::storage::stats::Class;
 use std::collections::VecDeque;
@@ -250,9 +251,18 @@ impl Instance {
             return;
         };
         let block = self.log.block();
-        let first_block = (off / block as u64) as u32;
+        // The file's header, then its blocks.
+        let bytes = c.buf.as_slice();
+        let head = (LOG_FILE_HEADER as u64)
+            .saturating_sub(off)
+            .min(bytes.len() as u64) as usize;
         let mut bad = 0;
-        for (k, b) in c.buf.as_slice().chunks(block).enumerate() {
+        if off == 0 && LogFileHeader::check(bytes, db_id, g, file_size, block).is_err() {
+            bad += 1;
+        }
+        let first_block =
+            log_header::block_at((off + head as u64).max(LOG_FILE_HEADER as u64), block) as u32;
+        for (k, b) in bytes[head..].chunks(block).enumerate() {
             if format::check_log_block(b, db_id, g, first_block + k as u32)
                 == format::LogBlock::Corrupt
             {

@@ -1,5 +1,6 @@
 //! The replay's log: log files read ahead in order from the checkpoint
-//! (reads of the rest of the file up to the largest coalesced read,
+//! (each file's header on its own, checked before its data is read, then
+//! reads of the rest of the file up to the largest coalesced read,
 //! `LOG_AHEAD` of them), their blocks checked, and the
 //! records decoded into updates queued for applying once their transaction
 //! commits. Replay stops reading at the end of the log, a torn tail or a
@@ -7,6 +8,7 @@
 
 use super::{LOG_AHEAD, QUEUE_BYTES, Replay, T_LOG, T_MASK, Upd};
 use crate::format::{self, LOG_BLOCK_HEADER, LogBlock, PAGE_HEADER, Record};
+use crate::log_header::{self, LOG_FILE_HEADER, LogFileHeader};
 use mailbench_io::{AlignedBuf, IoRequest, OpKind};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -43,11 +45,20 @@ impl Replay {
                 self.sub_gen += 1;
                 self.sub_off = 0;
             }
+            let header = self.sub_off == 0;
+            if !header && self.header_ok < Some(self.sub_gen) {
+                // The file's data waits for its header to check.
+                break;
+            }
             let Some(file) = self.log_file(self.sub_gen) else {
                 self.no_more_files = true;
                 break;
             };
-            let len = (self.log_read_size as u64).min(self.fs - self.sub_off) as usize;
+            let len = if header {
+                LOG_FILE_HEADER
+            } else {
+                (self.log_read_size as u64).min(self.fs - self.sub_off) as usize
+            };
             let buf = self.pool.get(len);
             self.io.submit(IoRequest {
                 file,
@@ -60,7 +71,11 @@ impl Replay {
             // Remember where this chunk comes from.
             self.chunks_meta_insert(self.sub_seq, self.sub_gen, self.sub_off);
             self.sub_seq += 1;
-            self.sub_off += len as u64;
+            self.sub_off = match (header, self.gens_begun) {
+                (true, 0) => self.first_data_off,
+                _ => self.sub_off + len as u64,
+            };
+            self.gens_begun += u64::from(header);
             self.log_in_flight += 1;
             any = true;
         }
@@ -130,9 +145,73 @@ impl Replay {
         true
     }
 
+    /// Checks generation `g`'s header: its data is read next, or the log ends
+    /// here (a crash before or while the header of the generation after the
+    /// last one was written), or replay fails (any other fault).
+    fn consume_header(&mut self, g: u64, bytes: &[u8]) {
+        let name = format::log_file_name(g);
+        let fault = match LogFileHeader::check(bytes, self.header.db_id, g, self.fs, self.log_block)
+        {
+            Ok(_) => {
+                self.header_ok = Some(g);
+                return;
+            }
+            Err(f) => f,
+        };
+        self.log_done = true;
+        // The generation after a sound one, or the checkpoint's when replay
+        // starts at its first record (the file never begun when the
+        // checkpoint was taken at the end of the one before).
+        let after_sound = match self.header_ok {
+            Some(h) => g == h + 1,
+            None => self.start_lsn <= log_header::first_lsn(g, self.fs),
+        };
+        if after_sound && fault.unwritten() && !self.first_block_written(g) {
+            self.stopped = format!("end of the log: {name} was never begun ({fault})");
+            return;
+        }
+        self.damaged = true;
+        self.stopped = format!("log file {name} cannot be read: {fault}; replay stopped there");
+        self.error(format!(
+            "log file {}: {fault}",
+            self.log_dir.join(&name).display()
+        ));
+    }
+
+    /// Whether generation `g`'s first block is one of its own: then its
+    /// header, which is written before any block of the generation, was
+    /// damaged after it was written, not torn. One read of a block, counted
+    /// with the log reads; a block that cannot be read counts as written
+    /// (an error, not an end).
+    fn first_block_written(&mut self, g: u64) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some(file) = self.log_file(g) else {
+            return false;
+        };
+        let mut buf = AlignedBuf::new(self.log_block);
+        let t = std::time::Instant::now();
+        let read = file.read_exact_at(buf.as_mut_slice(), LOG_FILE_HEADER as u64);
+        self.log_read.ops += 1;
+        self.log_read.latency.record(t.elapsed());
+        match read {
+            Ok(()) => {
+                self.log_read.bytes += self.log_block as u64;
+                format::check_log_block(buf.as_slice(), self.header.db_id, g, 0) != LogBlock::End
+            }
+            Err(_) => {
+                self.log_read.errors += 1;
+                true
+            }
+        }
+    }
+
     fn consume_chunk(&mut self, g: u64, off: u64, bytes: &[u8], asked: usize) {
+        if off == 0 {
+            self.consume_header(g, bytes);
+            return;
+        }
         let lb = self.log_block;
-        let first_block = off / lb as u64;
+        let first_block = log_header::block_at(off, lb);
         let whole = bytes.len() / lb;
         for k in 0..whole {
             let b = first_block + k as u64;
@@ -199,7 +278,7 @@ impl Replay {
                 first_block + whole as u64
             );
         }
-        let _ = self.blocks_per_file;
+        debug_assert!(first_block + whole as u64 <= self.blocks_per_file);
     }
 
     /// Adds the data of block `b` of generation `g` (its first `skip` bytes
@@ -210,7 +289,9 @@ impl Replay {
         }
         let s = skip.min(data_len);
         let data = &block[LOG_BLOCK_HEADER + s..LOG_BLOCK_HEADER + data_len];
-        let lsn = g * self.fs + b * self.log_block as u64 + (LOG_BLOCK_HEADER + s) as u64;
+        let lsn = g * self.fs
+            + log_header::block_offset(b, self.log_block)
+            + (LOG_BLOCK_HEADER + s) as u64;
         let stream_at = self.pend_base + self.pend.len() as u64;
         self.segs.push_back((stream_at, lsn, data.len()));
         self.pend.extend_from_slice(data);

@@ -7,6 +7,7 @@ use super::{
     T_WRITE, WRITE_DEPTH,
 };
 use crate::format::{self, DbHeader, LOG_BLOCK_HEADER};
+use crate::log_header::{self, LOG_FILE_HEADER};
 use crate::spec::InstanceSpec;
 use crate::verify;
 use mailbench_base::interrupt::Interrupt;
@@ -57,10 +58,12 @@ impl Start {
                 inst.log_dir.display()
             )));
         }
-        let in_file = start_lsn - start_gen * fs;
+        // The blocks follow the file's header: a start inside the header
+        // (the end of the previous file, or no checkpoint) is the first block's start.
+        let in_data = (start_lsn - start_gen * fs).saturating_sub(LOG_FILE_HEADER as u64);
         let lb = header.log_block() as u64;
-        let block = in_file / lb;
-        let skip = ((in_file % lb) as usize).saturating_sub(LOG_BLOCK_HEADER);
+        let block = in_data / lb;
+        let skip = ((in_data % lb) as usize).saturating_sub(LOG_BLOCK_HEADER);
         Ok(Start {
             lsn: start_lsn,
             generation: start_gen,
@@ -68,6 +71,24 @@ impl Start {
             skip,
         })
     }
+}
+
+/// The size of a log data read and the offset of the first file's first one
+/// (the read holding the start's `block`). ESE's redo reads a log file's
+/// header on its own (`ErrLGIReadFileHeader`, dev/ese/src/ese/_log/log.cxx),
+/// then the data after it into a buffer the size of the file, at most
+/// `JET_paramMaxCoalesceReadSize` at a time (`ErrReaderEnsureSector`,
+/// dev/ese/src/ese/_log/logread.cxx); the same parameter sizes its background
+/// maintenance reads (`DBMScanConfig::CpgBatch`, dbscan.cxx), which is where
+/// the profile's value comes from.
+fn log_reads(coalesce: usize, fs: u64, log_block: usize, block: u64) -> (usize, u64) {
+    let data = fs - LOG_FILE_HEADER as u64;
+    let size = (coalesce.min(data as usize) / log_block).max(1) * log_block;
+    let per_read = (size / log_block) as u64;
+    (
+        size,
+        log_header::block_offset(block / per_read * per_read, log_block),
+    )
 }
 
 impl Replay {
@@ -101,14 +122,8 @@ impl Replay {
         let db = mailbench_io::open_file(&inst.db_path, false, direct, false)
             .map_err(|e| Error::io("cannot open database", &inst.db_path, e))?;
         let log_block = header.log_block();
-        // ESE's redo reads a log file into a buffer the size of the file, at
-        // most `JET_paramMaxCoalesceReadSize` at a time (`ErrReaderEnsureSector`,
-        // dev/ese/src/ese/_log/logread.cxx); the same parameter sizes its
-        // background maintenance reads (`DBMScanConfig::CpgBatch`, dbscan.cxx),
-        // which is where the profile's value comes from.
-        let log_read_size = (coalesce.min(fs as usize) / log_block).max(1) * log_block;
+        let (log_read_size, chunk_start) = log_reads(coalesce, fs, log_block, block);
         let read_run_pages = (coalesce / ps).max(1);
-        let chunk_start = block * log_block as u64 / log_read_size as u64 * log_read_size as u64;
         Ok(Replay {
             db_path: inst.db_path.clone(),
             log_dir: inst.log_dir.clone(),
@@ -117,14 +132,17 @@ impl Replay {
             log_block,
             log_read_size,
             read_run_pages,
-            blocks_per_file: fs / log_block as u64,
+            blocks_per_file: log_header::blocks_per_file(fs, log_block),
             db: Arc::new(db),
             direct,
             io,
             pool: BufPool::new(BUFFERS_KEPT),
             log_files: HashMap::new(),
             sub_gen: start_gen,
-            sub_off: chunk_start,
+            sub_off: 0,
+            first_data_off: chunk_start,
+            header_ok: None,
+            gens_begun: 0,
             sub_seq: 0,
             no_more_files: false,
             log_in_flight: 0,

@@ -272,13 +272,35 @@ impl Replay {
                 None => self.lsn_of(end_pos - 1),
             } + 1;
             self.records += 1;
-            match rec {
+            // A flag-delete or a version cleanup's delete changes no bytes of
+            // the page: replayed as an update without an after-image (the
+            // page's LSN moves on).
+            let node = match rec {
                 Record::Update {
                     txn,
                     page_no,
                     offset,
                     data,
-                } => {
+                } => Some((txn, page_no, offset, data)),
+                Record::FlagDelete {
+                    txn,
+                    page_no,
+                    offset,
+                }
+                | Record::Delete {
+                    txn,
+                    page_no,
+                    offset,
+                } => Some((txn, page_no, offset, &[][..])),
+                Record::Begin { .. } => None,
+                Record::Commit { txn } => {
+                    self.transactions += 1;
+                    self.queue_committed(txn);
+                    None
+                }
+            };
+            match node {
+                Some((txn, page_no, offset, data)) => {
                     let off = offset as usize;
                     if page_no == 0
                         || page_no >= self.header.page_count
@@ -309,10 +331,7 @@ impl Replay {
                         end_lsn,
                     });
                 }
-                Record::Commit { txn } => {
-                    self.transactions += 1;
-                    self.queue_committed(txn);
-                }
+                None => {}
             }
             self.pend_pos += rec_len;
         }

@@ -484,7 +484,10 @@ pub fn shadow_rescue(
 
 /// Log records. Layout: `0 len u32 (whole record) | 4 kind u8 | 5..8 pad | 8 txn u64 | ...`.
 /// * Update: `16 page_no u64 | 24 offset u32 | 28 data_len u32 | 32.. after-image`.
-/// * Commit: nothing more.
+/// * FlagDelete, Delete: `16 page_no u64 | 24 offset u32 | 28 zero u32`: the
+///   update record's fixed part without an after-image (ESE's `LRFLAGDELETE`
+///   and `LRDELETE`, `dev/ese/src/inc/logapi.hxx`, are its node header alone).
+/// * Begin, Commit: nothing more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
     Update {
@@ -493,6 +496,27 @@ pub enum Record<'a> {
         offset: u32,
         data: &'a [u8],
     },
+    /// A transaction's first change is about to be logged (ESE's deferred
+    /// `lrtypBegin0`, `ErrLGIDeferBeginTransaction` in
+    /// `dev/ese/src/ese/logapi.cxx`).
+    Begin {
+        txn: u64,
+    },
+    /// The node at `offset` of the page is flagged deleted (a user delete,
+    /// versioned: ESE's `ErrLGFlagDelete`); its bytes stay as they are.
+    FlagDelete {
+        txn: u64,
+        page_no: u64,
+        offset: u32,
+    },
+    /// Version cleanup removes the flag-deleted node at `offset` once the
+    /// deleting transaction committed (ESE's `ErrLGDelete` from `ErrBTDelete`,
+    /// run by `DELETERECTASK`); its bytes stay as they are.
+    Delete {
+        txn: u64,
+        page_no: u64,
+        offset: u32,
+    },
     Commit {
         txn: u64,
     },
@@ -500,14 +524,33 @@ pub enum Record<'a> {
 
 pub const RECORD_UPDATE: u8 = 1;
 pub const RECORD_COMMIT: u8 = 2;
+pub const RECORD_BEGIN: u8 = 3;
+pub const RECORD_FLAG_DELETE: u8 = 4;
+pub const RECORD_DELETE: u8 = 5;
 pub const UPDATE_HEADER: usize = 32;
 pub const COMMIT_LEN: usize = 16;
+/// A begin record is as long as a commit record.
+pub const BEGIN_LEN: usize = COMMIT_LEN;
+/// A flag-delete or delete record: an update record's fixed part.
+pub const NODE_DELETE_LEN: usize = UPDATE_HEADER;
 
 impl Record<'_> {
     pub fn encoded_len(&self) -> usize {
         match self {
             Record::Update { data, .. } => UPDATE_HEADER + data.len(),
+            Record::FlagDelete { .. } | Record::Delete { .. } => NODE_DELETE_LEN,
+            Record::Begin { .. } => BEGIN_LEN,
             Record::Commit { .. } => COMMIT_LEN,
+        }
+    }
+
+    /// The page the record changes, if it changes one.
+    pub fn page(&self) -> Option<u64> {
+        match self {
+            Record::Update { page_no, .. }
+            | Record::FlagDelete { page_no, .. }
+            | Record::Delete { page_no, .. } => Some(*page_no),
+            Record::Begin { .. } | Record::Commit { .. } => None,
         }
     }
 
@@ -526,25 +569,40 @@ impl Record<'_> {
     pub fn encode_header(&self, h: &mut [u8; UPDATE_HEADER]) -> usize {
         h.fill(0);
         put_u32(h, 0, self.encoded_len() as u32);
-        match self {
+        let (kind, txn, node) = match self {
             Record::Update {
                 txn,
                 page_no,
                 offset,
                 data,
-            } => {
-                h[4] = RECORD_UPDATE;
-                put_u64(h, 8, *txn);
-                put_u64(h, 16, *page_no);
-                put_u32(h, 24, *offset);
-                put_u32(h, 28, data.len() as u32);
+            } => (
+                RECORD_UPDATE,
+                *txn,
+                Some((*page_no, *offset, data.len() as u32)),
+            ),
+            Record::FlagDelete {
+                txn,
+                page_no,
+                offset,
+            } => (RECORD_FLAG_DELETE, *txn, Some((*page_no, *offset, 0))),
+            Record::Delete {
+                txn,
+                page_no,
+                offset,
+            } => (RECORD_DELETE, *txn, Some((*page_no, *offset, 0))),
+            Record::Begin { txn } => (RECORD_BEGIN, *txn, None),
+            Record::Commit { txn } => (RECORD_COMMIT, *txn, None),
+        };
+        h[4] = kind;
+        put_u64(h, 8, txn);
+        match node {
+            Some((page_no, offset, data_len)) => {
+                put_u64(h, 16, page_no);
+                put_u32(h, 24, offset);
+                put_u32(h, 28, data_len);
                 UPDATE_HEADER
             }
-            Record::Commit { txn } => {
-                h[4] = RECORD_COMMIT;
-                put_u64(h, 8, *txn);
-                COMMIT_LEN
-            }
+            None => COMMIT_LEN,
         }
     }
 
@@ -562,7 +620,21 @@ impl Record<'_> {
             return Ok(None);
         }
         let txn = get_u64(b, 8);
-        let rec = match b[4] {
+        let kind = b[4];
+        let want = match kind {
+            RECORD_UPDATE => None,
+            RECORD_FLAG_DELETE | RECORD_DELETE => Some(NODE_DELETE_LEN),
+            RECORD_BEGIN => Some(BEGIN_LEN),
+            RECORD_COMMIT => Some(COMMIT_LEN),
+            k => return Err(format!("unknown record kind {k}")),
+        };
+        if want.is_some_and(|w| w != len) {
+            return Err(format!("record of kind {kind} is {len} bytes long"));
+        }
+        if len >= UPDATE_HEADER && kind != RECORD_UPDATE && get_u32(b, 28) != 0 {
+            return Err(format!("record of kind {kind} names an after-image"));
+        }
+        let rec = match kind {
             RECORD_UPDATE => {
                 if len < UPDATE_HEADER || get_u32(b, 28) as usize != len - UPDATE_HEADER {
                     return Err("update record lengths disagree".into());
@@ -574,8 +646,18 @@ impl Record<'_> {
                     data: &b[UPDATE_HEADER..len],
                 }
             }
-            RECORD_COMMIT => Record::Commit { txn },
-            k => return Err(format!("unknown record kind {k}")),
+            RECORD_FLAG_DELETE => Record::FlagDelete {
+                txn,
+                page_no: get_u64(b, 16),
+                offset: get_u32(b, 24),
+            },
+            RECORD_DELETE => Record::Delete {
+                txn,
+                page_no: get_u64(b, 16),
+                offset: get_u32(b, 24),
+            },
+            RECORD_BEGIN => Record::Begin { txn },
+            _ => Record::Commit { txn },
         };
         Ok(Some((rec, len)))
     }
@@ -875,22 +957,76 @@ mod tests {
         assert_eq!(parse_log_file_name("E1.log"), None);
     }
 
+    /// One record of each kind, from the drawn fields.
+    fn each_kind(txn: u64, page: u64, off: u32, data: &[u8]) -> [Record<'_>; 5] {
+        [
+            Record::Begin { txn },
+            Record::Update {
+                txn,
+                page_no: page,
+                offset: off,
+                data,
+            },
+            Record::FlagDelete {
+                txn,
+                page_no: page,
+                offset: off,
+            },
+            Record::Delete {
+                txn,
+                page_no: page,
+                offset: off,
+            },
+            Record::Commit { txn },
+        ]
+    }
+
+    #[test]
+    fn records_of_another_kind_s_length_are_refused() {
+        let mut out = Vec::new();
+        Record::Begin { txn: 7 }.encode(&mut out);
+        out[4] = RECORD_DELETE;
+        assert!(Record::decode(&out).is_err(), "a 16-byte delete record");
+        let mut out = Vec::new();
+        Record::Delete {
+            txn: 7,
+            page_no: 3,
+            offset: 64,
+        }
+        .encode(&mut out);
+        out[28] = 1;
+        assert!(
+            Record::decode(&out).is_err(),
+            "a delete record with an after-image"
+        );
+        out[28] = 0;
+        out[4] = RECORD_COMMIT;
+        assert!(Record::decode(&out).is_err(), "a 32-byte commit record");
+    }
+
     proptest! {
         #[test]
         fn records_round_trip_and_torn_tails_are_partial(
             txn in any::<u64>(), page in any::<u64>(), off in 0u32..65536,
-            data in proptest::collection::vec(any::<u8>(), 0..3000), cut in 0usize..3100) {
+            data in proptest::collection::vec(any::<u8>(), 0..3000), cut in 0usize..3100,
+            order in proptest::collection::vec(0usize..5, 1..8)) {
+            let kinds = each_kind(txn, page, off, &data);
             let mut out = Vec::new();
-            Record::Update { txn, page_no: page, offset: off, data: &data }.encode(&mut out);
-            Record::Commit { txn }.encode(&mut out);
-            let (r, n) = Record::decode(&out).unwrap().unwrap();
-            prop_assert_eq!(r, Record::Update { txn, page_no: page, offset: off, data: &data });
-            let (c, m) = Record::decode(&out[n..]).unwrap().unwrap();
-            prop_assert_eq!(c, Record::Commit { txn });
-            prop_assert_eq!(n + m, out.len());
-            if cut < n {
-                prop_assert!(Record::decode(&out[..cut]).unwrap().is_none());
+            for &k in &order {
+                let before = out.len();
+                kinds[k].encode(&mut out);
+                prop_assert_eq!(out.len() - before, kinds[k].encoded_len());
             }
+            let mut at = 0;
+            for &k in &order {
+                let (r, n) = Record::decode(&out[at..]).unwrap().unwrap();
+                prop_assert_eq!(&r, &kinds[k]);
+                if cut < n {
+                    prop_assert!(Record::decode(&out[at..at + cut]).unwrap().is_none());
+                }
+                at += n;
+            }
+            prop_assert_eq!(at, out.len());
         }
     }
 }

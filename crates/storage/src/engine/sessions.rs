@@ -45,6 +45,9 @@ pub(super) struct Touch {
     /// The page splits into its neighbour: its before image is logged first
     /// (profile `split_page_image`).
     split: bool,
+    /// A node of the page is deleted: flagged deleted by the transaction,
+    /// removed by version cleanup once it committed.
+    delete: bool,
 }
 
 /// A transaction. Its vectors are reused by the session's next one.
@@ -65,6 +68,10 @@ pub(super) struct Txn {
     stalled_counted: bool,
     /// (page, end LSN of its update record), kept for the ACK stream only.
     logged: Vec<(u64, u64)>,
+    /// Whether its begin record is logged (with its first change).
+    begun: bool,
+    /// The nodes it flagged deleted (page, offset), for version cleanup.
+    deleted: Vec<(u64, u32)>,
     /// The rows it changes: (touch, offset in the page, payload seed).
     rows: Vec<(usize, usize, u64)>,
 }
@@ -84,6 +91,8 @@ impl Txn {
             durable: false,
             stalled_counted: false,
             logged: Vec::new(),
+            begun: false,
+            deleted: Vec::new(),
             rows: Vec::new(),
         }
     }
@@ -236,6 +245,18 @@ impl Mailbox {
             modify,
             run_with_next: false,
             split: false,
+            delete: false,
+        });
+    }
+
+    /// A page on which a node is deleted.
+    fn delete(touches: &mut Vec<Touch>, page: u64) {
+        touches.push(Touch {
+            page,
+            modify: 0,
+            run_with_next: false,
+            split: false,
+            delete: true,
         });
     }
 
@@ -248,6 +269,7 @@ impl Mailbox {
                 modify: m1,
                 run_with_next: true,
                 split,
+                delete: false,
             });
             Self::touch(touches, page + 1, m2);
         } else {
@@ -265,6 +287,7 @@ fn merge_touches(touches: &mut Vec<Touch>) {
         if let Some(j) = touches[..kept].iter().position(|k| k.page == t.page) {
             touches[j].modify = touches[j].modify.max(t.modify);
             touches[j].split |= t.split;
+            touches[j].delete |= t.delete;
             continue;
         }
         touches[kept] = t;
@@ -384,6 +407,8 @@ impl Instance {
     /// changes; the others follow, one after the other ([`Self::next_operation`]).
     fn plan_transaction(&mut self, intended: Instant, paced: bool, txn: &mut Txn) {
         txn.logged.clear();
+        txn.deleted.clear();
+        txn.begun = false;
         txn.modified = false;
         txn.durable = false;
         txn.ops_left = self.work.mix.ops_per_txn;
@@ -409,7 +434,7 @@ impl Instance {
         txn.frames.clear();
         self.plan_touches(&mbx, &mut txn.touches);
         merge_touches(&mut txn.touches);
-        txn.modified |= txn.touches.iter().any(|t| t.modify > 0);
+        txn.modified |= txn.touches.iter().any(|t| t.modify > 0 || t.delete);
         txn.next = 0;
         txn.pending = 0;
     }
@@ -436,9 +461,12 @@ impl Instance {
                 Mailbox::touch(touches, d, m.record);
             }
         } else if roll < m.insert_pct + m.delete_pct {
-            Mailbox::touch(touches, mbx.index_page, m.index_record);
+            // Delete a message: its entry in the folder's index and its row
+            // are flagged deleted (ESE's `ErrIsamDelete`: each index entry,
+            // then the record, `dev/ese/src/ese/recupd.cxx`).
+            Mailbox::delete(touches, mbx.index_page);
             let d = mbx.data_page(rng);
-            Mailbox::touch(touches, d, m.index_record);
+            Mailbox::delete(touches, d);
         } else if roll < m.insert_pct + m.delete_pct + m.replace_pct {
             let d = mbx.data_page(rng);
             Mailbox::touch(touches, d, m.record);
@@ -477,7 +505,7 @@ impl Instance {
                 // A page whose buffer is lent to its write is changed only
                 // after the write (it reads on as it is).
                 let lent = fr.state == FrameState::Writing && fr.data.is_empty();
-                if fr.state == FrameState::Reading || (lent && t.modify > 0) {
+                if fr.state == FrameState::Reading || (lent && (t.modify > 0 || t.delete)) {
                     fr.waiters.push(sid as u32);
                     txn.pending += 1;
                 }
@@ -701,18 +729,24 @@ impl Instance {
             return;
         }
         txn.durable = txn.modified && self.rng.random_range(0.0..100.0) >= self.work.mix.lazy_pct;
-        let commit = if ok {
-            self.log.append(&Record::Commit { txn: txn.id })
+        // A transaction that logged nothing logs no commit either: its begin
+        // is still deferred (`ErrLGCommitTransaction` in
+        // `dev/ese/src/ese/logapi.cxx`).
+        let commit = if ok && txn.begun {
+            self.log.append(&Record::Commit { txn: txn.id }).map(Some)
         } else {
-            Ok(0)
+            Ok(None)
         };
         self.interval.counters.transactions += 1;
         self.total_txns += 1;
         match commit {
             Ok(lsn) if ok => {
-                self.interval.counters.log_records += 1;
-                self.interval.counters.log_bytes += format::COMMIT_LEN as u64;
-                if txn.durable {
+                if lsn.is_some() {
+                    self.interval.counters.log_records += 1;
+                    self.interval.counters.log_bytes += format::COMMIT_LEN as u64;
+                    self.version_cleanup(&txn.deleted);
+                }
+                if let (true, Some(lsn)) = (txn.durable, lsn) {
                     self.work.commit_waiters.push((lsn, sid));
                     let s = &mut self.work.sessions[sid];
                     s.txn = Some(txn);
@@ -754,18 +788,114 @@ impl Instance {
             mailbench_io::prefetch(&self.cache.frames[f].data.as_slice()[offset..offset + ahead]);
             rows.push((i, offset, seed));
         }
+        let changes = !rows.is_empty() || txn.touches.iter().any(|t| t.split || t.delete);
         let mut ok = true;
+        if changes && !txn.begun {
+            ok = self.log_node_record(txn, None, &Record::Begin { txn: txn.id });
+            txn.begun = ok;
+        }
         for i in 0..txn.touches.len() {
             if ok && txn.touches[i].split {
                 ok = self.log_page_image(txn, i);
             }
         }
-        let ok = ok
+        ok = ok
             && rows
                 .iter()
                 .all(|&(i, offset, seed)| self.log_change(txn, i, offset, seed));
+        for i in 0..txn.touches.len() {
+            if ok && txn.touches[i].delete {
+                ok = self.log_flag_delete(txn, i);
+            }
+        }
         txn.rows = rows;
         ok
+    }
+
+    /// Flags a node of touch `i`'s page deleted: a record without an
+    /// after-image (ESE's `LRFLAGDELETE`, `ErrNDFlagDelete` in
+    /// `dev/ese/src/ese/node.cxx`); the node's bytes stay until version
+    /// cleanup removes it ([`Self::version_cleanup`]). False if the log failed.
+    fn log_flag_delete(&mut self, txn: &mut Txn, i: usize) -> bool {
+        let t = txn.touches[i];
+        let f = txn.frames[i];
+        let room = self.ps - PAGE_HEADER - 8;
+        let offset = (PAGE_HEADER + (self.rng.random_range(0..=room) & !7)) as u32;
+        let rec = Record::FlagDelete {
+            txn: txn.id,
+            page_no: t.page,
+            offset,
+        };
+        txn.deleted.push((t.page, offset));
+        self.log_node_record(txn, Some(f), &rec)
+    }
+
+    /// Appends `rec`, a record without an after-image, for `txn`; a record
+    /// that changes a page marks frame `page_frame` dirty. False if the log
+    /// failed.
+    fn log_node_record(
+        &mut self,
+        txn: &mut Txn,
+        page_frame: Option<usize>,
+        rec: &Record<'_>,
+    ) -> bool {
+        let begin = self.log.next_lsn();
+        match self.log.append(rec) {
+            Ok(lsn) => {
+                if let (Some(f), Some(page)) = (page_frame, rec.page()) {
+                    self.cache.mark_dirty(f, begin, lsn);
+                    if self.s.ack_stream {
+                        txn.logged.push((page, lsn));
+                    }
+                }
+                self.interval.counters.log_records += 1;
+                self.interval.counters.log_bytes += rec.encoded_len() as u64;
+                true
+            }
+            Err(e) => {
+                self.record_error(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Version cleanup of a committed transaction's deletes: each node it
+    /// flagged deleted is removed by a transaction of its own — a begin, a
+    /// delete record without an after-image, a lazy commit (`ErrBTDelete` in
+    /// `dev/ese/src/ese/bt.cxx`, run for each node by
+    /// `DELETERECTASK::ErrExecuteDbTask` in `dev/ese/src/ese/dbtask.cxx`,
+    /// posted by `VER::ErrVERIDelete` in `dev/ese/src/ese/ver.cxx` once the
+    /// deleting transaction committed; the cleanup session commits with
+    /// `JET_bitCommitLazyFlush`). ESE's cleanup runs in the background, a
+    /// little later; here it runs right after the commit, on the pages still
+    /// cached (a page evicted or being read again since is left alone).
+    fn version_cleanup(&mut self, deleted: &[(u64, u32)]) {
+        for &(page, offset) in deleted {
+            let Some(f) = self.cache.frame_of(page) else {
+                continue;
+            };
+            if self.cache.frames[f].state == FrameState::Reading {
+                continue;
+            }
+            let id = self.work.next_txn;
+            self.work.next_txn += 1;
+            let mut cleanup = Txn::empty();
+            cleanup.id = id;
+            let recs = [
+                Record::Begin { txn: id },
+                Record::Delete {
+                    txn: id,
+                    page_no: page,
+                    offset,
+                },
+                Record::Commit { txn: id },
+            ];
+            for rec in &recs {
+                if !self.log_node_record(&mut cleanup, Some(f), rec) {
+                    return;
+                }
+            }
+        }
     }
 
     /// Logs the before image of touch `i`'s page, which splits into its

@@ -353,47 +353,63 @@ impl Replay {
                 None => self.lsn_of(end_pos - 1),
             } + 1;
             self.records += 1;
-            match rec {
+            // A flag-delete or a version cleanup's delete changes no bytes of
+            // the page: replayed as an update without an after-image (the
+            // page's LSN moves on).
+            let node = match rec {
                 Record::Update {
                     txn,
                     page_no,
                     offset,
                     data,
-                } => {
-                    let off = offset as usize;
-                    if page_no == 0
-                        || page_no >= self.header.page_count
-                        || off < PAGE_HEADER
-                        || off + data.len() > self.ps
-                    {
-                        let at = self.lsn_of(self.pend_base + self.pend_pos as u64);
-                        self.log_done = true;
-                        self.damaged = true;
-                        self.stopped = format!(
-                            "log record at LSN {at} names page {page_no} offset {off}, outside the \
-                             database: replay stopped there"
-                        );
-                        break;
-                    }
-                    let spare = &mut self.open_spare;
-                    let t = self
-                        .open
-                        .entry(txn)
-                        .or_insert_with(|| spare.pop().unwrap_or_default());
-                    let at = t.bytes.len() as u64;
-                    t.bytes.extend_from_slice(data);
-                    t.upds.push(Upd {
-                        page: page_no,
-                        offset: off,
-                        at,
-                        len: data.len(),
-                        end_lsn,
-                    });
+                } => Some((txn, page_no, offset, data)),
+                Record::FlagDelete {
+                    txn,
+                    page_no,
+                    offset,
                 }
+                | Record::Delete {
+                    txn,
+                    page_no,
+                    offset,
+                } => Some((txn, page_no, offset, &[][..])),
+                Record::Begin { .. } => None,
                 Record::Commit { txn } => {
                     self.transactions += 1;
                     self.queue_committed(txn);
+                    None
                 }
+            };
+            if let Some((txn, page_no, offset, data)) = node {
+                let off = offset as usize;
+                if page_no == 0
+                    || page_no >= self.header.page_count
+                    || off < PAGE_HEADER
+                    || off + data.len() > self.ps
+                {
+                    let at = self.lsn_of(self.pend_base + self.pend_pos as u64);
+                    self.log_done = true;
+                    self.damaged = true;
+                    self.stopped = format!(
+                        "log record at LSN {at} names page {page_no} offset {off}, outside the \
+                             database: replay stopped there"
+                    );
+                    break;
+                }
+                let spare = &mut self.open_spare;
+                let t = self
+                    .open
+                    .entry(txn)
+                    .or_insert_with(|| spare.pop().unwrap_or_default());
+                let at = t.bytes.len() as u64;
+                t.bytes.extend_from_slice(data);
+                t.upds.push(Upd {
+                    page: page_no,
+                    offset: off,
+                    at,
+                    len: data.len(),
+                    end_lsn,
+                });
             }
             self.pend_pos += rec_len;
         }

@@ -63,7 +63,18 @@ fn only_run_dir(dir: &Path) -> PathBuf {
 #[test]
 fn a_short_run_writes_results_that_match_its_verdict() {
     let t = tempfile::tempdir().unwrap();
-    let o = storage(t.path(), "run", &[]);
+    // A checkpoint depth of 4 log files: the depth rule writes back the pages
+    // that hold the checkpoint, so the 3-second runs reuse log files whatever
+    // the machine's speed (at the profile's 100 MiB, only eviction moved the
+    // checkpoint that soon, and a page kept hot could hold it all run).
+    let config = t.path().join("depth.toml");
+    std::fs::write(
+        &config,
+        "[storage.profile_overrides]\ncheckpoint_depth = \"4MiB\"\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let o = storage(t.path(), "run", &["--config", config]);
     let code = o.status.code().unwrap();
     assert!(code == 0 || code == 1, "{}", text(&o));
     let run = only_run_dir(t.path());
@@ -148,7 +159,11 @@ fn a_short_run_writes_results_that_match_its_verdict() {
 
     // A second run on the same folder opens the databases instead of creating
     // them; both run on one I/O thread, and both do their work.
-    let o = storage(t.path(), "run", &["--no-verify", "--io-threads", "1"]);
+    let o = storage(
+        t.path(),
+        "run",
+        &["--no-verify", "--io-threads", "1", "--config", config],
+    );
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     let run2 = only_run_dir(t.path());
     let r2 = read_json(&run2.join("result.json"));

@@ -63,16 +63,7 @@ fn only_run_dir(dir: &Path) -> PathBuf {
 #[test]
 fn a_short_run_writes_results_that_match_its_verdict() {
     let t = tempfile::tempdir().unwrap();
-    // A checkpoint depth of 4 log files: the depth rule writes back the pages
-    // that hold the checkpoint, so the 3-second runs reuse log files whatever
-    // the machine's speed (at the profile's 100 MiB, only eviction moved the
-    // checkpoint that soon, and a page kept hot could hold it all run).
-    let config = t.path().join("depth.toml");
-    std::fs::write(
-        &config,
-        "[storage.profile_overrides]\ncheckpoint_depth = \"4MiB\"\n",
-    )
-    .unwrap();
+    let config = shallow_checkpoint(t.path());
     let config = config.to_str().unwrap();
     let o = storage(t.path(), "run", &["--config", config]);
     let code = o.status.code().unwrap();
@@ -178,6 +169,21 @@ fn a_short_run_writes_results_that_match_its_verdict() {
         );
     }
     log_files_are_reused(t.path(), &log2);
+}
+
+/// A config file in `dir` setting a checkpoint depth of 4 log files: the depth
+/// rule writes back the pages that hold the checkpoint, so 3-second runs reuse
+/// log files whatever the machine's speed (at the profile's 100 MiB, only
+/// eviction moved the checkpoint that soon, and a page kept hot could hold it
+/// all run).
+fn shallow_checkpoint(dir: &Path) -> PathBuf {
+    let config = dir.join("depth.toml");
+    std::fs::write(
+        &config,
+        "[storage.profile_overrides]\ncheckpoint_depth = \"4MiB\"\n",
+    )
+    .unwrap();
+    config
 }
 
 /// The log's files: formatted ahead before the first checkpoint frees any

@@ -508,8 +508,6 @@ fn a_damaged_log_block_is_reported_and_not_replayed() {
     let rec = &r["prior_recovery"][0];
     // Replay stopped before the damaged block.
     let end = rec["end_lsn"].as_u64().unwrap();
-    let gen_of =
-        |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
     let damaged_at = gen_of(&path) * (1 << 20) + log_header::block_offset(b, format::LOG_BLOCK);
     assert!(
         end <= damaged_at,
@@ -539,8 +537,6 @@ fn log_file_headers_are_checked_before_the_data() {
     // DB01: its first log file after the checkpoint in the older format.
     let blocks = valid_blocks_after_checkpoint(dir, 0);
     let (old, _) = blocks.first().unwrap().clone();
-    let gen_of =
-        |p: &Path| format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap();
     let mut block = vec![0u8; log_header::LOG_FILE_HEADER];
     format::seal_log_block(&mut block, db_id(&db_path(dir, 0)), gen_of(&old), 0, 100);
     let f = std::fs::OpenOptions::new().write(true).open(&old).unwrap();
@@ -573,6 +569,11 @@ fn log_file_headers_are_checked_before_the_data() {
     for rec in r["prior_recovery"].as_array().unwrap() {
         assert_eq!(rec["log_damaged"], true, "{rec}");
     }
+}
+
+/// The generation of log file `p`.
+fn gen_of(p: &Path) -> u64 {
+    format::parse_log_file_name(&p.file_name().unwrap().to_string_lossy()).unwrap()
 }
 
 fn run_folders(dir: &Path) -> usize {

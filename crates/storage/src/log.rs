@@ -300,7 +300,7 @@ impl LogWriter {
             db_id: self.db_id,
             file_size: self.file_size,
             log_block: self.block as u32,
-            created_ms: log_header::now_ms(),
+            created_ms: (mailbench_base::host::unix_now() * 1e3) as u64,
         }
         .encode(buf.as_mut_slice());
         buf
@@ -313,13 +313,17 @@ impl LogWriter {
     fn write_first_header(&mut self, generation: u64) -> Result<()> {
         use std::os::unix::fs::FileExt;
         let path = Self::path_of(&self.dir, generation);
-        let file = self.file(generation).ok_or_else(|| {
-            Error::runtime(format!("log generation {generation} has no open file"))
-        })?;
+        let file = self.open_file(generation)?;
         let buf = self.header_buf(generation);
         let r = file.write_all_at(buf.as_slice(), 0);
         self.pool.put(buf);
         r.map_err(|e| Error::io("cannot write the header of log file", &path, e))
+    }
+
+    /// `generation`'s file, which the log opened before writing to it.
+    fn open_file(&self, generation: u64) -> Result<Arc<File>> {
+        self.file(generation)
+            .ok_or_else(|| Error::runtime(format!("log generation {generation} has no open file")))
     }
 
     /// The write of `generation`'s header, when no earlier flush queued it.
@@ -327,9 +331,7 @@ impl LogWriter {
         if generation <= self.header_queued {
             return Ok(None);
         }
-        let file = self.file(generation).ok_or_else(|| {
-            Error::runtime(format!("log generation {generation} has no open file"))
-        })?;
+        let file = self.open_file(generation)?;
         self.header_queued = generation;
         let buf = self.header_buf(generation);
         Ok(Some(LogWrite {
@@ -773,9 +775,7 @@ impl LogWriter {
     ) -> Result<LogWrite> {
         let b = self.block;
         let g = seg.generation;
-        let file = self
-            .file(g)
-            .ok_or_else(|| Error::runtime(format!("log generation {g} has no open file")))?;
+        let file = self.open_file(g)?;
         let n = range.len() * b;
         let mut buf = self.pool.get(n);
         buf.set_len(n);

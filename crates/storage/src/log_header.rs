@@ -182,13 +182,6 @@ impl LogFileHeader {
     }
 }
 
-/// Milliseconds since the Unix epoch now (0 if the clock is before it).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// The offset in its file of log block `block` (`log_block` bytes each).
 pub fn block_offset(block: u64, log_block: usize) -> u64 {
     LOG_FILE_HEADER as u64 + block * log_block as u64

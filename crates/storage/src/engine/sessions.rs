@@ -840,16 +840,33 @@ impl Instance {
         rec: &Record<'_>,
     ) -> bool {
         let begin = self.log.next_lsn();
-        match self.log.append(rec) {
+        let appended = self.log.append(rec);
+        let len = rec.encoded_len() as u64;
+        self.appended(txn, page_frame.zip(rec.page()), begin, appended, len)
+    }
+
+    /// What follows appending a record of `len` bytes for `txn` that began at
+    /// LSN `begin`: the page it changes (frame, page number) marked dirty up
+    /// to its end and kept for the ACK stream, the log counters; a failed
+    /// append recorded. False if the log failed.
+    fn appended(
+        &mut self,
+        txn: &mut Txn,
+        page: Option<(usize, u64)>,
+        begin: u64,
+        appended: mailbench_base::Result<u64>,
+        len: u64,
+    ) -> bool {
+        match appended {
             Ok(lsn) => {
-                if let (Some(f), Some(page)) = (page_frame, rec.page()) {
+                if let Some((f, page)) = page {
                     self.cache.mark_dirty(f, begin, lsn);
                     if self.s.ack_stream {
                         txn.logged.push((page, lsn));
                     }
                 }
                 self.interval.counters.log_records += 1;
-                self.interval.counters.log_bytes += rec.encoded_len() as u64;
+                self.interval.counters.log_bytes += len;
                 true
             }
             Err(e) => {
@@ -917,21 +934,8 @@ impl Instance {
             data: &self.cache.frames[f].data.as_slice()[PAGE_HEADER..],
         };
         let len = rec.encoded_len() as u64;
-        match self.log.append(&rec) {
-            Ok(lsn) => {
-                self.cache.mark_dirty(f, begin, lsn);
-                if self.s.ack_stream {
-                    txn.logged.push((t.page, lsn));
-                }
-                self.interval.counters.log_records += 1;
-                self.interval.counters.log_bytes += len;
-                true
-            }
-            Err(e) => {
-                self.record_error(e.to_string());
-                false
-            }
-        }
+        let appended = self.log.append(&rec);
+        self.appended(txn, Some((f, t.page)), begin, appended, len)
     }
 
     /// Changes the row at `offset` of touch `i`'s page and logs it.
@@ -948,21 +952,9 @@ impl Instance {
             offset: offset as u32,
             data: &self.cache.frames[f].data.as_slice()[row],
         };
-        match self.log.append(&rec) {
-            Ok(lsn) => {
-                self.cache.mark_dirty(f, begin, lsn);
-                if self.s.ack_stream {
-                    txn.logged.push((t.page, lsn));
-                }
-                self.interval.counters.log_records += 1;
-                self.interval.counters.log_bytes += (UPDATE_HEADER + len) as u64;
-                true
-            }
-            Err(e) => {
-                self.record_error(e.to_string());
-                false
-            }
-        }
+        let appended = self.log.append(&rec);
+        let len = (UPDATE_HEADER + len) as u64;
+        self.appended(txn, Some((f, t.page)), begin, appended, len)
     }
 
     /// Fills `row` of frame `f`'s page with new random bytes (from `seed`)

@@ -71,11 +71,12 @@ impl Replay {
             // Remember where this chunk comes from.
             self.chunks_meta_insert(self.sub_seq, self.sub_gen, self.sub_off);
             self.sub_seq += 1;
-            self.sub_off = match (header, self.gens_begun) {
-                (true, 0) => self.first_data_off,
-                _ => self.sub_off + len as u64,
+            // After the first file's header, its data from the read holding
+            // the start; after any other's, from the header's end.
+            self.sub_off = match header {
+                true => self.first_data_off.take().unwrap_or(len as u64),
+                false => self.sub_off + len as u64,
             };
-            self.gens_begun += u64::from(header);
             self.log_in_flight += 1;
             any = true;
         }

@@ -288,13 +288,11 @@ struct Replay {
     /// The next offset to read in `sub_gen` (0: its header).
     sub_off: u64,
     /// Where the data reads of the first file begin (the read holding the
-    /// checkpoint's block).
-    first_data_off: u64,
+    /// checkpoint's block); taken once its header read is submitted.
+    first_data_off: Option<u64>,
     /// The newest generation whose header checked: a file's data is read
     /// once its header checks.
     header_ok: Option<u64>,
-    /// Generations whose header read was submitted.
-    gens_begun: u64,
     sub_seq: u64,
     no_more_files: bool,
     log_in_flight: usize,

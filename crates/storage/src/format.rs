@@ -1,6 +1,7 @@
 //! On-disk formats: database pages, the database header page, log blocks and
 //! records, and the checkpoint file. All integers little-endian; all checksums
-//! CRC32C. See docs/storage-format.md.
+//! CRC32C. docs/storage.md ("The engine") and docs/storage-integrity.md describe
+//! them; a log file's header is in [`crate::log_header`].
 //!
 //! LSN: a byte position in the log stream, `generation * log_file_size + offset
 //! in that file`, so the distance between two LSNs is a size of log.
